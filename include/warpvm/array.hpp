@@ -1,0 +1,238 @@
+#pragma once
+/// @file
+/// warpvm::array<T>: the handle a kernel uses to read and write an object of the paged space.
+///
+/// Three ways in, from simplest to fastest:
+///  - elements: `a[i]`, `a.load(i)`, `a.store(i, v)`, `a.atomic_add(i, v)`, ... Each call acquires
+///    the page for the warp (one atomic per page per warp, whatever the lanes do) and releases it.
+///  - `page_span`: `auto s = a.span<access::read>(i);` holds the page of element i until `s`
+///    goes out of scope; `s[j]` is then a plain load. The fast path for streaming code.
+///  - `cursor`: keeps the current page while a thread walks the object, moving to the next
+///    page when an index leaves it.
+/// Everything works with divergent lanes and any access pattern.
+///
+/// Host code (plain C++ compilers) sees the data members and size(); the device functions are
+/// compiled by nvcc only.
+
+#include "warpvm/config.hpp"
+#include "warpvm/detail/core/cache_view.hpp"
+#include "warpvm/detail/core/geometry.hpp"
+#include "warpvm/detail/host_device.hpp"
+
+#if defined(__CUDACC__)
+#include "warpvm/detail/core/acquire.cuh"
+#include "warpvm/error.hpp"
+
+#include <cuda/atomic>
+#endif
+
+#include <cstdint>
+#include <type_traits>
+
+namespace warpvm {
+
+/// Whether a span or cursor may write; writers mark the page dirty when they acquire it.
+enum class access : std::uint8_t { read, read_write };
+
+template <class T, access A>
+class page_span;
+template <class T, access A>
+class cursor;
+
+namespace detail {
+/// One page held by one lane.
+template <class T>
+struct PageHold {
+  T* data = nullptr;
+  std::uint64_t first = 0;     ///< element index of data[0]
+  std::uint32_t count = 0;     ///< elements of the page inside the object
+  std::uint32_t* word = nullptr;  ///< page-state word to release; null for remote objects
+  std::uint64_t key = 0;
+
+  [[nodiscard]] WARPVM_HD bool contains(std::uint64_t i) const { return i - first < count; }
+};
+}  // namespace detail
+
+template <class T>
+class array {
+  static_assert(std::is_trivially_copyable_v<T>, "warpvm::array<T> needs a trivially copyable T");
+  static_assert(detail::is_power_of_two(sizeof(T)) && sizeof(T) <= detail::min_page_bytes,
+                "warpvm::array<T> needs sizeof(T) to be a power of two (elements never straddle pages)");
+
+ public:
+  using value_type = T;
+
+  array() = default;
+  array(const detail::CacheView& cache, const detail::ObjectDescriptor& object, bool checked)
+      : cache_(cache),
+        object_(object),
+        size_(object.bytes / sizeof(T)),
+        element_shift_(cache.geometry().element_shift(sizeof(T))),
+        checked_(checked) {}
+
+  [[nodiscard]] WARPVM_HD std::uint64_t size() const { return size_; }
+  [[nodiscard]] WARPVM_HD std::uint32_t id() const { return object_.id; }
+  [[nodiscard]] WARPVM_HD Placement placement() const { return object_.placement; }
+  [[nodiscard]] WARPVM_HD std::uint64_t elements_per_page() const { return std::uint64_t{1} << element_shift_; }
+  [[nodiscard]] WARPVM_HD std::uint64_t page_of(std::uint64_t i) const { return i >> element_shift_; }
+
+#if defined(__CUDACC__)
+  [[nodiscard]] __device__ T load(std::uint64_t i) const {
+    return with_element(i, false, [](T* slot) { return *slot; });
+  }
+  [[nodiscard]] __device__ T operator[](std::uint64_t i) const { return load(i); }
+  __device__ void store(std::uint64_t i, T value) const {
+    with_element(i, true, [&](T* slot) {
+      *slot = value;
+      return 0;
+    });
+  }
+  __device__ T atomic_add(std::uint64_t i, T v) const {
+    return atomic(i, [&](auto ref) { return ref.fetch_add(v, cuda::std::memory_order_relaxed); });
+  }
+  __device__ T atomic_sub(std::uint64_t i, T v) const {
+    return atomic(i, [&](auto ref) { return ref.fetch_sub(v, cuda::std::memory_order_relaxed); });
+  }
+  __device__ T atomic_min(std::uint64_t i, T v) const {
+    return atomic(i, [&](auto ref) { return ref.fetch_min(v, cuda::std::memory_order_relaxed); });
+  }
+  __device__ T atomic_max(std::uint64_t i, T v) const {
+    return atomic(i, [&](auto ref) { return ref.fetch_max(v, cuda::std::memory_order_relaxed); });
+  }
+  __device__ T atomic_exch(std::uint64_t i, T v) const {
+    return atomic(i, [&](auto ref) { return ref.exchange(v, cuda::std::memory_order_relaxed); });
+  }
+  /// Compare-and-swap; returns the value seen (== expected when the swap happened).
+  __device__ T atomic_cas(std::uint64_t i, T expected, T desired) const {
+    return atomic(i, [&](auto ref) {
+      ref.compare_exchange_strong(expected, desired, cuda::std::memory_order_relaxed);
+      return expected;
+    });
+  }
+
+  /// Holds the page of element i until the returned span is destroyed.
+  template <access A = access::read>
+  [[nodiscard]] __device__ page_span<T, A> span(std::uint64_t i) const {
+    return page_span<T, A>(*this, i);
+  }
+
+  /// Acquires the page of element i (in range) for the calling lane. Prefer span/cursor.
+  [[nodiscard]] __device__ detail::PageHold<T> hold(std::uint64_t i, bool write) const {
+    detail::PageHold<T> h;
+    const std::uint64_t page = page_of(i);
+    h.first = page << element_shift_;
+    const std::uint64_t left = size_ - h.first;
+    h.count = static_cast<std::uint32_t>(left < elements_per_page() ? left : elements_per_page());
+    if (object_.placement == Placement::remote) {
+      h.data = reinterpret_cast<T*>(object_.host) + h.first;
+      return h;
+    }
+    const std::uint32_t frame = detail::acquire_page(cache_, object_, page, write);
+    h.data = reinterpret_cast<T*>(cache_.frame_data(frame));
+    h.word = object_.page_state + page;
+    h.key = detail::make_page_key(object_.id, page);
+    return h;
+  }
+  __device__ static void release(detail::PageHold<T>& h) {
+    if (h.word != nullptr) detail::release_page(h.word, h.key);
+    h = detail::PageHold<T>{};
+  }
+
+  /// In checked mode, records an out-of-range index for the host and returns false.
+  [[nodiscard]] __device__ bool in_range(std::uint64_t i) const {
+    if (!checked_ || i < size_) return true;
+    detail::record_error(cache_, ErrorKind::index_out_of_range, object_.id, i, size_);
+    return false;
+  }
+#endif
+
+ private:
+#if defined(__CUDACC__)
+  template <class Op>
+  __device__ auto with_element(std::uint64_t i, bool write, Op&& op) const {
+    using Result = decltype(op(static_cast<T*>(nullptr)));
+    if (!in_range(i)) return Result{};
+    if (object_.placement == Placement::remote) return op(reinterpret_cast<T*>(object_.host) + i);
+    const std::uint64_t page = page_of(i);
+    const std::uint32_t frame = detail::acquire_page(cache_, object_, page, write);
+    T* slot = reinterpret_cast<T*>(cache_.frame_data(frame)) + (i & (elements_per_page() - 1));
+    const Result result = op(slot);
+    detail::release_page(object_.page_state + page, detail::make_page_key(object_.id, page));
+    return result;
+  }
+  /// Device-scope atomics on a cached frame; system-scope on remote (host) memory.
+  template <class Op>
+  __device__ T atomic(std::uint64_t i, Op&& op) const {
+    return with_element(i, true, [&](T* slot) {
+      if (object_.placement == Placement::remote)
+        return op(cuda::atomic_ref<T, cuda::thread_scope_system>(*slot));
+      return op(cuda::atomic_ref<T, cuda::thread_scope_device>(*slot));
+    });
+  }
+#endif
+
+  detail::CacheView cache_{};
+  detail::ObjectDescriptor object_{};
+  std::uint64_t size_ = 0;
+  unsigned element_shift_ = 0;
+  bool checked_ = false;
+};
+
+#if defined(__CUDACC__)
+/// The page of one element, held by the calling lane for the span's lifetime. Indices are
+/// relative to the page: s[0] is element s.first().
+template <class T, access A = access::read>
+class page_span {
+ public:
+  using element_type = std::conditional_t<A == access::read, const T, T>;
+
+  /// In checked mode an out-of-range i is recorded for the host and the span is empty.
+  __device__ page_span(const array<T>& a, std::uint64_t i) {
+    if (a.in_range(i)) hold_ = a.hold(i, A == access::read_write);
+  }
+  __device__ ~page_span() { array<T>::release(hold_); }
+  page_span(const page_span&) = delete;
+  page_span& operator=(const page_span&) = delete;
+
+  [[nodiscard]] __device__ element_type* data() const { return hold_.data; }
+  [[nodiscard]] __device__ std::uint64_t first() const { return hold_.first; }
+  [[nodiscard]] __device__ std::uint32_t size() const { return hold_.count; }
+  [[nodiscard]] __device__ bool contains(std::uint64_t i) const { return hold_.contains(i); }
+  [[nodiscard]] __device__ element_type& operator[](std::uint32_t j) const { return hold_.data[j]; }
+
+ private:
+  detail::PageHold<T> hold_{};
+};
+
+/// Walks an object element by element, holding one page at a time.
+template <class T, access A = access::read>
+class cursor {
+ public:
+  using element_type = std::conditional_t<A == access::read, const T, T>;
+
+  __device__ explicit cursor(const array<T>& a) : array_(a) {}
+  __device__ ~cursor() { array<T>::release(hold_); }
+  cursor(const cursor&) = delete;
+  cursor& operator=(const cursor&) = delete;
+
+  /// Element i; an index outside the held page moves the cursor there. In checked mode an
+  /// out-of-range index is recorded and a scratch element is returned.
+  __device__ element_type& operator[](std::uint64_t i) {
+    if (!hold_.contains(i)) {
+      array<T>::release(hold_);
+      if (!array_.in_range(i)) return scratch_;
+      hold_ = array_.hold(i, A == access::read_write);
+    }
+    return hold_.data[i - hold_.first];
+  }
+  /// Lets go of the held page early (e.g. before a long wait).
+  __device__ void release() { array<T>::release(hold_); }
+
+ private:
+  array<T> array_;
+  detail::PageHold<T> hold_{};
+  T scratch_{};
+};
+#endif
+
+}  // namespace warpvm

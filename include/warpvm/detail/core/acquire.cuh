@@ -1,0 +1,182 @@
+#pragma once
+/// @file
+/// The device fault path. Lanes of a warp that name the same page elect one leader
+/// (__match_any_sync), which acquires the page once for all of them. A resident page is a hit.
+/// An absent page is loaded by the one warp that wins its BUSY bit: that warp takes a victim
+/// frame, writes the victim back if dirty, and copies the page in with all its active lanes;
+/// other warps wait with nanosleep backoff.
+
+#include "warpvm/detail/core/cache_view.hpp"
+#include "warpvm/detail/core/device_support.cuh"
+#include "warpvm/detail/core/page_table.hpp"
+#include "warpvm/detail/policy/victim.hpp"
+#include "warpvm/detail/transport/warp_copy.cuh"
+
+#include <cstdint>
+
+namespace warpvm::detail {
+
+inline constexpr unsigned backoff_min_ns = 8;
+inline constexpr unsigned backoff_max_ns = 256;
+inline constexpr std::uint32_t victim_probe_budget = 1024;
+
+__device__ __forceinline__ std::uint32_t& page_word_of(const CacheView& cache, std::uint64_t key) {
+  return cache.objects[key_object(key)].page_state[key_page(key)];
+}
+
+/// Takes a frame for a new page (one lane). Searches until a frame is free or evictable; if
+/// none is for longer than the watchdog, the cache is too small for what the resident threads
+/// hold: the error is recorded for the host and the kernel traps instead of hanging.
+__device__ inline Victim claim_victim(const CacheView& cache) {
+  std::uint64_t first_failure_ns = 0;
+  for (;;) {
+    const VictimSearch search =
+        find_victim(cache.table, cache.eviction, victim_probe_budget,
+                    [&](std::uint64_t key) -> std::uint32_t& { return page_word_of(cache, key); });
+    if (search.found) return search.victim;
+    const std::uint64_t now = global_timer_ns();
+    if (first_failure_ns == 0) {
+      first_failure_ns = now;
+    } else if (now - first_failure_ns > cache.watchdog_ns) {
+      record_error(cache, ErrorKind::no_progress, ~0u, 0, cache.table.count);
+      __trap();
+    }
+    __nanosleep(backoff_max_ns);
+  }
+}
+
+/// Loads the page named by `key` into a frame; every lane in `mask` helps copy, lane `driver`
+/// owns the page's BUSY bit and does the bookkeeping. Returns the frame.
+__device__ inline std::uint32_t fill_page(const CacheView& cache, unsigned mask, unsigned driver,
+                                          std::uint64_t key) {
+  const bool is_driver = lane_id() == driver;
+  Victim victim{};
+  if (is_driver) victim = claim_victim(cache);
+  const std::uint32_t frame = __shfl_sync(mask, victim.frame, driver);
+  const std::uint64_t evicted_key = __shfl_sync(mask, victim.evicted_key, driver);
+  const bool evicted_dirty = __shfl_sync(mask, victim.dirty, driver);
+  const PageGeometry geometry = cache.geometry();
+
+  if (evicted_key != empty_page_key) {
+    const ObjectDescriptor& owner = cache.objects[key_object(evicted_key)];
+    const std::uint64_t evicted_page = key_page(evicted_key);
+    const std::uint64_t bytes = geometry.bytes_in_page(evicted_page, owner.bytes);
+    if (evicted_dirty) {
+      warp_copy(mask, owner.host + geometry.page_begin(evicted_page), cache.frame_data(frame), bytes);
+      __threadfence_system();  // the write-back reaches host memory before the page can be re-fetched
+    }
+    __syncwarp(mask);
+    if (is_driver) {
+      page_finish_evict(owner.page_state[evicted_page]);
+      count(cache, Counter::evictions, 1);
+      if (evicted_dirty) {
+        count(cache, Counter::writebacks, 1);
+        count(cache, Counter::bytes_out, bytes);
+      }
+    }
+  }
+
+  const ObjectDescriptor& object = cache.objects[key_object(key)];
+  const std::uint64_t page = key_page(key);
+  const std::uint64_t bytes = geometry.bytes_in_page(page, object.bytes);
+  warp_copy(mask, cache.frame_data(frame), object.host + geometry.page_begin(page), bytes);
+  __threadfence();
+  __syncwarp(mask);
+  if (is_driver) {
+    cache.table.set_dirty(frame, false);
+    cache.table.set_owner(frame, key);
+    cache.table.set_referenced(frame, cache.eviction == EvictionPolicy::clock);
+    object.page_frame[page] = frame;
+    cache.table.unlock(frame);
+    page_finish_fetch(object.page_state[page]);
+    count(cache, Counter::misses, 1);
+    count(cache, Counter::bytes_in, bytes);
+  }
+  return frame;
+}
+
+__device__ __forceinline__ std::uint32_t resident_frame(const ObjectDescriptor& object, std::uint64_t page) {
+  return cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(object.page_frame[page])
+      .load(cuda::std::memory_order_relaxed);
+}
+
+/// Acquires the page `page` of `object` for the calling lane; all active lanes call together,
+/// each with its own page (possibly of different objects). The page stays resident until the
+/// lane calls release_page. Returns the frame holding it.
+__device__ inline std::uint32_t acquire_page(const CacheView& cache, const ObjectDescriptor& object,
+                                             std::uint64_t page, bool write) {
+  enum class Step : std::uint8_t { ready, fill, wait };
+  const unsigned mask = __activemask();
+  const std::uint64_t key = make_page_key(object.id, page);
+  const unsigned peers = __match_any_sync(mask, key);
+  const unsigned leader = __ffs(peers) - 1;
+  const bool is_leader = lane_id() == leader;
+  std::uint32_t& word = object.page_state[page];
+
+  Step step = Step::ready;
+  bool hit = false;
+  bool waited = false;
+  std::uint32_t frame = 0;
+  if (is_leader) {
+    const std::uint32_t before = page_acquire(word, __popc(peers));
+    switch (classify(before)) {
+      case AcquireOutcome::hit:
+        frame = resident_frame(object, page);
+        hit = true;
+        break;
+      case AcquireOutcome::fetch: step = page_try_begin_fetch(word) ? Step::fill : Step::wait; break;
+      case AcquireOutcome::wait: step = Step::wait; break;
+    }
+    waited = step == Step::wait;
+  }
+
+  unsigned backoff_ns = backoff_min_ns;
+  for (;;) {
+    for (unsigned fillers = __ballot_sync(mask, step == Step::fill); fillers != 0; fillers &= fillers - 1) {
+      const unsigned driver = __ffs(fillers) - 1;
+      const std::uint32_t filled = fill_page(cache, mask, driver, __shfl_sync(mask, key, driver));
+      if (lane_id() == driver) {
+        frame = filled;
+        step = Step::ready;
+      }
+    }
+    if (!__any_sync(mask, step == Step::wait)) break;
+    if (step == Step::wait) {
+      const std::uint32_t now = page_load(word);
+      if (page_word::is_resident(now)) {
+        frame = resident_frame(object, page);
+        step = Step::ready;
+      } else if (page_word::is_absent(now) && page_try_begin_fetch(word)) {
+        step = Step::fill;
+      }
+    }
+    if (__any_sync(mask, step == Step::wait)) {
+      __nanosleep(backoff_ns);
+      backoff_ns = backoff_ns * 2 < backoff_max_ns ? backoff_ns * 2 : backoff_max_ns;
+    }
+  }
+
+  const unsigned hit_leaders = __ballot_sync(mask, is_leader && hit);
+  const unsigned wait_leaders = __ballot_sync(mask, is_leader && waited);
+  if (lane_id() == static_cast<unsigned>(__ffs(mask) - 1)) {
+    if (hit_leaders != 0) count(cache, Counter::hits, __popc(hit_leaders));
+    if (wait_leaders != 0) count(cache, Counter::waits, __popc(wait_leaders));
+  }
+  frame = __shfl_sync(mask, frame, leader);
+  if (is_leader) {
+    if (write) cache.table.set_dirty(frame, true);
+    if (cache.eviction == EvictionPolicy::clock) cache.table.set_referenced(frame, true);
+  }
+  return frame;
+}
+
+/// Releases a page acquired by acquire_page; lanes releasing the same page together release
+/// it with one atomic. __syncwarp orders every lane's accesses to the frame before the release.
+__device__ inline void release_page(std::uint32_t* page_state_word, std::uint64_t key) {
+  const unsigned mask = __activemask();
+  const unsigned peers = __match_any_sync(mask, key);
+  __syncwarp(mask);
+  if (lane_id() == static_cast<unsigned>(__ffs(peers) - 1)) page_release(*page_state_word, __popc(peers));
+}
+
+}  // namespace warpvm::detail

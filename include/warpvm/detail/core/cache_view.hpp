@@ -1,0 +1,62 @@
+#pragma once
+/// @file
+/// What device code sees of the runtime: the frames, the object table, the counters and the
+/// error record. Plain pointers into memory the Runtime owns; copied by value into every
+/// warpvm::array so the hot path reads it from the kernel's parameter space.
+
+#include "warpvm/config.hpp"
+#include "warpvm/detail/core/frame_table.hpp"
+#include "warpvm/detail/core/geometry.hpp"
+#include "warpvm/detail/host_device.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace warpvm::detail {
+
+/// One registered object as the device sees it.
+struct ObjectDescriptor {
+  std::byte* host;            ///< device-accessible pointer to the pinned backing store
+  std::uint64_t bytes;        ///< object size
+  std::uint32_t* page_state;  ///< page-state word per page (page_table.hpp)
+  std::uint32_t* page_frame;  ///< frame of each page, meaningful while VALID
+  std::uint32_t id;
+  Placement placement;
+};
+
+/// Counters, sharded by SM so that a hot counter is never one contended word.
+enum class Counter : std::uint32_t { hits, misses, waits, evictions, writebacks, bytes_in, bytes_out, count };
+inline constexpr std::uint32_t counter_count = static_cast<std::uint32_t>(Counter::count);
+inline constexpr std::uint32_t counter_shards = 256;
+
+/// First device-side failure, in mapped pinned host memory so that the host can read it even
+/// after a kernel trapped.
+struct ErrorRecord {
+  std::uint32_t state;  ///< error_state_none, or error_state_set once every field is written
+  std::uint32_t kind;   ///< warpvm::ErrorKind
+  std::uint32_t object_id;
+  std::uint32_t pad;
+  std::uint64_t index;  ///< offending element index (index_out_of_range)
+  std::uint64_t limit;  ///< object size in elements, or frames (no_progress)
+};
+inline constexpr std::uint32_t error_state_none = 0;
+inline constexpr std::uint32_t error_state_set = 1;
+
+struct CacheView {
+  std::byte* frames;              ///< frame f is frames + (f << page_shift)
+  FrameTable table;
+  ObjectDescriptor* objects;      ///< indexed by object id
+  std::uint64_t* counters;        ///< [counter_shards][counter_count]
+  ErrorRecord* error;             ///< mapped host memory
+  std::uint32_t* error_claim;     ///< device word: the first failing thread claims the record
+  std::uint64_t watchdog_ns;
+  unsigned page_shift;
+  EvictionPolicy eviction;
+
+  [[nodiscard]] WARPVM_HD PageGeometry geometry() const { return {page_shift}; }
+  [[nodiscard]] WARPVM_HD std::byte* frame_data(std::uint32_t f) const {
+    return frames + (static_cast<std::uint64_t>(f) << page_shift);
+  }
+};
+
+}  // namespace warpvm::detail

@@ -1,0 +1,17 @@
+#pragma once
+/// @file
+/// Read-only views of the cache's internals for tests and tools (not part of the stable API).
+
+#include "warpvm/runtime.hpp"
+
+#include <cstdint>
+#include <vector>
+
+namespace warpvm::detail {
+
+/// The page key each frame holds (empty_page_key for free frames). Synchronizes the device.
+std::vector<std::uint64_t> frame_owners(const Runtime& runtime);
+/// The page-state word of every page of object `object_id`. Synchronizes the device.
+std::vector<std::uint32_t> page_states(const Runtime& runtime, std::uint32_t object_id);
+
+}  // namespace warpvm::detail

@@ -1,0 +1,174 @@
+#pragma once
+/// @file
+/// The host side of warpvm: a Runtime owns the device page cache and the objects that live in
+/// the paged space; kernels reach objects through warpvm::array<T> handles.
+///
+/// @code
+///   warpvm::Runtime rt({.cache_bytes = 8ull << 30});
+///   auto data = rt.alloc<float>(n);                 // pinned host memory, any size
+///   std::ranges::fill(data.host(), 1.0f);            // host access between kernels
+///   rt.launch(my_kernel, grid, block, 0, data.device());
+///   rt.flush();                                      // dirty pages written back
+///   rt.synchronize();                                // device-side errors raised here
+/// @endcode
+
+#include "warpvm/array.hpp"
+#include "warpvm/config.hpp"
+#include "warpvm/error.hpp"
+#include "warpvm/stats.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace warpvm {
+
+class Runtime;
+namespace detail {
+class RuntimeState;
+std::vector<std::uint64_t> frame_owners(const Runtime& runtime);
+std::vector<std::uint32_t> page_states(const Runtime& runtime, std::uint32_t object_id);
+
+/// Move-only owner of one registered object; unregisters it (and frees its frames) on destruction.
+class ObjectHandle {
+ public:
+  ObjectHandle() = default;
+  ObjectHandle(std::shared_ptr<RuntimeState> state, std::uint32_t id);
+  ~ObjectHandle();
+  ObjectHandle(ObjectHandle&& other) noexcept;
+  ObjectHandle& operator=(ObjectHandle&& other) noexcept;
+  ObjectHandle(const ObjectHandle&) = delete;
+  ObjectHandle& operator=(const ObjectHandle&) = delete;
+
+  [[nodiscard]] CacheView cache_view() const;
+  [[nodiscard]] ObjectDescriptor descriptor() const;
+  [[nodiscard]] bool checked() const;
+  [[nodiscard]] std::byte* host_data() const;
+  [[nodiscard]] const std::string& name() const;
+  void set_placement(Placement placement);
+
+ private:
+  void reset() noexcept;
+  std::shared_ptr<RuntimeState> state_;
+  std::uint32_t id_ = ~0u;
+};
+}  // namespace detail
+
+/// An object in the paged space, owned by the host. Move-only; destroying it frees its backing
+/// store and its cached pages. The Runtime's state lives until its last object is gone.
+template <class T>
+class object {
+ public:
+  object() = default;
+
+  /// The handle kernels take by value.
+  [[nodiscard]] array<T> device() const {
+    return array<T>(handle_.cache_view(), handle_.descriptor(), handle_.checked());
+  }
+  /// The backing store. Exact after Runtime::flush(); after writing it while pages may be
+  /// cached, call Runtime::drop_cached() so that kernels see the new data.
+  [[nodiscard]] std::span<T> host() const {
+    return {reinterpret_cast<T*>(handle_.host_data()), size()};
+  }
+  [[nodiscard]] std::size_t size() const { return handle_.descriptor().bytes / sizeof(T); }
+  [[nodiscard]] std::size_t bytes() const { return handle_.descriptor().bytes; }
+  [[nodiscard]] std::uint32_t id() const { return handle_.descriptor().id; }
+  [[nodiscard]] const std::string& name() const { return handle_.name(); }
+  [[nodiscard]] Placement placement() const { return handle_.descriptor().placement; }
+  /// Switches between caching pages (migrate) and zero-copy access (remote). Leaving migrate
+  /// writes the object's dirty pages back and drops them from the cache.
+  void set_placement(Placement placement) { handle_.set_placement(placement); }
+
+ private:
+  friend class Runtime;
+  explicit object(detail::ObjectHandle handle) : handle_(std::move(handle)) {}
+  detail::ObjectHandle handle_;
+};
+
+/// Owns one device's page cache. Not copyable; objects keep its state alive.
+class Runtime {
+  friend std::vector<std::uint64_t> detail::frame_owners(const Runtime&);
+  friend std::vector<std::uint32_t> detail::page_states(const Runtime&, std::uint32_t);
+
+ public:
+  /// Validates `config`, allocates the cache on config.device. Throws warpvm::Error.
+  explicit Runtime(Config config = {});
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+  Runtime(Runtime&&) noexcept;
+  Runtime& operator=(Runtime&&) noexcept;
+
+  /// `count` elements in new pinned host memory (contents uninitialised), named for messages.
+  template <class T>
+  [[nodiscard]] object<T> alloc(std::size_t count, Placement placement = Placement::migrate,
+                                std::string name = {}) {
+    return object<T>(register_object(nullptr, count * sizeof(T), placement, std::move(name)));
+  }
+  /// Registers memory the caller owns (cudaHostRegister; 16-byte aligned); it must outlive the
+  /// returned object.
+  template <class T>
+  [[nodiscard]] object<T> adopt(T* data, std::size_t count, Placement placement = Placement::migrate,
+                                std::string name = {}) {
+    return object<T>(register_object(reinterpret_cast<std::byte*>(data), count * sizeof(T), placement,
+                                     std::move(name)));
+  }
+
+  /// Launches `kernel` on the runtime's stream after check_launch(). Arguments are converted to
+  /// the kernel's parameter types.
+  template <class... Params, class... Args>
+  void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args&&... args) {
+    static_assert(sizeof...(Params) == sizeof...(Args), "launch: wrong number of kernel arguments");
+    std::tuple<std::decay_t<Params>...> params(std::forward<Args>(args)...);
+    std::apply(
+        [&](auto&... p) {
+          void* pointers[] = {static_cast<void*>(&p)..., nullptr};
+          launch_raw(reinterpret_cast<const void*>(kernel), grid, block, shared_bytes, pointers);
+        },
+        params);
+  }
+
+  /// Throws invalid_config if the cache cannot guarantee progress for this launch: resident
+  /// threads x pages held per thread must fit in the frames. `pages_held_per_thread` 0 means
+  /// Config::max_pages_held_per_thread.
+  void check_launch(const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes,
+                    std::uint32_t pages_held_per_thread = 0) const;
+  /// The most threads that may be resident at once under Config::max_pages_held_per_thread.
+  [[nodiscard]] std::uint64_t max_resident_threads() const;
+
+  /// Writes every dirty page back; afterwards each object's host() copy is exact.
+  void flush();
+  /// flush(), then empties the cache: the next access to any page reads host memory again.
+  void drop_cached();
+  /// Waits for all device work; raises the first device-side error (bounds, no progress).
+  void synchronize();
+
+  [[nodiscard]] Stats stats() const;
+  void reset_stats();
+
+  [[nodiscard]] const Config& config() const;
+  [[nodiscard]] std::uint32_t frame_count() const;
+  [[nodiscard]] std::size_t cache_bytes() const;
+  [[nodiscard]] std::size_t page_bytes() const;
+  [[nodiscard]] int multiprocessor_count() const;
+  [[nodiscard]] cudaStream_t stream() const;
+
+ private:
+  detail::ObjectHandle register_object(std::byte* adopted, std::size_t bytes, Placement placement,
+                                       std::string name);
+  void launch_raw(const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes, void** args);
+  std::shared_ptr<detail::RuntimeState> state_;
+};
+
+/// Number of CUDA devices visible (0 on a machine without a GPU; never throws).
+int device_count() noexcept;
+
+}  // namespace warpvm

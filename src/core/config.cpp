@@ -1,0 +1,56 @@
+#include "warpvm/config.hpp"
+
+#include "warpvm/detail/core/geometry.hpp"
+#include "warpvm/error.hpp"
+
+#include <sstream>
+
+namespace warpvm {
+
+const char* to_string(EvictionPolicy policy) noexcept {
+  return policy == EvictionPolicy::clock ? "clock" : "fifo";
+}
+
+const char* to_string(Placement placement) noexcept {
+  return placement == Placement::migrate ? "migrate" : "remote";
+}
+
+void Config::validate() const {
+  WARPVM_EXPECTS(detail::is_power_of_two(page_bytes) && page_bytes >= detail::min_page_bytes &&
+                     page_bytes <= detail::max_page_bytes,
+                 ErrorKind::invalid_config,
+                 "page_bytes = " + std::to_string(page_bytes) +
+                     " must be a power of two between 512 B and 2 MiB");
+  WARPVM_EXPECTS(cache_bytes != 0 || (cache_fraction_of_free > 0.0 && cache_fraction_of_free <= 0.95),
+                 ErrorKind::invalid_config,
+                 "cache_fraction_of_free = " + std::to_string(cache_fraction_of_free) +
+                     " must be in (0, 0.95] (or set cache_bytes)");
+  WARPVM_EXPECTS(cache_bytes == 0 || cache_bytes >= page_bytes, ErrorKind::invalid_config,
+                 "cache_bytes = " + std::to_string(cache_bytes) +
+                     " is smaller than one page of " + std::to_string(page_bytes) + " B");
+  WARPVM_EXPECTS(cache_bytes / page_bytes < (std::size_t{1} << 32), ErrorKind::invalid_config,
+                 "cache_bytes / page_bytes exceeds 2^32 frames; use larger pages");
+  WARPVM_EXPECTS(max_pages_held_per_thread >= 1, ErrorKind::invalid_config,
+                 "max_pages_held_per_thread must be at least 1");
+  WARPVM_EXPECTS(max_objects >= 1 && max_objects <= detail::max_object_count,
+                 ErrorKind::invalid_config,
+                 "max_objects = " + std::to_string(max_objects) + " must be in [1, " +
+                     std::to_string(detail::max_object_count) + "]");
+  WARPVM_EXPECTS(watchdog_seconds > 0.0, ErrorKind::invalid_config,
+                 "watchdog_seconds must be positive");
+  WARPVM_EXPECTS(device >= 0, ErrorKind::invalid_config, "device must be a CUDA ordinal >= 0");
+}
+
+std::string Config::describe() const {
+  std::ostringstream out;
+  out << "cache=";
+  if (cache_bytes != 0)
+    out << cache_bytes << " B";
+  else
+    out << cache_fraction_of_free * 100.0 << "% of free";
+  out << " page=" << page_bytes << " B eviction=" << to_string(eviction)
+      << " checked=" << (checked ? "on" : "off") << " holds/thread=" << max_pages_held_per_thread;
+  return out.str();
+}
+
+}  // namespace warpvm

@@ -1,0 +1,358 @@
+#include "warpvm/runtime.hpp"
+
+#include "runtime_state.hpp"
+
+#include "warpvm/detail/core/inspect.hpp"
+#include "warpvm/detail/policy/victim.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <sstream>
+
+namespace warpvm {
+namespace detail {
+namespace {
+
+std::string mib(std::uint64_t bytes) {
+  std::ostringstream out;
+  out.precision(1);
+  out << std::fixed << static_cast<double>(bytes) / double(1 << 20) << " MiB";
+  return out.str();
+}
+
+std::size_t choose_cache_bytes(const Config& config) {
+  if (config.cache_bytes != 0) return config.cache_bytes;
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  WARPVM_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return static_cast<std::size_t>(static_cast<double>(free_bytes) * config.cache_fraction_of_free);
+}
+
+}  // namespace
+
+RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
+  config.validate();
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    cudaGetLastError();
+    throw_error(ErrorKind::no_device, "no CUDA device is visible; warpvm needs a GPU (the simulator does not)",
+                __FILE__, __LINE__);
+  }
+  WARPVM_EXPECTS(config.device < devices, ErrorKind::invalid_config,
+                 "device " + std::to_string(config.device) + " does not exist (" + std::to_string(devices) +
+                     " visible)");
+  WARPVM_CUDA_TRY(cudaSetDevice(config.device));
+  WARPVM_CUDA_TRY(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, config.device));
+  WARPVM_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+  const std::size_t cache_bytes = choose_cache_bytes(config);
+  const std::uint64_t frame_count = cache_bytes / config.page_bytes;
+  WARPVM_EXPECTS(frame_count >= 1 && frame_count < (std::uint64_t{1} << 32), ErrorKind::invalid_config,
+                 "a cache of " + std::to_string(cache_bytes) + " B holds " + std::to_string(frame_count) +
+                     " frames of " + std::to_string(config.page_bytes) + " B; need 1 to 2^32-1");
+  frames = static_cast<std::uint32_t>(frame_count);
+  config.cache_bytes = std::size_t{frames} * config.page_bytes;
+
+  frame_data_ = make_device_zeroed<std::byte>(config.cache_bytes, "the page cache frames");
+  owner_ = make_device_zeroed<std::uint64_t>(frames, "frame owners");
+  WARPVM_CUDA_TRY(cudaMemset(owner_.get(), 0xff, std::size_t{frames} * sizeof(std::uint64_t)));  // empty_page_key
+  lock_ = make_device_zeroed<std::uint32_t>(frames, "frame locks");
+  referenced_ = make_device_zeroed<std::uint32_t>(frames, "frame reference bits");
+  dirty_ = make_device_zeroed<std::uint32_t>(frames, "frame dirty bits");
+  hand_ = make_device_zeroed<std::uint64_t>(1, "the clock hand");
+  counters_ = make_device_zeroed<std::uint64_t>(std::size_t{counter_shards} * counter_count, "counters");
+  objects_ = make_device_zeroed<ObjectDescriptor>(config.max_objects, "the object table");
+  error_claim_ = make_device_zeroed<std::uint32_t>(1, "the error claim");
+  ErrorRecord* record = nullptr;
+  WARPVM_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&record), sizeof(ErrorRecord), cudaHostAllocMapped));
+  error_.reset(record);
+  *record = ErrorRecord{};
+  ErrorRecord* record_on_device = nullptr;
+  WARPVM_CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&record_on_device), record, 0));
+
+  view_.frames = frame_data_.get();
+  view_.table = FrameTable{owner_.get(), lock_.get(), referenced_.get(), dirty_.get(), hand_.get(), frames};
+  view_.objects = objects_.get();
+  view_.counters = counters_.get();
+  view_.error = record_on_device;
+  view_.error_claim = error_claim_.get();
+  view_.watchdog_ns = static_cast<std::uint64_t>(config.watchdog_seconds * 1e9);
+  view_.page_shift = log2_exact(config.page_bytes);
+  view_.eviction = config.eviction;
+  slots_.resize(config.max_objects);
+  WARPVM_CUDA_TRY(cudaDeviceSynchronize());
+}
+
+RuntimeState::~RuntimeState() {
+  cudaDeviceSynchronize();
+  for (auto& slot : slots_)
+    if (slot.registered_host != nullptr) cudaHostUnregister(slot.registered_host);
+  if (stream != nullptr) cudaStreamDestroy(stream);
+}
+
+std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t bytes, Placement placement,
+                                            std::string name) {
+  WARPVM_EXPECTS(bytes > 0, ErrorKind::invalid_argument, "object '" + name + "' has no elements");
+  WARPVM_EXPECTS(adopted == nullptr || reinterpret_cast<std::uintptr_t>(adopted) % 16 == 0,
+                 ErrorKind::invalid_argument, "adopt: memory of '" + name + "' must be 16-byte aligned");
+  const std::lock_guard lock(mutex_);
+  const auto free_slot = std::find_if(slots_.begin(), slots_.end(), [](const ObjectSlot& s) { return !s.in_use; });
+  WARPVM_EXPECTS(free_slot != slots_.end(), ErrorKind::invalid_argument,
+                 "cannot register '" + name + "': all " + std::to_string(config.max_objects) +
+                     " object slots are in use (raise Config::max_objects)");
+  const auto id = static_cast<std::uint32_t>(free_slot - slots_.begin());
+  ObjectSlot slot;
+  slot.name = name.empty() ? "object#" + std::to_string(id) : std::move(name);
+
+  std::byte* host = adopted;
+  if (adopted == nullptr) {
+    void* p = nullptr;
+    const cudaError_t status = cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
+    if (status != cudaSuccess) {
+      cudaGetLastError();
+      throw_error(ErrorKind::out_of_memory,
+                  "pinned host allocation of " + mib(bytes) + " for '" + slot.name + "' failed: " +
+                      cudaGetErrorString(status),
+                  __FILE__, __LINE__);
+    }
+    slot.owned_host.reset(static_cast<std::byte*>(p));
+    host = slot.owned_host.get();
+  } else {
+    const cudaError_t status = cudaHostRegister(adopted, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+    if (status == cudaSuccess) {
+      slot.registered_host = adopted;
+    } else if (status == cudaErrorHostMemoryAlreadyRegistered) {
+      cudaGetLastError();  // already pinned by the caller: use it as it is
+    } else {
+      cudaGetLastError();
+      throw_error(ErrorKind::cuda,
+                  "cudaHostRegister of " + mib(bytes) + " for '" + slot.name + "' failed: " + cudaGetErrorString(status),
+                  __FILE__, __LINE__);
+    }
+  }
+  void* host_on_device = nullptr;
+  WARPVM_CUDA_TRY(cudaHostGetDevicePointer(&host_on_device, host, 0));
+
+  const std::uint64_t pages = view_.geometry().pages_for(bytes);
+  slot.page_state = make_device_zeroed<std::uint32_t>(pages, ("page states of '" + slot.name + "'").c_str());
+  slot.page_frame = make_device_zeroed<std::uint32_t>(pages, ("page frames of '" + slot.name + "'").c_str());
+  slot.descriptor = ObjectDescriptor{static_cast<std::byte*>(host_on_device), bytes, slot.page_state.get(),
+                                     slot.page_frame.get(), id, placement};
+  slot.in_use = true;
+  *free_slot = std::move(slot);
+  publish_descriptor(id);
+  return id;
+}
+
+void RuntimeState::publish_descriptor(std::uint32_t id) {
+  WARPVM_CUDA_TRY(cudaMemcpy(objects_.get() + id, &slots_[id].descriptor, sizeof(ObjectDescriptor),
+                             cudaMemcpyHostToDevice));
+}
+
+void RuntimeState::mark_pages_absent(std::uint32_t id) {
+  const ObjectSlot& slot = slots_[id];
+  const std::uint64_t pages = view_.geometry().pages_for(slot.descriptor.bytes);
+  WARPVM_CUDA_TRY(cudaMemsetAsync(slot.descriptor.page_state, 0, pages * sizeof(std::uint32_t), stream));
+}
+
+void RuntimeState::unregister_object(std::uint32_t id) noexcept {
+  try {
+    WARPVM_CUDA_TRY(cudaDeviceSynchronize());
+    launch_write_back(view_, id, /*drop=*/true, stream);  // dirty pages of a dying object are not written
+    WARPVM_CUDA_TRY(cudaStreamSynchronize(stream));
+  } catch (const Error&) {
+    // A destructor must not throw; a broken context is reported by the next checked call.
+  }
+  const std::lock_guard lock(mutex_);
+  ObjectSlot& slot = slots_[id];
+  if (slot.registered_host != nullptr) cudaHostUnregister(slot.registered_host);
+  slot = ObjectSlot{};
+}
+
+void RuntimeState::set_placement(std::uint32_t id, Placement placement) {
+  ObjectSlot& slot = slots_.at(id);
+  if (slot.descriptor.placement == placement) return;
+  WARPVM_CUDA_TRY(cudaDeviceSynchronize());
+  if (slot.descriptor.placement == Placement::migrate) {
+    write_back(id, /*drop=*/true);
+  }
+  slot.descriptor.placement = placement;
+  publish_descriptor(id);
+}
+
+void RuntimeState::write_back(std::uint32_t object_filter, bool drop) {
+  WARPVM_CUDA_TRY(cudaDeviceSynchronize());
+  launch_write_back(view_, object_filter, drop, stream);
+  if (drop) {
+    for (std::uint32_t id = 0; id < slots_.size(); ++id)
+      if (slots_[id].in_use && (object_filter == all_objects || object_filter == id)) mark_pages_absent(id);
+  }
+  synchronize();
+}
+
+void RuntimeState::synchronize() {
+  const cudaError_t status = cudaDeviceSynchronize();
+  raise_device_error();
+  WARPVM_CUDA_TRY(status);
+}
+
+void RuntimeState::raise_device_error() {
+  volatile ErrorRecord* record = error_.get();
+  if (record->state != error_state_set) return;
+  const auto kind = static_cast<ErrorKind>(record->kind);
+  const std::uint32_t object_id = record->object_id;
+  const std::uint64_t index = record->index;
+  const std::uint64_t limit = record->limit;
+  record->state = error_state_none;
+  cudaMemset(error_claim_.get(), 0, sizeof(std::uint32_t));  // best effort: the context may be gone
+  std::ostringstream what;
+  if (kind == ErrorKind::index_out_of_range) {
+    const std::string name = object_id < slots_.size() && slots_[object_id].in_use ? slots_[object_id].name
+                                                                                    : "object#" + std::to_string(object_id);
+    what << "a kernel accessed index " << index << " of '" << name << "' (id " << object_id << "), which has "
+         << limit << " elements";
+  } else {
+    what << "for " << config.watchdog_seconds << " s a warp found no frame to evict among all " << limit
+         << " frames: the pages held by resident threads fill the cache. Use a larger cache, fewer resident "
+            "threads, or fewer pages held per thread (Runtime::check_launch states the bound)";
+  }
+  throw_error(kind, what.str(), __FILE__, __LINE__);
+}
+
+Stats RuntimeState::stats() const {
+  std::vector<std::uint64_t> shards(std::size_t{counter_shards} * counter_count);
+  WARPVM_CUDA_TRY(cudaMemcpy(shards.data(), counters_.get(), shards.size() * sizeof(std::uint64_t),
+                             cudaMemcpyDeviceToHost));
+  std::array<std::uint64_t, counter_count> total{};
+  for (std::size_t i = 0; i < shards.size(); ++i) total[i % counter_count] += shards[i];
+  auto at = [&](Counter c) { return total[static_cast<std::size_t>(c)]; };
+  return Stats{at(Counter::hits),      at(Counter::misses),   at(Counter::waits),    at(Counter::evictions),
+               at(Counter::writebacks), at(Counter::bytes_in), at(Counter::bytes_out)};
+}
+
+void RuntimeState::reset_stats() {
+  WARPVM_CUDA_TRY(cudaDeviceSynchronize());
+  WARPVM_CUDA_TRY(cudaMemset(counters_.get(), 0, std::size_t{counter_shards} * counter_count * sizeof(std::uint64_t)));
+}
+
+// ---- ObjectHandle ----------------------------------------------------------------------------
+
+ObjectHandle::ObjectHandle(std::shared_ptr<RuntimeState> state, std::uint32_t id) : state_(std::move(state)), id_(id) {}
+ObjectHandle::~ObjectHandle() { reset(); }
+ObjectHandle::ObjectHandle(ObjectHandle&& other) noexcept
+    : state_(std::move(other.state_)), id_(std::exchange(other.id_, ~0u)) {}
+ObjectHandle& ObjectHandle::operator=(ObjectHandle&& other) noexcept {
+  if (this != &other) {
+    reset();
+    state_ = std::move(other.state_);
+    id_ = std::exchange(other.id_, ~0u);
+  }
+  return *this;
+}
+void ObjectHandle::reset() noexcept {
+  if (state_ && id_ != ~0u) state_->unregister_object(id_);
+  state_.reset();
+  id_ = ~0u;
+}
+CacheView ObjectHandle::cache_view() const { return state_->view(); }
+ObjectDescriptor ObjectHandle::descriptor() const { return state_->slot(id_).descriptor; }
+bool ObjectHandle::checked() const { return state_->config.checked; }
+std::byte* ObjectHandle::host_data() const {
+  const ObjectSlot& slot = state_->slot(id_);
+  return slot.owned_host ? slot.owned_host.get() : slot.registered_host != nullptr ? slot.registered_host
+                                                                                    : slot.descriptor.host;
+}
+const std::string& ObjectHandle::name() const { return state_->slot(id_).name; }
+void ObjectHandle::set_placement(Placement placement) { state_->set_placement(id_, placement); }
+
+}  // namespace detail
+
+// ---- Runtime ---------------------------------------------------------------------------------
+
+Runtime::Runtime(Config config) : state_(std::make_shared<detail::RuntimeState>(config)) {}
+Runtime::~Runtime() = default;
+Runtime::Runtime(Runtime&&) noexcept = default;
+Runtime& Runtime::operator=(Runtime&&) noexcept = default;
+
+detail::ObjectHandle Runtime::register_object(std::byte* adopted, std::size_t bytes, Placement placement,
+                                              std::string name) {
+  return {state_, state_->register_object(adopted, bytes, placement, std::move(name))};
+}
+
+void Runtime::check_launch(const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes,
+                           std::uint32_t pages_held_per_thread) const {
+  const std::uint32_t holds = pages_held_per_thread != 0 ? pages_held_per_thread : state_->config.max_pages_held_per_thread;
+  const std::uint64_t threads_per_block = std::uint64_t{block.x} * block.y * block.z;
+  const std::uint64_t blocks = std::uint64_t{grid.x} * grid.y * grid.z;
+  int blocks_per_sm = 0;
+  WARPVM_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel,
+                                                                static_cast<int>(threads_per_block), shared_bytes));
+  const std::uint64_t resident_blocks =
+      std::min<std::uint64_t>(blocks, std::uint64_t(blocks_per_sm) * state_->multiprocessors);
+  const std::uint64_t needed = detail::frames_required(resident_blocks * threads_per_block, holds);
+  if (needed <= state_->frames) return;
+  const std::uint64_t fitting_blocks = state_->frames / (threads_per_block * holds);
+  std::ostringstream what;
+  what << "the cache has " << state_->frames << " frames (" << detail::mib(state_->config.cache_bytes)
+       << "), but this launch can have " << resident_blocks << " blocks x " << threads_per_block
+       << " threads resident, each holding up to " << holds << " pages: " << needed
+       << " frames are needed to guarantee progress. Use a larger cache, launch at most " << fitting_blocks
+       << " blocks (grid-stride loop), or declare fewer pages held per thread";
+  detail::throw_error(ErrorKind::invalid_config, what.str(), __FILE__, __LINE__);
+}
+
+std::uint64_t Runtime::max_resident_threads() const {
+  return state_->frames / state_->config.max_pages_held_per_thread;
+}
+
+void Runtime::launch_raw(const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes, void** args) {
+  check_launch(kernel, grid, block, shared_bytes);
+  WARPVM_CUDA_TRY(cudaLaunchKernel(kernel, grid, block, args, shared_bytes, state_->stream));
+}
+
+void Runtime::flush() { state_->write_back(detail::RuntimeState::all_objects, /*drop=*/false); }
+void Runtime::drop_cached() { state_->write_back(detail::RuntimeState::all_objects, /*drop=*/true); }
+void Runtime::synchronize() { state_->synchronize(); }
+Stats Runtime::stats() const { return state_->stats(); }
+void Runtime::reset_stats() { state_->reset_stats(); }
+const Config& Runtime::config() const { return state_->config; }
+std::uint32_t Runtime::frame_count() const { return state_->frames; }
+std::size_t Runtime::cache_bytes() const { return state_->config.cache_bytes; }
+std::size_t Runtime::page_bytes() const { return state_->config.page_bytes; }
+int Runtime::multiprocessor_count() const { return state_->multiprocessors; }
+cudaStream_t Runtime::stream() const { return state_->stream; }
+
+int device_count() noexcept {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+}  // namespace warpvm
+
+namespace warpvm::detail {
+
+std::vector<std::uint64_t> frame_owners(const Runtime& runtime) {
+  const RuntimeState& state = *runtime.state_;
+  WARPVM_CUDA_TRY(cudaDeviceSynchronize());
+  std::vector<std::uint64_t> owners(state.frames);
+  WARPVM_CUDA_TRY(cudaMemcpy(owners.data(), state.view().table.owner, owners.size() * sizeof(std::uint64_t),
+                             cudaMemcpyDeviceToHost));
+  return owners;
+}
+
+std::vector<std::uint32_t> page_states(const Runtime& runtime, std::uint32_t object_id) {
+  const RuntimeState& state = *runtime.state_;
+  const ObjectDescriptor& object = state.slot(object_id).descriptor;
+  WARPVM_CUDA_TRY(cudaDeviceSynchronize());
+  std::vector<std::uint32_t> words(state.view().geometry().pages_for(object.bytes));
+  WARPVM_CUDA_TRY(cudaMemcpy(words.data(), object.page_state, words.size() * sizeof(std::uint32_t),
+                             cudaMemcpyDeviceToHost));
+  return words;
+}
+
+}  // namespace warpvm::detail

@@ -1,0 +1,83 @@
+#pragma once
+// The Runtime's private state, shared by the Runtime and its objects.
+
+#include "cuda_buffers.hpp"
+
+#include "warpvm/config.hpp"
+#include "warpvm/detail/core/cache_view.hpp"
+#include "warpvm/stats.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace warpvm::detail {
+
+/// Host-side bookkeeping of one registered object.
+struct ObjectSlot {
+  ObjectDescriptor descriptor{};
+  std::string name;
+  pinned_ptr<std::byte> owned_host;  ///< set when the runtime allocated the backing store
+  std::byte* registered_host = nullptr;  ///< set when adopt() registered caller memory
+  device_ptr<std::uint32_t> page_state;
+  device_ptr<std::uint32_t> page_frame;
+  bool in_use = false;
+};
+
+class RuntimeState {
+ public:
+  explicit RuntimeState(const Config& config);
+  ~RuntimeState();
+  RuntimeState(const RuntimeState&) = delete;
+  RuntimeState& operator=(const RuntimeState&) = delete;
+
+  std::uint32_t register_object(std::byte* adopted, std::size_t bytes, Placement placement, std::string name);
+  void unregister_object(std::uint32_t id) noexcept;
+  void set_placement(std::uint32_t id, Placement placement);
+
+  /// Writes back dirty frames of `object_filter` (all objects when all_objects) and, with drop,
+  /// empties those frames and marks the objects' pages absent.
+  void write_back(std::uint32_t object_filter, bool drop);
+  void synchronize();
+  /// Throws the first recorded device-side error, if any, and clears it.
+  void raise_device_error();
+  [[nodiscard]] Stats stats() const;
+  void reset_stats();
+
+  [[nodiscard]] const CacheView& view() const { return view_; }
+  [[nodiscard]] const ObjectSlot& slot(std::uint32_t id) const { return slots_.at(id); }
+
+  Config config;
+  int multiprocessors = 0;
+  std::uint32_t frames = 0;
+  cudaStream_t stream = nullptr;
+
+  static constexpr std::uint32_t all_objects = ~0u;
+
+ private:
+  void publish_descriptor(std::uint32_t id);
+  void mark_pages_absent(std::uint32_t id);
+
+  device_ptr<std::byte> frame_data_;
+  device_ptr<std::uint64_t> owner_;
+  device_ptr<std::uint32_t> lock_;
+  device_ptr<std::uint32_t> referenced_;
+  device_ptr<std::uint32_t> dirty_;
+  device_ptr<std::uint64_t> hand_;
+  device_ptr<std::uint64_t> counters_;
+  device_ptr<ObjectDescriptor> objects_;
+  device_ptr<std::uint32_t> error_claim_;
+  pinned_ptr<ErrorRecord> error_;
+  CacheView view_{};
+  std::vector<ObjectSlot> slots_;
+  std::mutex mutex_;
+};
+
+/// Launches the write-back / drop kernel over all frames (maintenance.cu).
+void launch_write_back(const CacheView& view, std::uint32_t object_filter, bool drop, cudaStream_t stream);
+
+}  // namespace warpvm::detail

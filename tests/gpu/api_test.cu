@@ -1,0 +1,230 @@
+// The host API around the fault path: flush exactness, drop_cached, remote placement and
+// switching placement, adopted memory, page sizes with partial last pages, checked mode,
+// launch refusal, object lifetime, and the no-progress watchdog.
+
+#include "gpu_test_support.cuh"
+
+#include "warpvm/detail/core/inspect.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace warpvm::testing {
+namespace {
+
+/// Each warp rewrites whole pages through spans: v' = v * 3 + i.
+template <class T>
+__global__ void rewrite_pages(array<T> a) {
+  const std::uint64_t warp = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
+  const std::uint64_t warps = std::uint64_t{gridDim.x} * blockDim.x / 32;
+  const std::uint64_t pages = (a.size() + a.elements_per_page() - 1) / a.elements_per_page();
+  for (std::uint64_t p = warp; p < pages; p += warps) {
+    const auto page = a.template span<access::read_write>(p * a.elements_per_page());
+    for (std::uint32_t j = threadIdx.x % 32; j < page.size(); j += 32)
+      page[j] = static_cast<T>(page[j] * 3 + (page.first() + j));
+  }
+}
+
+template <class T>
+std::vector<T> rewritten(const std::vector<T>& v) {
+  std::vector<T> out(v.size());
+  for (std::size_t i = 0; i < v.size(); ++i) out[i] = static_cast<T>(v[i] * 3 + i);
+  return out;
+}
+
+class Api : public GpuTest {};
+
+TEST_F(Api, FlushMakesHostCopyBitExactAtEveryPageSize) {
+  for (std::size_t page : {512ul, 4096ul, 65536ul, 2ul << 20}) {
+    SCOPED_TRACE("page " + std::to_string(page));
+    Runtime rt(Config{.cache_bytes = 8 * page * 4096 / (page < 65536 ? 8 : 64), .page_bytes = page,
+                      .max_pages_held_per_thread = 1});
+    const std::size_t n = 3 * (page / 8) * 37 + 5;  // partial last page
+    auto a = rt.alloc<std::uint64_t>(n, Placement::migrate, "a");
+    std::mt19937_64 rng(page);
+    for (auto& v : a.host()) v = rng();
+    const std::vector<std::uint64_t> before(a.host().begin(), a.host().end());
+    rt.launch(rewrite_pages<std::uint64_t>, dim3(4), dim3(128), 0, a.device());
+    rt.flush();
+    const auto expected = rewritten(before);
+    EXPECT_EQ(std::memcmp(expected.data(), a.host().data(), n * sizeof(std::uint64_t)), 0);
+  }
+}
+
+__global__ void copy_elements(array<std::uint32_t> from, array<std::uint32_t> to) {
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < from.size();
+       i += std::uint64_t{gridDim.x} * blockDim.x)
+    to.store(i, from[i]);
+}
+
+TEST_F(Api, DropCachedMakesHostWritesVisible) {
+  Runtime rt(Config{.cache_bytes = 64ull << 20, .max_pages_held_per_thread = 1});
+  auto from = rt.alloc<std::uint32_t>(100000, Placement::migrate, "from");
+  auto to = rt.alloc<std::uint32_t>(100000, Placement::migrate, "to");
+  fill_initial(from, 1);
+  rt.launch(copy_elements, dim3(64), dim3(256), 0, from.device(), to.device());
+  rt.synchronize();
+  fill_initial(from, 2);  // host changes data while its pages are cached
+  rt.drop_cached();
+  rt.launch(copy_elements, dim3(64), dim3(256), 0, from.device(), to.device());
+  rt.flush();
+  for (std::size_t i = 0; i < to.size(); ++i) ASSERT_EQ(to.host()[i], initial_value(i, 2)) << i;
+}
+
+__global__ void count_into(array<std::uint32_t> counters, unsigned rounds) {
+  const std::uint64_t t = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  for (unsigned r = 0; r < rounds; ++r) counters.atomic_add(mix(t * rounds + r) % counters.size(), 1u);
+}
+
+TEST_F(Api, RemotePlacementIsExactAndCachesNothing) {
+  Runtime rt(Config{.cache_bytes = 16ull << 20, .max_pages_held_per_thread = 1});
+  auto from = rt.alloc<std::uint32_t>(1u << 20, Placement::remote, "remote from");
+  auto to = rt.alloc<std::uint32_t>(1u << 20, Placement::remote, "remote to");
+  auto counters = rt.alloc<std::uint32_t>(4096, Placement::remote, "remote counters");
+  fill_initial(from, 3);
+  std::fill(counters.host().begin(), counters.host().end(), 0u);
+  rt.launch(copy_elements, dim3(16), dim3(256), 0, from.device(), to.device());
+  rt.launch(count_into, dim3(16), dim3(256), 0, counters.device(), 16u);
+  rt.synchronize();
+  for (std::size_t i = 0; i < to.size(); ++i) ASSERT_EQ(to.host()[i], initial_value(i, 3)) << i;
+  std::vector<std::uint32_t> expected(counters.size(), 0);
+  for (std::uint64_t t = 0; t < 16 * 256; ++t)
+    for (unsigned r = 0; r < 16; ++r) ++expected[mix(t * 16 + r) % counters.size()];
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), counters.host().begin()));
+  EXPECT_EQ(rt.stats().misses, 0u);
+}
+
+TEST_F(Api, SwitchingPlacementKeepsData) {
+  Runtime rt(Config{.cache_bytes = 16ull << 20, .max_pages_held_per_thread = 1});
+  auto a = rt.alloc<std::uint32_t>(1u << 18, Placement::migrate, "switching");
+  fill_initial(a, 4);
+  const std::vector<std::uint32_t> before(a.host().begin(), a.host().end());
+  rt.launch(rewrite_pages<std::uint32_t>, dim3(8), dim3(128), 0, a.device());
+  a.set_placement(Placement::remote);  // writes the dirty pages back and drops them
+  EXPECT_EQ(a.placement(), Placement::remote);
+  rt.launch(rewrite_pages<std::uint32_t>, dim3(8), dim3(128), 0, a.device());  // now zero-copy
+  a.set_placement(Placement::migrate);
+  rt.launch(rewrite_pages<std::uint32_t>, dim3(8), dim3(128), 0, a.device());
+  rt.flush();
+  const auto expected = rewritten(rewritten(rewritten(before)));
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), a.host().begin()));
+}
+
+TEST_F(Api, AdoptedMemoryIsWrittenInPlace) {
+  Runtime rt(Config{.cache_bytes = 16ull << 20, .max_pages_held_per_thread = 1});
+  const std::size_t n = 300001;
+  std::unique_ptr<std::uint32_t, decltype(&std::free)> mine(
+      static_cast<std::uint32_t*>(std::aligned_alloc(4096, (n * 4 + 4095) / 4096 * 4096)), &std::free);
+  for (std::size_t i = 0; i < n; ++i) mine.get()[i] = initial_value(i, 9);
+  const std::vector<std::uint32_t> before(mine.get(), mine.get() + n);
+  {
+    auto a = rt.adopt(mine.get(), n, Placement::migrate, "adopted");
+    EXPECT_EQ(a.host().data(), mine.get());
+    rt.launch(rewrite_pages<std::uint32_t>, dim3(8), dim3(128), 0, a.device());
+    rt.flush();
+  }
+  const auto expected = rewritten(before);
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), mine.get()));
+}
+
+__global__ void read_at(array<float> a, std::uint64_t index, float* out) { *out = a[index]; }
+
+TEST_F(Api, CheckedModeNamesObjectAndIndex) {
+  Runtime rt(Config{.cache_bytes = 16ull << 20, .checked = true});
+  auto a = rt.alloc<float>(1000, Placement::migrate, "temperatures");
+  DeviceVector<float> out(1);
+  rt.launch(read_at, dim3(1), dim3(1), 0, a.device(), std::uint64_t{1000}, out.get());
+  try {
+    rt.synchronize();
+    FAIL() << "expected an index_out_of_range error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::index_out_of_range);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("temperatures"), std::string::npos) << what;
+    EXPECT_NE(what.find("index 1000"), std::string::npos) << what;
+    EXPECT_NE(what.find("1000 elements"), std::string::npos) << what;
+  }
+  // The runtime stays usable after a reported bounds error.
+  rt.launch(read_at, dim3(1), dim3(1), 0, a.device(), std::uint64_t{999}, out.get());
+  EXPECT_NO_THROW(rt.synchronize());
+}
+
+TEST_F(Api, LaunchTooLargeForTheCacheIsRefused) {
+  Runtime rt(Config{.cache_bytes = 1ull << 20, .max_pages_held_per_thread = 2});  // 256 frames
+  auto a = rt.alloc<std::uint32_t>(1u << 20);
+  try {
+    rt.launch(rewrite_pages<std::uint32_t>, dim3(1024), dim3(256), 0, a.device());
+    FAIL() << "expected the launch to be refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_config);
+    EXPECT_NE(std::string(e.what()).find("launch at most 0 blocks"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(rt.launch(rewrite_pages<std::uint32_t>, dim3(1), dim3(128), 0, a.device()));
+  rt.synchronize();
+}
+
+TEST_F(Api, DestroyedObjectsGiveTheirFramesBack) {
+  Runtime rt(Config{.cache_bytes = 4ull << 20, .max_pages_held_per_thread = 1});
+  std::uint32_t dead_id = 0;
+  {
+    auto a = rt.alloc<std::uint32_t>(1u << 20, Placement::migrate, "short-lived");
+    dead_id = a.id();
+    fill_initial(a, 6);
+    rt.launch(rewrite_pages<std::uint32_t>, dim3(8), dim3(128), 0, a.device());
+    rt.synchronize();
+  }
+  for (std::uint64_t key : detail::frame_owners(rt))
+    EXPECT_TRUE(key == detail::empty_page_key || detail::key_object(key) != dead_id);
+  auto b = rt.alloc<std::uint32_t>(1u << 20, Placement::migrate, "next");
+  fill_initial(b, 7);
+  const std::vector<std::uint32_t> before(b.host().begin(), b.host().end());
+  rt.launch(rewrite_pages<std::uint32_t>, dim3(8), dim3(128), 0, b.device());
+  rt.flush();
+  const auto expected = rewritten(before);
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), b.host().begin()));
+}
+
+TEST_F(Api, BadArgumentsAreClearErrors) {
+  Runtime rt(Config{.cache_bytes = 1ull << 20});
+  try {
+    (void)rt.alloc<float>(0, Placement::migrate, "empty");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("empty"), std::string::npos);
+  }
+  alignas(16) static std::uint32_t buffer[64];
+  EXPECT_THROW((void)rt.adopt(reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(buffer) + 4), 8), Error);
+  EXPECT_THROW(Runtime(Config{.cache_bytes = 1ull << 20, .device = 999}), Error);
+}
+
+/// Holds two pages per thread while the launch declared one: with one frame this cannot progress.
+__global__ void hold_two_pages(array<std::uint32_t> a) {
+  const auto first = a.span(0);
+  const auto second = a.span(a.elements_per_page());
+  if (first[0] == 12345u && second[0] == 12345u) a.store(0, 1);
+}
+
+void run_until_watchdog() {
+  try {
+    Runtime rt(Config{.cache_bytes = 4096, .max_pages_held_per_thread = 1, .watchdog_seconds = 0.5});
+    auto a = rt.alloc<std::uint32_t>(2048);
+    rt.launch(hold_two_pages, dim3(1), dim3(1), 0, a.device());
+    rt.synchronize();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    std::exit(e.kind() == ErrorKind::no_progress ? 0 : 1);
+  }
+  std::exit(2);
+}
+
+TEST_F(Api, WatchdogTurnsAStuckKernelIntoAnError) {
+  EXPECT_EXIT(run_until_watchdog(), ::testing::ExitedWithCode(0), "no frame to evict");
+}
+
+}  // namespace
+}  // namespace warpvm::testing

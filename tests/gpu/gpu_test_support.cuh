@@ -1,0 +1,63 @@
+#pragma once
+// Shared pieces of the GPU test suite.
+
+#include "warpvm/warpvm.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+namespace warpvm::testing {
+
+/// Skips (saying so) when no GPU is visible, so the suite runs everywhere.
+class GpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
+  }
+};
+
+/// Deterministic per-(seed, step) random numbers, the same on host and device.
+__host__ __device__ inline std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+/// Initial content of element i of a test object with salt s: never zero, differs per object.
+__host__ __device__ inline std::uint32_t initial_value(std::uint64_t i, std::uint32_t salt) {
+  return static_cast<std::uint32_t>(mix(i * 2654435761ull + salt)) | 1u;
+}
+
+/// Fills host memory of an object with initial_value.
+template <class Object>
+void fill_initial(const Object& object, std::uint32_t salt) {
+  auto host = object.host();
+  for (std::size_t i = 0; i < host.size(); ++i) host[i] = initial_value(i, salt);
+}
+
+/// A device buffer of T for per-thread results, freed on scope exit.
+template <class T>
+class DeviceVector {
+ public:
+  explicit DeviceVector(std::size_t n) : size_(n) {
+    WARPVM_CUDA_TRY(cudaMalloc(&data_, n * sizeof(T)));
+    WARPVM_CUDA_TRY(cudaMemset(data_, 0, n * sizeof(T)));
+  }
+  ~DeviceVector() { cudaFree(data_); }
+  DeviceVector(const DeviceVector&) = delete;
+  DeviceVector& operator=(const DeviceVector&) = delete;
+  T* get() const { return data_; }
+  std::vector<T> to_host() const {
+    std::vector<T> out(size_);
+    WARPVM_CUDA_TRY(cudaMemcpy(out.data(), data_, size_ * sizeof(T), cudaMemcpyDeviceToHost));
+    return out;
+  }
+
+ private:
+  T* data_ = nullptr;
+  std::size_t size_;
+};
+
+}  // namespace warpvm::testing
