@@ -1,0 +1,208 @@
+#include "bench_support.cuh"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace warpvm::bench {
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
+}
+
+namespace {
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, ',');)
+    if (!part.empty()) parts.push_back(part);
+  return parts;
+}
+
+std::uint64_t parse_bytes(const std::string& text) {
+  std::size_t used = 0;
+  const double value = std::stod(text, &used);
+  const std::string unit = text.substr(used);
+  const double scale = unit == "GiB" || unit == "G" ? double(1ull << 30)
+                       : unit == "MiB" || unit == "M" ? double(1ull << 20)
+                       : unit == "KiB" || unit == "K" ? 1024.0
+                                                      : 1.0;
+  return static_cast<std::uint64_t>(value * scale);
+}
+
+[[noreturn]] void usage(const char* message) {
+  std::fprintf(stderr,
+               "%s\nusage: warpvm-bench [--workloads a,b] [--modes m,n] [--cache-fractions 1,0.5] "
+               "[--bytes 16GiB] [--repeats 3] [--eviction clock|fifo] [--out file.jsonl] "
+               "[--commit SHA] [--driver VER] [--suite NAME]\n"
+               "workloads: stream, vadd, random_page, sparse_read, resident\n"
+               "modes: explicit, uvm, uvm_prefetch, zero_copy, warpvm, warpvm_remote, device\n",
+               message);
+  std::exit(2);
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+bool Options::wants(const std::string& workload) const {
+  return workloads.empty() || std::find(workloads.begin(), workloads.end(), workload) != workloads.end();
+}
+bool Options::wants_mode(const std::string& mode) const {
+  return modes.empty() || std::find(modes.begin(), modes.end(), mode) != modes.end();
+}
+
+Options parse_options(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") usage("warpvm-bench: paging micro-benchmarks, JSON Lines out");
+    if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
+    const std::string value = argv[++i];
+    if (flag == "--workloads") o.workloads = split(value);
+    else if (flag == "--modes") o.modes = split(value);
+    else if (flag == "--cache-fractions") {
+      o.cache_fractions.clear();
+      for (const auto& f : split(value)) o.cache_fractions.push_back(std::stod(f));
+    } else if (flag == "--bytes") o.dataset_bytes = parse_bytes(value);
+    else if (flag == "--repeats") o.repeats = std::stoi(value);
+    else if (flag == "--eviction") o.eviction = value == "fifo" ? EvictionPolicy::fifo : EvictionPolicy::clock;
+    else if (flag == "--out") o.out = value;
+    else if (flag == "--commit") o.commit = value;
+    else if (flag == "--driver") o.driver = value;
+    else if (flag == "--suite") o.suite = value;
+    else usage(("unknown option " + flag).c_str());
+  }
+  if (o.repeats < 1) usage("--repeats must be at least 1");
+  return o;
+}
+
+PinnedArray::PinnedArray(std::uint64_t bytes) : bytes_(bytes) {
+  check(cudaHostAlloc(&data_, bytes, cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc");
+}
+PinnedArray::~PinnedArray() {
+  if (data_ != nullptr) cudaFreeHost(data_);
+}
+PinnedArray::PinnedArray(PinnedArray&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), bytes_(other.bytes_) {}
+
+void parallel_for(std::uint64_t n, const std::function<void(std::uint64_t, std::uint64_t)>& body) {
+  const unsigned workers = std::max(1u, std::min(32u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  const std::uint64_t chunk = (n + workers - 1) / workers;
+  for (unsigned w = 0; w < workers; ++w) {
+    const std::uint64_t begin = std::min(n, w * chunk), end = std::min(n, begin + chunk);
+    pool.emplace_back([&, begin, end] { body(begin, end); });
+  }
+  for (auto& t : pool) t.join();
+}
+
+void fill_random(std::uint32_t* data, std::uint64_t n, std::uint64_t seed) {
+  parallel_for(n, [&](std::uint64_t begin, std::uint64_t end) {
+    std::uint64_t x = seed * 0x9e3779b97f4a7c15ull + begin;
+    for (std::uint64_t i = begin; i < end; ++i) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      data[i] = static_cast<std::uint32_t>(x >> 16) | 1u;
+    }
+  });
+}
+
+std::uint64_t host_sum(const std::uint32_t* data, std::uint64_t n) {
+  std::vector<std::uint64_t> partial(64, 0);
+  std::atomic<unsigned> next{0};
+  parallel_for(n, [&](std::uint64_t begin, std::uint64_t end) {
+    std::uint64_t s = 0;
+    for (std::uint64_t i = begin; i < end; ++i) s += data[i];
+    partial[next++] = s;
+  });
+  std::uint64_t total = 0;
+  for (auto s : partial) total += s;
+  return total;
+}
+
+std::vector<double> time_runs(cudaStream_t stream, int repeats, const std::function<void()>& before,
+                              const std::function<void()>& run) {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  std::vector<double> seconds;
+  for (int r = -1; r < repeats; ++r) {
+    if (before) before();
+    check(cudaDeviceSynchronize(), "sync before run");
+    check(cudaEventRecord(start, stream), "cudaEventRecord");
+    run();
+    check(cudaEventRecord(stop, stream), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    check(cudaGetLastError(), "run");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    if (r >= 0) seconds.push_back(ms / 1e3);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return seconds;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+Recorder::Recorder(const Options& options) : options_(options) {
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  device_ = prop.name;
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  date_ = buf;
+}
+
+void Recorder::write(const Record& r) {
+  const double t = median(r.seconds);
+  std::ostringstream line;
+  line.precision(9);
+  line << "{\"suite\":\"" << json_escape(options_.suite) << "\",\"workload\":\"" << r.workload << "\",\"mode\":\""
+       << r.mode << "\",\"policy\":\"" << r.policy << "\",\"cache_fraction\":" << r.cache_fraction
+       << ",\"dataset_bytes\":" << r.dataset_bytes << ",\"useful_bytes\":" << r.useful_bytes << ",\"seconds\":" << t
+       << ",\"useful_gbps\":" << (t > 0 ? r.useful_bytes / t / 1e9 : 0.0) << ",\"faults\":";
+  if (r.faults >= 0) line << r.faults; else line << "null";
+  line << ",\"bytes_moved\":";
+  if (r.bytes_moved >= 0) line << r.bytes_moved; else line << "null";
+  line << ",\"verified\":" << (r.verified ? "true" : "false") << ",\"repeats\":" << r.seconds.size()
+       << ",\"seconds_all\":[";
+  for (std::size_t i = 0; i < r.seconds.size(); ++i) line << (i ? "," : "") << r.seconds[i];
+  line << "]";
+  for (const auto& [key, value] : r.extra) line << ",\"" << key << "\":" << value;
+  line << ",\"device\":\"" << json_escape(device_) << "\",\"driver\":\"" << json_escape(options_.driver)
+       << "\",\"commit\":\"" << json_escape(options_.commit) << "\",\"date\":\"" << date_ << "\"}";
+  if (options_.out == "-") {
+    std::cout << line.str() << std::endl;
+  } else {
+    std::ofstream(options_.out, std::ios::app) << line.str() << '\n';
+  }
+  std::fprintf(stderr, "%-12s %-14s cache=%-6.3f %9.4f s  %8.2f GB/s useful  %s\n", r.workload.c_str(),
+               r.mode.c_str(), r.cache_fraction, t, t > 0 ? r.useful_bytes / t / 1e9 : 0.0,
+               r.verified ? "verified" : "NOT VERIFIED");
+}
+
+}  // namespace warpvm::bench

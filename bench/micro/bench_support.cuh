@@ -1,0 +1,92 @@
+#pragma once
+// Shared pieces of the benchmarks: options, pinned host buffers filled in parallel, timing with
+// CUDA events (median of repeats after a warm-up), and JSON Lines records (docs/benchmarks.md).
+
+#include "warpvm/warpvm.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace warpvm::bench {
+
+struct Options {
+  std::vector<std::string> workloads;  ///< empty = all of the suite
+  std::vector<std::string> modes;      ///< empty = all
+  std::vector<double> cache_fractions{1.0, 0.5, 0.25, 0.125};
+  std::uint64_t dataset_bytes = 16ull << 30;
+  int repeats = 3;
+  EvictionPolicy eviction = EvictionPolicy::clock;
+  std::string out = "-";
+  std::string commit = "unknown";
+  std::string driver = "unknown";
+  std::string suite = "paging";
+  bool wants(const std::string& workload) const;
+  bool wants_mode(const std::string& mode) const;
+};
+
+Options parse_options(int argc, char** argv);
+
+/// Pinned host memory (cudaHostAlloc, mapped), move-only.
+class PinnedArray {
+ public:
+  explicit PinnedArray(std::uint64_t bytes);
+  ~PinnedArray();
+  PinnedArray(PinnedArray&& other) noexcept;
+  PinnedArray(const PinnedArray&) = delete;
+  PinnedArray& operator=(const PinnedArray&) = delete;
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  std::uint64_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  std::uint64_t bytes_ = 0;
+};
+
+/// Runs body(begin, end) over [0, n) on all host cores.
+void parallel_for(std::uint64_t n, const std::function<void(std::uint64_t, std::uint64_t)>& body);
+/// Fresh pseudo-random uint32 values (never all zero) from `seed`.
+void fill_random(std::uint32_t* data, std::uint64_t n, std::uint64_t seed);
+/// Exact sum of n uint32 values.
+std::uint64_t host_sum(const std::uint32_t* data, std::uint64_t n);
+
+/// Times `run` with events on `stream`: one warm-up, then `repeats` timed runs; `before` runs
+/// untimed ahead of every run (e.g. dropping the cache so each run starts cold). Returns seconds
+/// of each timed run.
+std::vector<double> time_runs(cudaStream_t stream, int repeats, const std::function<void()>& before,
+                              const std::function<void()>& run);
+double median(std::vector<double> values);
+
+/// One measured point, written as a JSON Lines record.
+struct Record {
+  std::string workload, mode, policy = "-";
+  double cache_fraction = 0;
+  std::uint64_t dataset_bytes = 0, useful_bytes = 0;
+  std::vector<double> seconds;
+  std::int64_t faults = -1;       ///< -1: not measured for this mode
+  std::int64_t bytes_moved = -1;  ///< -1: not measured for this mode
+  bool verified = false;
+  std::map<std::string, double> extra;  ///< workload-specific numbers
+};
+
+class Recorder {
+ public:
+  explicit Recorder(const Options& options);
+  void write(const Record& record);
+
+ private:
+  const Options& options_;
+  std::string device_;
+  std::string date_;
+};
+
+void check(cudaError_t status, const char* what);
+
+}  // namespace warpvm::bench

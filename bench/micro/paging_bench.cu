@@ -1,0 +1,535 @@
+// warpvm-bench: the core paging micro-benchmarks (stream read, vector add, random page touch,
+// sparse 8-byte reads, resident hit path) in every memory mode, each result verified, one JSON
+// Lines record per point. Modes and record fields: docs/benchmarks.md.
+
+#include "bench_support.cuh"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <optional>
+
+namespace warpvm::bench {
+namespace {
+
+constexpr unsigned block_threads = 256;
+
+__device__ void add_to_total(unsigned long long* total, unsigned long long value) {
+  for (int offset = 16; offset > 0; offset /= 2) value += __shfl_down_sync(0xffffffffu, value, offset);
+  if (threadIdx.x % 32 == 0 && value != 0) atomicAdd(total, value);
+}
+
+__device__ __forceinline__ unsigned long long sum4(uint4 v) {
+  return static_cast<unsigned long long>(v.x) + v.y + v.z + v.w;
+}
+
+// ---- kernels on plain pointers (device, pinned host, managed) ----
+
+__global__ void sum_raw(const uint4* data, std::uint64_t vectors, unsigned long long* total) {
+  unsigned long long s = 0;
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < vectors;
+       i += std::uint64_t{gridDim.x} * blockDim.x)
+    s += sum4(data[i]);
+  add_to_total(total, s);
+}
+
+__global__ void vadd_raw(const uint4* a, const uint4* b, uint4* c, std::uint64_t vectors) {
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < vectors;
+       i += std::uint64_t{gridDim.x} * blockDim.x) {
+    const uint4 x = a[i], y = b[i];
+    c[i] = make_uint4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+  }
+}
+
+/// Touch k reads one word of page permuted(k): distinct pages in random order.
+__host__ __device__ inline std::uint64_t touched_page(std::uint64_t k, std::uint64_t pages) {
+  return (k * 0x9E3779B97F4A7C15ull >> 1) % pages;  // odd multiplier mod a power of two: a bijection
+}
+__host__ __device__ inline std::uint64_t sparse_index(std::uint64_t k, std::uint64_t n) {
+  std::uint64_t x = k * 0xD1B54A32D192ED03ull + 0x8CB92BA72F3D8DD7ull;
+  x ^= x >> 29;
+  x *= 0xBF58476D1CE4E5B9ull;
+  return (x ^ (x >> 32)) % n;
+}
+
+__global__ void touch_raw(const std::uint32_t* data, std::uint64_t pages, std::uint64_t touches,
+                          std::uint64_t words_per_page, unsigned long long* total) {
+  unsigned long long s = 0;
+  for (std::uint64_t k = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < touches;
+       k += std::uint64_t{gridDim.x} * blockDim.x)
+    s += data[touched_page(k, pages) * words_per_page + k % words_per_page];
+  add_to_total(total, s);
+}
+
+__global__ void sparse_raw(const std::uint64_t* data, std::uint64_t n, std::uint64_t reads, unsigned long long* total) {
+  unsigned long long s = 0;
+  for (std::uint64_t k = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < reads;
+       k += std::uint64_t{gridDim.x} * blockDim.x)
+    s += data[sparse_index(k, n)];
+  add_to_total(total, s);
+}
+
+// ---- the same kernels through warpvm ----
+
+/// A warp walks whole pages through page spans (the streaming fast path).
+__global__ void sum_pages(array<std::uint32_t> a, unsigned long long* total) {
+  const std::uint64_t warp = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
+  const std::uint64_t warps = std::uint64_t{gridDim.x} * blockDim.x / 32;
+  const unsigned lane = threadIdx.x % 32;
+  const std::uint64_t per_page = a.elements_per_page();
+  const std::uint64_t pages = (a.size() + per_page - 1) / per_page;
+  unsigned long long s = 0;
+  for (std::uint64_t p = warp; p < pages; p += warps) {
+    const auto page = a.span(p * per_page);
+    const auto* vectors = reinterpret_cast<const uint4*>(page.data());
+    for (std::uint32_t v = lane; v < page.size() / 4; v += 32) s += sum4(vectors[v]);
+    for (std::uint32_t j = page.size() / 4 * 4 + lane; j < page.size(); j += 32) s += page[j];
+  }
+  add_to_total(total, s);
+}
+
+/// Element API: a[i] in a grid-stride loop.
+__global__ void sum_elements(array<std::uint32_t> a, unsigned long long* total) {
+  unsigned long long s = 0;
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < a.size();
+       i += std::uint64_t{gridDim.x} * blockDim.x)
+    s += a[i];
+  add_to_total(total, s);
+}
+
+__global__ void vadd_pages(array<std::uint32_t> a, array<std::uint32_t> b, array<std::uint32_t> c) {
+  const std::uint64_t warp = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
+  const std::uint64_t warps = std::uint64_t{gridDim.x} * blockDim.x / 32;
+  const unsigned lane = threadIdx.x % 32;
+  const std::uint64_t per_page = a.elements_per_page();
+  const std::uint64_t pages = (a.size() + per_page - 1) / per_page;
+  for (std::uint64_t p = warp; p < pages; p += warps) {
+    const auto pa = a.span(p * per_page);
+    const auto pb = b.span(p * per_page);
+    const auto pc = c.span<access::read_write>(p * per_page);
+    const auto* va = reinterpret_cast<const uint4*>(pa.data());
+    const auto* vb = reinterpret_cast<const uint4*>(pb.data());
+    auto* vc = reinterpret_cast<uint4*>(pc.data());
+    for (std::uint32_t v = lane; v < pa.size() / 4; v += 32) {
+      const uint4 x = va[v], y = vb[v];
+      vc[v] = make_uint4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+    }
+  }
+}
+
+__global__ void touch_pages(array<std::uint32_t> a, std::uint64_t pages, std::uint64_t touches, unsigned long long* total) {
+  const std::uint64_t per_page = a.elements_per_page();
+  unsigned long long s = 0;
+  for (std::uint64_t k = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < touches;
+       k += std::uint64_t{gridDim.x} * blockDim.x)
+    s += a[touched_page(k, pages) * per_page + k % per_page];
+  add_to_total(total, s);
+}
+
+__global__ void sparse_elements(array<std::uint64_t> a, std::uint64_t reads, unsigned long long* total) {
+  unsigned long long s = 0;
+  for (std::uint64_t k = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < reads;
+       k += std::uint64_t{gridDim.x} * blockDim.x)
+    s += a[sparse_index(k, a.size())];
+  add_to_total(total, s);
+}
+
+// ---- harness ----
+
+struct DeviceCounter {
+  unsigned long long* value = nullptr;
+  DeviceCounter() { check(cudaMalloc(&value, sizeof *value), "cudaMalloc counter"); }
+  ~DeviceCounter() { cudaFree(value); }
+  void zero(cudaStream_t s) const { check(cudaMemsetAsync(value, 0, sizeof *value, s), "memset counter"); }
+  unsigned long long read() const {
+    unsigned long long v = 0;
+    check(cudaMemcpy(&v, value, sizeof v, cudaMemcpyDeviceToHost), "read counter");
+    return v;
+  }
+};
+
+template <class T>
+struct DeviceBuffer {
+  T* data = nullptr;
+  explicit DeviceBuffer(std::uint64_t bytes) { check(cudaMalloc(&data, bytes), "cudaMalloc"); }
+  ~DeviceBuffer() { cudaFree(data); }
+};
+
+/// Managed memory first touched on the host; reset() sends it back to the host between runs.
+struct Managed {
+  void* data = nullptr;
+  std::uint64_t bytes;
+  Managed(const void* contents, std::uint64_t n) : bytes(n) {
+    check(cudaMallocManaged(&data, bytes), "cudaMallocManaged");
+    parallel_for(bytes / 4096, [&](std::uint64_t b, std::uint64_t e) {
+      std::memcpy(static_cast<char*>(data) + b * 4096, static_cast<const char*>(contents) + b * 4096, (e - b) * 4096);
+    });
+  }
+  ~Managed() { cudaFree(data); }
+  void to_host() const {
+    check(cudaMemPrefetchAsync(data, bytes, cudaMemLocation{cudaMemLocationTypeHost, 0}, 0, nullptr), "prefetch to host");
+  }
+  void to_device(cudaStream_t s) const {
+    check(cudaMemPrefetchAsync(data, bytes, cudaMemLocation{cudaMemLocationTypeDevice, 0}, 0, s), "prefetch to device");
+  }
+};
+
+class Bench {
+ public:
+  explicit Bench(const Options& o) : o_(o), recorder_(o) {
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
+    check(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, 0), "SM count");
+  }
+
+  void run() {
+    if (o_.wants("stream")) stream_read();
+    if (o_.wants("vadd")) vector_add();
+    if (o_.wants("random_page")) random_page();
+    if (o_.wants("sparse_read")) sparse_read();
+    if (o_.wants("resident")) resident();
+  }
+
+ private:
+  dim3 grid(unsigned blocks_per_sm = 4) const { return dim3(sms_ * blocks_per_sm); }
+
+  Config warpvm_config(std::uint64_t footprint, double fraction, std::uint32_t holds) const {
+    const std::uint64_t cache = std::max<std::uint64_t>(4096, static_cast<std::uint64_t>(footprint * fraction) / 4096 * 4096);
+    return Config{.cache_bytes = cache, .eviction = o_.eviction, .max_pages_held_per_thread = holds};
+  }
+
+  Record base(const char* workload, const char* mode, std::uint64_t dataset, std::uint64_t useful) const {
+    Record r;
+    r.workload = workload;
+    r.mode = mode;
+    r.dataset_bytes = dataset;
+    r.useful_bytes = useful;
+    return r;
+  }
+
+  /// Times a warpvm run: cache dropped before every run so each starts from host memory.
+  template <class Launch>
+  void warpvm_point(Record r, Runtime& rt, double fraction, Launch&& launch, const std::function<bool()>& verify,
+                    bool cold = true) {
+    r.policy = to_string(o_.eviction);
+    r.cache_fraction = fraction;
+    if (!cold) launch();  // warm the cache once; runs then measure the hit path
+    rt.reset_stats();
+    r.seconds = time_runs(rt.stream(), o_.repeats, cold ? std::function<void()>([&] { rt.drop_cached(); }) : nullptr,
+                          [&] { launch(); });
+    rt.synchronize();
+    const Stats st = rt.stats();
+    const double runs = o_.repeats + 1;
+    r.faults = static_cast<std::int64_t>(st.misses / runs);
+    r.bytes_moved = static_cast<std::int64_t>(st.bytes_moved() / runs);
+    r.extra["evictions"] = st.evictions / runs;
+    r.extra["cache_bytes"] = static_cast<double>(rt.cache_bytes());
+    r.verified = verify();
+    recorder_.write(r);
+  }
+
+  void stream_read() {
+    const std::uint64_t n = o_.dataset_bytes / 4;
+    PinnedArray host(n * 4);
+    fill_random(host.as<std::uint32_t>(), n, 1);
+    const std::uint64_t expected = host_sum(host.as<std::uint32_t>(), n);
+    DeviceCounter total;
+    auto verify = [&] { return total.read() == expected; };
+    const std::uint64_t vectors = n / 4;
+    auto raw = [&](const void* p) {
+      total.zero(stream_);
+      sum_raw<<<grid(), block_threads, 0, stream_>>>(static_cast<const uint4*>(p), vectors, total.value);
+    };
+    if (o_.wants_mode("explicit")) {
+      DeviceBuffer<std::uint32_t> dev(n * 4);
+      Record r = base("stream", "explicit", n * 4, n * 4);
+      r.seconds = time_runs(stream_, o_.repeats, nullptr, [&] {
+        check(cudaMemcpyAsync(dev.data, host.as<void>(), n * 4, cudaMemcpyHostToDevice, stream_), "copy");
+        raw(dev.data);
+      });
+      r.bytes_moved = n * 4;
+      r.verified = verify();
+      recorder_.write(r);
+    }
+    if (o_.wants_mode("zero_copy")) {
+      Record r = base("stream", "zero_copy", n * 4, n * 4);
+      r.seconds = time_runs(stream_, o_.repeats, nullptr, [&] { raw(host.as<void>()); });
+      r.verified = verify();
+      recorder_.write(r);
+    }
+    uvm_modes("stream", host.as<void>(), n * 4, [&](void* p) { raw(p); }, verify);
+    if (o_.wants_mode("warpvm")) {
+      for (double fraction : o_.cache_fractions) {
+        Runtime rt(warpvm_config(n * 4, fraction, 1));
+        auto a = rt.adopt(host.as<std::uint32_t>(), n, Placement::migrate, "stream");
+        warpvm_point(base("stream", "warpvm", n * 4, n * 4), rt, fraction, [&] {
+          total.zero(rt.stream());
+          rt.launch(sum_pages, grid(), dim3(block_threads), 0, a.device(), total.value);
+        }, verify);
+      }
+    }
+  }
+
+  void vector_add() {
+    const std::uint64_t n = o_.dataset_bytes / 12;  // A, B and C together make the dataset
+    const std::uint64_t n4 = n / 4 * 4, bytes = n4 * 4;
+    PinnedArray a(bytes), b(bytes), c(bytes);
+    fill_random(a.as<std::uint32_t>(), n4, 2);
+    fill_random(b.as<std::uint32_t>(), n4, 3);
+    auto poison = [&] { std::memset(c.as<void>(), 0xAB, bytes); };
+    auto verify_on = [&](const std::uint32_t* out) {
+      std::atomic<std::uint64_t> wrong{0};
+      const auto* x = a.as<std::uint32_t>();
+      const auto* y = b.as<std::uint32_t>();
+      parallel_for(n4, [&](std::uint64_t lo, std::uint64_t hi) {
+        std::uint64_t w = 0;
+        for (std::uint64_t i = lo; i < hi; ++i) w += out[i] != x[i] + y[i];
+        wrong += w;
+      });
+      return wrong == 0;
+    };
+    const std::uint64_t useful = 3 * bytes, vectors = n4 / 4;
+    if (o_.wants_mode("explicit")) {
+      DeviceBuffer<uint4> da(bytes), db(bytes), dc(bytes);
+      Record r = base("vadd", "explicit", 3 * bytes, useful);
+      poison();
+      r.seconds = time_runs(stream_, o_.repeats, nullptr, [&] {
+        check(cudaMemcpyAsync(da.data, a.as<void>(), bytes, cudaMemcpyHostToDevice, stream_), "copy a");
+        check(cudaMemcpyAsync(db.data, b.as<void>(), bytes, cudaMemcpyHostToDevice, stream_), "copy b");
+        vadd_raw<<<grid(), block_threads, 0, stream_>>>(da.data, db.data, dc.data, vectors);
+        check(cudaMemcpyAsync(c.as<void>(), dc.data, bytes, cudaMemcpyDeviceToHost, stream_), "copy c");
+      });
+      r.bytes_moved = 3 * bytes;
+      r.verified = verify_on(c.as<std::uint32_t>());
+      recorder_.write(r);
+    }
+    if (o_.wants_mode("zero_copy")) {
+      Record r = base("vadd", "zero_copy", 3 * bytes, useful);
+      poison();
+      r.seconds = time_runs(stream_, o_.repeats, nullptr, [&] {
+        vadd_raw<<<grid(), block_threads, 0, stream_>>>(a.as<uint4>(), b.as<uint4>(), c.as<uint4>(), vectors);
+      });
+      r.verified = verify_on(c.as<std::uint32_t>());
+      recorder_.write(r);
+    }
+    for (const char* mode : {"uvm", "uvm_prefetch"}) {
+      if (!o_.wants_mode(mode)) continue;
+      const bool prefetch = std::string(mode) == "uvm_prefetch";
+      Managed ma(a.as<void>(), bytes), mb(b.as<void>(), bytes), mc(c.as<void>(), bytes);
+      Record r = base("vadd", mode, 3 * bytes, useful);
+      r.seconds = time_runs(stream_, o_.repeats, [&] { ma.to_host(); mb.to_host(); mc.to_host(); }, [&] {
+        if (prefetch) { ma.to_device(stream_); mb.to_device(stream_); mc.to_device(stream_); }
+        vadd_raw<<<grid(), block_threads, 0, stream_>>>(static_cast<uint4*>(ma.data), static_cast<uint4*>(mb.data),
+                                                        static_cast<uint4*>(mc.data), vectors);
+      });
+      check(cudaDeviceSynchronize(), "uvm vadd");
+      r.verified = verify_on(static_cast<std::uint32_t*>(mc.data));
+      r.extra["result_on_host"] = 0;
+      recorder_.write(r);
+    }
+    if (o_.wants_mode("warpvm")) {
+      for (double fraction : o_.cache_fractions) {
+        Runtime rt(warpvm_config(3 * bytes, fraction, 3));
+        auto oa = rt.adopt(a.as<std::uint32_t>(), n4, Placement::migrate, "A");
+        auto ob = rt.adopt(b.as<std::uint32_t>(), n4, Placement::migrate, "B");
+        auto oc = rt.adopt(c.as<std::uint32_t>(), n4, Placement::migrate, "C");
+        poison();
+        Record r = base("vadd", "warpvm", 3 * bytes, useful);
+        r.extra["result_on_host"] = 1;
+        warpvm_point(r, rt, fraction, [&] {
+          rt.launch(vadd_pages, grid(), dim3(block_threads), 0, oa.device(), ob.device(), oc.device());
+          rt.flush();  // C is on the host when the clock stops
+        }, [&] { return verify_on(c.as<std::uint32_t>()); });
+      }
+    }
+  }
+
+  void random_page() {
+    const std::uint64_t n = o_.dataset_bytes / 4, pages = n / 1024;
+    const std::uint64_t touches = std::min<std::uint64_t>(pages / 2, 2u << 20);
+    PinnedArray host(n * 4);
+    fill_random(host.as<std::uint32_t>(), n, 4);
+    std::uint64_t expected = 0;
+    for (std::uint64_t k = 0; k < touches; ++k) expected += host.as<std::uint32_t>()[touched_page(k, pages) * 1024 + k % 1024];
+    DeviceCounter total;
+    auto verify = [&] { return total.read() == expected; };
+    auto raw = [&](const void* p) {
+      total.zero(stream_);
+      touch_raw<<<grid(), block_threads, 0, stream_>>>(static_cast<const std::uint32_t*>(p), pages, touches, 1024, total.value);
+    };
+    auto finish = [&](Record& r) {
+      r.extra["pages_per_s"] = touches / median(r.seconds);
+      r.extra["touches"] = static_cast<double>(touches);
+      recorder_.write(r);
+    };
+    const std::uint64_t useful = touches * 4096;  // a touch needs its page
+    if (o_.wants_mode("zero_copy")) {
+      Record r = base("random_page", "zero_copy", n * 4, useful);
+      r.seconds = time_runs(stream_, o_.repeats, nullptr, [&] { raw(host.as<void>()); });
+      r.verified = verify();
+      finish(r);
+    }
+    if (o_.wants_mode("uvm")) {
+      Managed m(host.as<void>(), n * 4);
+      Record r = base("random_page", "uvm", n * 4, useful);
+      r.seconds = time_runs(stream_, o_.repeats, [&] { m.to_host(); }, [&] { raw(m.data); });
+      r.verified = verify();
+      finish(r);
+    }
+    if (o_.wants_mode("warpvm")) {
+      for (double fraction : o_.cache_fractions) {
+        Runtime rt(warpvm_config(n * 4, fraction, 1));
+        auto a = rt.adopt(host.as<std::uint32_t>(), n, Placement::migrate, "pages");
+        Record r = base("random_page", "warpvm", n * 4, useful);
+        r.policy = to_string(o_.eviction);
+        r.cache_fraction = fraction;
+        rt.reset_stats();
+        r.seconds = time_runs(rt.stream(), o_.repeats, [&] { rt.drop_cached(); }, [&] {
+          total.zero(rt.stream());
+          rt.launch(touch_pages, grid(), dim3(block_threads), 0, a.device(), pages, touches, total.value);
+        });
+        const Stats st = rt.stats();
+        r.faults = static_cast<std::int64_t>(st.misses / (o_.repeats + 1));
+        r.bytes_moved = static_cast<std::int64_t>(st.bytes_moved() / (o_.repeats + 1));
+        r.verified = verify();
+        finish(r);
+      }
+    }
+  }
+
+  void sparse_read() {
+    const std::uint64_t n = o_.dataset_bytes / 8;
+    const std::uint64_t reads = 1u << 20;
+    PinnedArray host(n * 8);
+    fill_random(host.as<std::uint32_t>(), n * 2, 5);
+    std::uint64_t expected = 0;
+    for (std::uint64_t k = 0; k < reads; ++k) expected += host.as<std::uint64_t>()[sparse_index(k, n)];
+    DeviceCounter total;
+    auto verify = [&] { return total.read() == expected; };
+    auto raw = [&](const void* p) {
+      total.zero(stream_);
+      sparse_raw<<<grid(), block_threads, 0, stream_>>>(static_cast<const std::uint64_t*>(p), n, reads, total.value);
+    };
+    const std::uint64_t useful = reads * 8;
+    auto finish = [&](Record& r) {
+      r.extra["reads"] = static_cast<double>(reads);
+      r.extra["reads_per_s"] = reads / median(r.seconds);
+      recorder_.write(r);
+    };
+    if (o_.wants_mode("zero_copy")) {
+      Record r = base("sparse_read", "zero_copy", n * 8, useful);
+      r.seconds = time_runs(stream_, o_.repeats, nullptr, [&] { raw(host.as<void>()); });
+      r.verified = verify();
+      finish(r);
+    }
+    if (o_.wants_mode("device")) {
+      DeviceBuffer<std::uint64_t> dev(n * 8);
+      check(cudaMemcpy(dev.data, host.as<void>(), n * 8, cudaMemcpyHostToDevice), "copy");
+      Record r = base("sparse_read", "device", n * 8, useful);
+      r.seconds = time_runs(stream_, o_.repeats, nullptr, [&] { raw(dev.data); });
+      r.verified = verify();
+      finish(r);
+    }
+    if (o_.wants_mode("uvm")) {
+      Managed m(host.as<void>(), n * 8);
+      Record r = base("sparse_read", "uvm", n * 8, useful);
+      r.seconds = time_runs(stream_, o_.repeats, [&] { m.to_host(); }, [&] { raw(m.data); });
+      r.verified = verify();
+      finish(r);
+    }
+    for (const char* mode : {"warpvm_remote", "warpvm"}) {
+      if (!o_.wants_mode(mode)) continue;
+      const bool remote = std::string(mode) == "warpvm_remote";
+      Runtime rt(warpvm_config(n * 8, 1.0, 1));
+      auto a = rt.adopt(host.as<std::uint64_t>(), n, remote ? Placement::remote : Placement::migrate, "sparse");
+      Record r = base("sparse_read", mode, n * 8, useful);
+      r.policy = to_string(o_.eviction);
+      r.cache_fraction = remote ? 0.0 : 1.0;
+      rt.reset_stats();
+      r.seconds = time_runs(rt.stream(), o_.repeats, [&] { rt.drop_cached(); }, [&] {
+        total.zero(rt.stream());
+        rt.launch(sparse_elements, grid(), dim3(block_threads), 0, a.device(), reads, total.value);
+      });
+      const Stats st = rt.stats();
+      r.faults = static_cast<std::int64_t>(st.misses / (o_.repeats + 1));
+      r.bytes_moved = static_cast<std::int64_t>(st.bytes_moved() / (o_.repeats + 1));
+      r.verified = verify();
+      finish(r);
+    }
+  }
+
+  /// Everything resident: warpvm's hit path against the same kernel on a raw device pointer.
+  void resident() {
+    const std::uint64_t bytes = std::min<std::uint64_t>(o_.dataset_bytes, 8ull << 30);
+    const std::uint64_t n = bytes / 4;
+    PinnedArray host(bytes);
+    fill_random(host.as<std::uint32_t>(), n, 6);
+    const std::uint64_t expected = host_sum(host.as<std::uint32_t>(), n);
+    DeviceCounter total;
+    auto verify = [&] { return total.read() == expected; };
+    if (o_.wants_mode("device")) {
+      DeviceBuffer<uint4> dev(bytes);
+      check(cudaMemcpy(dev.data, host.as<void>(), bytes, cudaMemcpyHostToDevice), "copy");
+      Record r = base("resident", "device", bytes, bytes);
+      r.seconds = time_runs(stream_, o_.repeats, nullptr, [&] {
+        total.zero(stream_);
+        sum_raw<<<grid(8), block_threads, 0, stream_>>>(dev.data, n / 4, total.value);
+      });
+      r.verified = verify();
+      recorder_.write(r);
+    }
+    if (!o_.wants_mode("warpvm")) return;
+    Runtime rt(warpvm_config(bytes, 1.0, 1));
+    auto a = rt.adopt(host.as<std::uint32_t>(), n, Placement::migrate, "resident");
+    warpvm_point(base("resident", "warpvm_span", bytes, bytes), rt, 1.0, [&] {
+      total.zero(rt.stream());
+      rt.launch(sum_pages, grid(8), dim3(block_threads), 0, a.device(), total.value);
+    }, verify, /*cold=*/false);
+    warpvm_point(base("resident", "warpvm_element", bytes, bytes), rt, 1.0, [&] {
+      total.zero(rt.stream());
+      rt.launch(sum_elements, grid(8), dim3(block_threads), 0, a.device(), total.value);
+    }, verify, /*cold=*/false);
+  }
+
+  template <class Run>
+  void uvm_modes(const char* workload, const void* contents, std::uint64_t bytes, Run&& raw,
+                 const std::function<bool()>& verify) {
+    for (const char* mode : {"uvm", "uvm_prefetch"}) {
+      if (!o_.wants_mode(mode)) continue;
+      const bool prefetch = std::string(mode) == "uvm_prefetch";
+      Managed m(contents, bytes);
+      Record r = base(workload, mode, bytes, bytes);
+      r.seconds = time_runs(stream_, o_.repeats, [&] { m.to_host(); }, [&] {
+        if (prefetch) m.to_device(stream_);
+        raw(m.data);
+      });
+      r.verified = verify();
+      recorder_.write(r);
+    }
+  }
+
+  const Options& o_;
+  Recorder recorder_;
+  cudaStream_t stream_ = nullptr;
+  int sms_ = 0;
+};
+
+}  // namespace
+}  // namespace warpvm::bench
+
+int main(int argc, char** argv) {
+  const auto options = warpvm::bench::parse_options(argc, argv);
+  if (warpvm::device_count() == 0) {
+    std::fprintf(stderr, "warpvm-bench: no CUDA device visible; nothing measured (use `warpvm sim` for the simulator)\n");
+    return 3;
+  }
+  try {
+    warpvm::bench::Bench(options).run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "warpvm-bench: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
