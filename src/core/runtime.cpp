@@ -29,6 +29,15 @@ std::size_t choose_cache_bytes(const Config& config) {
   return static_cast<std::size_t>(static_cast<double>(free_bytes) * config.cache_fraction_of_free);
 }
 
+bool is_pinned(const void* p) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeHost;
+}
+
 }  // namespace
 
 RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
@@ -118,18 +127,15 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
     }
     slot.owned_host.reset(static_cast<std::byte*>(p));
     host = slot.owned_host.get();
-  } else {
+  } else if (!is_pinned(adopted)) {  // memory the caller pinned already is used as it is
     const cudaError_t status = cudaHostRegister(adopted, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
-    if (status == cudaSuccess) {
-      slot.registered_host = adopted;
-    } else if (status == cudaErrorHostMemoryAlreadyRegistered) {
-      cudaGetLastError();  // already pinned by the caller: use it as it is
-    } else {
+    if (status != cudaSuccess) {
       cudaGetLastError();
       throw_error(ErrorKind::cuda,
                   "cudaHostRegister of " + mib(bytes) + " for '" + slot.name + "' failed: " + cudaGetErrorString(status),
                   __FILE__, __LINE__);
     }
+    slot.registered_host = adopted;
   }
   void* host_on_device = nullptr;
   WARPVM_CUDA_TRY(cudaHostGetDevicePointer(&host_on_device, host, 0));

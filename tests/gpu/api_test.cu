@@ -131,6 +131,23 @@ TEST_F(Api, AdoptedMemoryIsWrittenInPlace) {
   EXPECT_TRUE(std::equal(expected.begin(), expected.end(), mine.get()));
 }
 
+TEST_F(Api, AdoptsMemoryTheCallerPinnedAlready) {
+  Runtime rt(Config{.cache_bytes = 16ull << 20, .max_pages_held_per_thread = 1});
+  const std::size_t n = 100000;
+  std::uint32_t* pinned = nullptr;
+  ASSERT_EQ(cudaHostAlloc(reinterpret_cast<void**>(&pinned), n * 4, cudaHostAllocMapped), cudaSuccess);
+  std::unique_ptr<std::uint32_t, cudaError_t (*)(void*)> owner(pinned, &cudaFreeHost);
+  for (std::size_t i = 0; i < n; ++i) pinned[i] = initial_value(i, 10);
+  const std::vector<std::uint32_t> before(pinned, pinned + n);
+  {
+    auto a = rt.adopt(pinned, n, Placement::migrate, "pinned by caller");
+    rt.launch(rewrite_pages<std::uint32_t>, dim3(8), dim3(128), 0, a.device());
+    rt.flush();
+  }
+  const auto expected = rewritten(before);
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), pinned));
+}
+
 __global__ void read_at(array<float> a, std::uint64_t index, float* out) { *out = a[index]; }
 
 TEST_F(Api, CheckedModeNamesObjectAndIndex) {
