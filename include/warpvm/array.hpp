@@ -31,8 +31,11 @@
 
 namespace warpvm {
 
-/// Whether a span or cursor may write; writers mark the page dirty when they acquire it.
-enum class access : std::uint8_t { read, read_write };
+/// What a span or cursor does with its page. Writers mark the page dirty when they acquire it.
+/// `overwrite` promises that every element of the page inside the object is written before the
+/// span ends (like a discard): a page absent from the cache is then not read from host memory.
+/// Reading an overwrite span's elements before writing them gives unspecified values.
+enum class access : std::uint8_t { read, read_write, overwrite };
 
 template <class T, access A>
 class page_span;
@@ -117,7 +120,7 @@ class array {
   }
 
   /// Acquires the page of element i (in range) for the calling lane. Prefer span/cursor.
-  [[nodiscard]] __device__ detail::PageHold<T> hold(std::uint64_t i, bool write) const {
+  [[nodiscard]] __device__ detail::PageHold<T> hold(std::uint64_t i, access mode) const {
     detail::PageHold<T> h;
     const std::uint64_t page = page_of(i);
     h.first = page << element_shift_;
@@ -127,10 +130,12 @@ class array {
       h.data = reinterpret_cast<T*>(object_.host) + h.first;
       return h;
     }
-    const std::uint32_t frame = detail::acquire_page(cache_, object_, page, write);
-    h.data = reinterpret_cast<T*>(cache_.frame_data(frame));
-    h.word = object_.page_state + page;
-    h.key = detail::make_page_key(object_.id, page);
+    bool held = false;
+    h.data = reinterpret_cast<T*>(cache_.frame_data(pin(page, intent_of(mode), held)));
+    if (held) {
+      h.word = object_.page_state + page;
+      h.key = detail::make_page_key(object_.id, page);
+    }
     return h;
   }
   __device__ static void release(detail::PageHold<T>& h) {
@@ -154,11 +159,29 @@ class array {
     if (!in_range(i)) return Result{};
     if (object_.placement == Placement::remote) return op(reinterpret_cast<T*>(object_.host) + i);
     const std::uint64_t page = page_of(i);
-    const std::uint32_t frame = detail::acquire_page(cache_, object_, page, write);
+    bool held = false;
+    const std::uint32_t frame = pin(page, write ? detail::Intent::write : detail::Intent::read, held);
     T* slot = reinterpret_cast<T*>(cache_.frame_data(frame)) + (i & (elements_per_page() - 1));
     const Result result = op(slot);
-    detail::release_page(object_.page_state + page, detail::make_page_key(object_.id, page));
+    if (held) detail::release_page(object_.page_state + page, detail::make_page_key(object_.id, page));
     return result;
+  }
+  /// The frame of a migrate page: without a hold when nothing can be evicted, else acquired
+  /// (held = true, release it).
+  __device__ std::uint32_t pin(std::uint64_t page, detail::Intent intent, bool& held) const {
+    std::uint32_t frame = 0;
+    if (detail::find_resident_unheld(cache_, object_, page, frame)) {
+      if (intent != detail::Intent::read) cache_.table.set_dirty(frame, true);
+      held = false;
+      return frame;
+    }
+    held = true;
+    return detail::acquire_page(cache_, object_, page, intent);
+  }
+  __device__ static constexpr detail::Intent intent_of(access mode) {
+    return mode == access::read ? detail::Intent::read
+           : mode == access::read_write ? detail::Intent::write
+                                        : detail::Intent::overwrite;
   }
   /// Device-scope atomics on a cached frame; system-scope on remote (host) memory.
   template <class Op>
@@ -188,7 +211,7 @@ class page_span {
 
   /// In checked mode an out-of-range i is recorded for the host and the span is empty.
   __device__ page_span(const array<T>& a, std::uint64_t i) {
-    if (a.in_range(i)) hold_ = a.hold(i, A == access::read_write);
+    if (a.in_range(i)) hold_ = a.hold(i, A);
   }
   __device__ ~page_span() { array<T>::release(hold_); }
   page_span(const page_span&) = delete;
@@ -207,6 +230,7 @@ class page_span {
 /// Walks an object element by element, holding one page at a time.
 template <class T, access A = access::read>
 class cursor {
+  static_assert(A != access::overwrite, "a cursor cannot promise to overwrite whole pages");
  public:
   using element_type = std::conditional_t<A == access::read, const T, T>;
 
@@ -221,7 +245,7 @@ class cursor {
     if (!hold_.contains(i)) {
       array<T>::release(hold_);
       if (!array_.in_range(i)) return scratch_;
-      hold_ = array_.hold(i, A == access::read_write);
+      hold_ = array_.hold(i, A);
     }
     return hold_.data[i - hold_.first];
   }

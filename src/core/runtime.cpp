@@ -73,6 +73,7 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
   counters_ = make_device_zeroed<std::uint64_t>(std::size_t{counter_shards} * counter_count, "counters");
   objects_ = make_device_zeroed<ObjectDescriptor>(config.max_objects, "the object table");
   error_claim_ = make_device_zeroed<std::uint32_t>(1, "the error claim");
+  never_evicts_ = make_device_zeroed<std::uint32_t>(1, "the never-evicts flag");
   ErrorRecord* record = nullptr;
   WARPVM_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&record), sizeof(ErrorRecord), cudaHostAllocMapped));
   error_.reset(record);
@@ -86,6 +87,7 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
   view_.counters = counters_.get();
   view_.error = record_on_device;
   view_.error_claim = error_claim_.get();
+  view_.never_evicts = never_evicts_.get();
   view_.watchdog_ns = static_cast<std::uint64_t>(config.watchdog_seconds * 1e9);
   view_.page_shift = log2_exact(config.page_bytes);
   view_.eviction = config.eviction;
@@ -152,8 +154,15 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
 }
 
 void RuntimeState::publish_descriptor(std::uint32_t id) {
+  WARPVM_CUDA_TRY(cudaDeviceSynchronize());
   WARPVM_CUDA_TRY(cudaMemcpy(objects_.get() + id, &slots_[id].descriptor, sizeof(ObjectDescriptor),
                              cudaMemcpyHostToDevice));
+  std::uint64_t migrate_pages = 0;
+  for (const ObjectSlot& slot : slots_)
+    if (slot.in_use && slot.descriptor.placement == Placement::migrate)
+      migrate_pages += view_.geometry().pages_for(slot.descriptor.bytes);
+  const std::uint32_t never_evicts = migrate_pages <= frames ? 1u : 0u;
+  WARPVM_CUDA_TRY(cudaMemcpy(never_evicts_.get(), &never_evicts, sizeof never_evicts, cudaMemcpyHostToDevice));
 }
 
 void RuntimeState::mark_pages_absent(std::uint32_t id) {
@@ -174,6 +183,11 @@ void RuntimeState::unregister_object(std::uint32_t id) noexcept {
   ObjectSlot& slot = slots_[id];
   if (slot.registered_host != nullptr) cudaHostUnregister(slot.registered_host);
   slot = ObjectSlot{};
+  try {
+    publish_descriptor(id);
+  } catch (const Error&) {
+    // As above: reported by the next checked call.
+  }
 }
 
 void RuntimeState::set_placement(std::uint32_t id, Placement placement) {

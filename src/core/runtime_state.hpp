@@ -59,6 +59,8 @@ class RuntimeState {
   static constexpr std::uint32_t all_objects = ~0u;
 
  private:
+  /// Uploads slot `id`'s descriptor and re-decides whether eviction is possible at all. Waits
+  /// for all device work first: both are read by running kernels.
   void publish_descriptor(std::uint32_t id);
   void mark_pages_absent(std::uint32_t id);
 
@@ -71,6 +73,7 @@ class RuntimeState {
   device_ptr<std::uint64_t> counters_;
   device_ptr<ObjectDescriptor> objects_;
   device_ptr<std::uint32_t> error_claim_;
+  device_ptr<std::uint32_t> never_evicts_;
   pinned_ptr<ErrorRecord> error_;
   CacheView view_{};
   std::vector<ObjectSlot> slots_;

@@ -55,6 +55,35 @@ TEST_F(Api, FlushMakesHostCopyBitExactAtEveryPageSize) {
   }
 }
 
+/// Writes every element of every page through overwrite spans: v = i * 7.
+__global__ void overwrite_pages(array<std::uint32_t> a) {
+  const std::uint64_t warp = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
+  const std::uint64_t warps = std::uint64_t{gridDim.x} * blockDim.x / 32;
+  const std::uint64_t pages = (a.size() + a.elements_per_page() - 1) / a.elements_per_page();
+  for (std::uint64_t p = warp; p < pages; p += warps) {
+    const auto page = a.span<access::overwrite>(p * a.elements_per_page());
+    for (std::uint32_t j = threadIdx.x % 32; j < page.size(); j += 32)
+      page[j] = static_cast<std::uint32_t>((page.first() + j) * 7);
+  }
+}
+
+TEST_F(Api, OverwriteSpansSkipTheLoadAndWriteEverything) {
+  for (std::size_t cache_pages : {1024ul, 32ul}) {  // never evicts / must evict
+    SCOPED_TRACE("cache pages " + std::to_string(cache_pages));
+    Runtime rt(Config{.cache_bytes = cache_pages * 4096, .max_pages_held_per_thread = 1});
+    auto a = rt.alloc<std::uint32_t>(500 * 1024 + 77, Placement::migrate, "overwritten");  // partial last page
+    fill_initial(a, 12);
+    rt.launch(overwrite_pages, dim3(1), dim3(cache_pages >= 1024 ? 512 : 32), 0, a.device());
+    rt.flush();
+    std::uint64_t wrong = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) wrong += a.host()[i] != static_cast<std::uint32_t>(i * 7);
+    EXPECT_EQ(wrong, 0u);
+    const Stats stats = rt.stats();
+    EXPECT_EQ(stats.bytes_in, 0u) << "overwrite spans must not read host memory";
+    EXPECT_EQ(stats.writebacks, 501u);
+  }
+}
+
 __global__ void copy_elements(array<std::uint32_t> from, array<std::uint32_t> to) {
   for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < from.size();
        i += std::uint64_t{gridDim.x} * blockDim.x)

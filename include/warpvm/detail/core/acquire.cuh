@@ -48,7 +48,7 @@ __device__ inline Victim claim_victim(const CacheView& cache) {
 /// Loads the page named by `key` into a frame; every lane in `mask` helps copy, lane `driver`
 /// owns the page's BUSY bit and does the bookkeeping. Returns the frame.
 __device__ inline std::uint32_t fill_page(const CacheView& cache, unsigned mask, unsigned driver,
-                                          std::uint64_t key) {
+                                          std::uint64_t key, bool load_contents) {
   const bool is_driver = lane_id() == driver;
   Victim victim{};
   if (is_driver) victim = claim_victim(cache);
@@ -78,7 +78,7 @@ __device__ inline std::uint32_t fill_page(const CacheView& cache, unsigned mask,
 
   const ObjectDescriptor& object = cache.objects[key_object(key)];
   const std::uint64_t page = key_page(key);
-  const std::uint64_t bytes = geometry.bytes_in_page(page, object.bytes);
+  const std::uint64_t bytes = load_contents ? geometry.bytes_in_page(page, object.bytes) : 0;
   warp_copy(mask, cache.frame_data(frame), object.host + geometry.page_begin(page), bytes);
   __threadfence();
   __syncwarp(mask);
@@ -100,17 +100,34 @@ __device__ __forceinline__ std::uint32_t resident_frame(const ObjectDescriptor& 
       .load(cuda::std::memory_order_relaxed);
 }
 
+/// What a lane will do with an acquired page. `overwrite`: the holder writes every element, so
+/// a page loaded for a group of overwriters is not read from host memory first.
+enum class Intent : std::uint8_t { read, write, overwrite };
+
+/// When no page can be evicted (every migrate object fits in the cache), a resident page needs
+/// no holder count: its frame cannot change before the kernel ends. Reads bypass L1, where a
+/// line loaded before the page became resident could be stale. False: take the slow path.
+__device__ __forceinline__ bool find_resident_unheld(const CacheView& cache, const ObjectDescriptor& object,
+                                                     std::uint64_t page, std::uint32_t& frame) {
+  if (*cache.never_evicts == 0u) return false;
+  if (!page_word::is_resident(__ldcg(object.page_state + page))) return false;
+  frame = __ldcg(object.page_frame + page);
+  return true;
+}
+
 /// Acquires the page `page` of `object` for the calling lane; all active lanes call together,
 /// each with its own page (possibly of different objects). The page stays resident until the
 /// lane calls release_page. Returns the frame holding it.
 __device__ inline std::uint32_t acquire_page(const CacheView& cache, const ObjectDescriptor& object,
-                                             std::uint64_t page, bool write) {
+                                             std::uint64_t page, Intent intent) {
   enum class Step : std::uint8_t { ready, fill, wait };
   const unsigned mask = __activemask();
   const std::uint64_t key = make_page_key(object.id, page);
   const unsigned peers = __match_any_sync(mask, key);
   const unsigned leader = __ffs(peers) - 1;
   const bool is_leader = lane_id() == leader;
+  const unsigned overwriters = __ballot_sync(mask, intent == Intent::overwrite);
+  const bool group_overwrites = (overwriters & peers) == peers;
   std::uint32_t& word = object.page_state[page];
 
   Step step = Step::ready;
@@ -134,7 +151,8 @@ __device__ inline std::uint32_t acquire_page(const CacheView& cache, const Objec
   for (;;) {
     for (unsigned fillers = __ballot_sync(mask, step == Step::fill); fillers != 0; fillers &= fillers - 1) {
       const unsigned driver = __ffs(fillers) - 1;
-      const std::uint32_t filled = fill_page(cache, mask, driver, __shfl_sync(mask, key, driver));
+      const std::uint32_t filled = fill_page(cache, mask, driver, __shfl_sync(mask, key, driver),
+                                             !__shfl_sync(mask, group_overwrites, driver));
       if (lane_id() == driver) {
         frame = filled;
         step = Step::ready;
@@ -164,7 +182,7 @@ __device__ inline std::uint32_t acquire_page(const CacheView& cache, const Objec
   }
   frame = __shfl_sync(mask, frame, leader);
   if (is_leader) {
-    if (write) cache.table.set_dirty(frame, true);
+    if (intent != Intent::read) cache.table.set_dirty(frame, true);
     if (cache.eviction == EvictionPolicy::clock) cache.table.set_referenced(frame, true);
   }
   return frame;

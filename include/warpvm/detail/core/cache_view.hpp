@@ -49,6 +49,7 @@ struct CacheView {
   std::uint64_t* counters;        ///< [counter_shards][counter_count]
   ErrorRecord* error;             ///< mapped host memory
   std::uint32_t* error_claim;     ///< device word: the first failing thread claims the record
+  const std::uint32_t* never_evicts;  ///< device word: 1 while every migrate object fits in the cache
   std::uint64_t watchdog_ns;
   unsigned page_shift;
   EvictionPolicy eviction;
