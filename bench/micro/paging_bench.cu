@@ -99,6 +99,27 @@ __global__ void sum_words_raw(const std::uint32_t* data, std::uint64_t n, unsign
   add_to_total(total, s);
 }
 
+/// Each warp sums one contiguous chunk, lanes interleaved (coalesced): the pattern a cursor is for.
+template <class Source>
+__device__ unsigned long long sum_warp_chunk(Source&& at, std::uint64_t n) {
+  const std::uint64_t warp = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
+  const std::uint64_t warps = std::uint64_t{gridDim.x} * blockDim.x / 32;
+  const std::uint64_t chunk = (n + warps - 1) / warps;
+  const std::uint64_t end = n < (warp + 1) * chunk ? n : (warp + 1) * chunk;
+  unsigned long long s = 0;
+  for (std::uint64_t i = warp * chunk + threadIdx.x % 32; i < end; i += 32) s += at(i);
+  return s;
+}
+
+__global__ void sum_chunks_raw(const std::uint32_t* data, std::uint64_t n, unsigned long long* total) {
+  add_to_total(total, sum_warp_chunk([&](std::uint64_t i) { return data[i]; }, n));
+}
+
+__global__ void sum_chunks_cursor(array<std::uint32_t> a, unsigned long long* total) {
+  cursor<std::uint32_t> c(a);
+  add_to_total(total, sum_warp_chunk([&](std::uint64_t i) { return c[i]; }, a.size()));
+}
+
 /// Element API: a[i] in a grid-stride loop.
 __global__ void sum_elements(array<std::uint32_t> a, unsigned long long* total) {
   unsigned long long s = 0;
@@ -501,6 +522,14 @@ class Bench {
       });
       words.verified = verify();
       recorder_.write(words);
+      Record chunks = base("resident", "device_chunked", bytes, bytes);  // what the cursor kernel does
+      chunks.seconds = time_runs(stream_, o_.repeats, nullptr, [&] {
+        total.zero(stream_);
+        sum_chunks_raw<<<grid(8), block_threads, 0, stream_>>>(reinterpret_cast<const std::uint32_t*>(dev.data), n,
+                                                               total.value);
+      });
+      chunks.verified = verify();
+      recorder_.write(chunks);
     }
     if (!o_.wants_mode("warpvm")) return;
     Runtime rt(warpvm_config(bytes, 1.0, 1));
@@ -522,6 +551,12 @@ class Bench {
       warpvm_point(element, rt, 1.0, [&] {
         total.zero(rt.stream());
         rt.launch(sum_elements, grid(8), dim3(block_threads), 0, a.device(), total.value);
+      }, verify, /*cold=*/false);
+      Record chunked = base("resident", evictable ? "warpvm_cursor_evictable" : "warpvm_cursor", bytes, bytes);
+      chunked.extra["eviction_possible"] = evictable;
+      warpvm_point(chunked, rt, 1.0, [&] {
+        total.zero(rt.stream());
+        rt.launch(sum_chunks_cursor, grid(8), dim3(block_threads), 0, a.device(), total.value);
       }, verify, /*cold=*/false);
     }
   }

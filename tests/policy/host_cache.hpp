@@ -48,9 +48,9 @@ struct HostCache {
       frame = fill(make_page_key(0, page));
     } else {
       frame = cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(page_frame[page]).load(cuda::std::memory_order_relaxed);
+      if (policy == EvictionPolicy::clock) table.set_referenced(frame, true);
     }
     if (write) table.set_dirty(frame, true);
-    if (policy == EvictionPolicy::clock) table.set_referenced(frame, true);
     return frame;
   }
 
@@ -72,7 +72,7 @@ struct HostCache {
     std::memcpy(frame_words(v.frame), &backing[page * words_per_page], words_per_page * 4);
     table.set_dirty(v.frame, false);
     table.set_owner(v.frame, key);
-    table.set_referenced(v.frame, policy == EvictionPolicy::clock);
+    table.set_referenced(v.frame, false);
     cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(page_frame[page]).store(v.frame, cuda::std::memory_order_relaxed);
     table.unlock(v.frame);
     page_finish_fetch(word_of(key));

@@ -49,7 +49,7 @@ TEST(Victim, ClockGivesReferencedFramesASecondChance) {
     c.acquire(p, false);
     c.release(p);
   }
-  // All three are referenced (set on load); the hand sweeps once clearing bits, then takes frame 0.
+  // Frames 1 and 2 were used again since loading; the hand clears them, then takes frame 0.
   c.table.set_referenced(0, false);
   c.table.set_referenced(1, true);
   c.table.set_referenced(2, true);
@@ -59,6 +59,32 @@ TEST(Victim, ClockGivesReferencedFramesASecondChance) {
   EXPECT_EQ(s.victim.frame, 0u);
   EXPECT_FALSE(c.table.is_referenced(1));
   EXPECT_FALSE(c.table.is_referenced(2));
+}
+
+TEST(Victim, PagesEarnTheirSecondChanceByReuse) {
+  HostCache c(2, 16, 1, EvictionPolicy::clock);
+  c.acquire(0, false);  // loaded: not referenced yet
+  c.release(0);
+  EXPECT_FALSE(c.table.is_referenced(0));
+  c.acquire(0, false);  // used again: referenced
+  c.release(0);
+  EXPECT_TRUE(c.table.is_referenced(0));
+}
+
+TEST(Victim, HotCacheIsSweptInBatches) {
+  constexpr std::uint32_t frames = 1000;
+  HostCache c(frames, 2 * frames, 1, EvictionPolicy::clock);
+  for (std::uint32_t p = 0; p < frames; ++p) {
+    c.acquire(p, false);
+    c.release(p);
+    c.table.set_referenced(c.page_frame[p], true);
+  }
+  c.hand = 0;
+  const VictimSearch s = search(c, 4 * frames);
+  ASSERT_TRUE(s.found);
+  EXPECT_EQ(s.victim.frame, 0u);  // every bit cleared once, then the first frame is taken
+  EXPECT_LE(c.hand, std::uint64_t{frames} + sweep_batch);
+  for (std::uint32_t f = 1; f < frames; ++f) EXPECT_FALSE(c.table.is_referenced(f)) << f;
 }
 
 TEST(Victim, AllHeldMeansNotFoundWithinBudget) {

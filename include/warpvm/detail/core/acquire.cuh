@@ -85,7 +85,7 @@ __device__ inline std::uint32_t fill_page(const CacheView& cache, unsigned mask,
   if (is_driver) {
     cache.table.set_dirty(frame, false);
     cache.table.set_owner(frame, key);
-    cache.table.set_referenced(frame, cache.eviction == EvictionPolicy::clock);
+    cache.table.set_referenced(frame, false);  // a page earns its second chance by being used again
     object.page_frame[page] = frame;
     cache.table.unlock(frame);
     page_finish_fetch(object.page_state[page]);
@@ -133,6 +133,7 @@ __device__ inline std::uint32_t acquire_page(const CacheView& cache, const Objec
   Step step = Step::ready;
   bool hit = false;
   bool waited = false;
+  bool loaded = false;
   std::uint32_t frame = 0;
   if (is_leader) {
     const std::uint32_t before = page_acquire(word, __popc(peers));
@@ -156,6 +157,7 @@ __device__ inline std::uint32_t acquire_page(const CacheView& cache, const Objec
       if (lane_id() == driver) {
         frame = filled;
         step = Step::ready;
+        loaded = true;
       }
     }
     if (!__any_sync(mask, step == Step::wait)) break;
@@ -183,7 +185,7 @@ __device__ inline std::uint32_t acquire_page(const CacheView& cache, const Objec
   frame = __shfl_sync(mask, frame, leader);
   if (is_leader) {
     if (intent != Intent::read) cache.table.set_dirty(frame, true);
-    if (cache.eviction == EvictionPolicy::clock) cache.table.set_referenced(frame, true);
+    if (cache.eviction == EvictionPolicy::clock && !loaded) cache.table.set_referenced(frame, true);
   }
   return frame;
 }

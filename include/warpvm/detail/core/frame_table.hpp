@@ -48,9 +48,12 @@ struct FrameTable {
   WARPVM_HD void set_dirty(std::uint32_t f, bool on) const {
     frame_atomic(dirty[f]).store(on ? 1u : 0u, cuda::std::memory_order_relaxed);
   }
-  /// Next frame under the hand; tickets are 64-bit so the hand never wraps in practice.
-  [[nodiscard]] WARPVM_HD std::uint32_t advance_hand() const {
-    const std::uint64_t ticket = owner_atomic(*hand).fetch_add(1u, cuda::std::memory_order_relaxed);
+  /// Moves the hand past `n` frames; returns the ticket of the first. Tickets are 64-bit so
+  /// the hand never wraps in practice.
+  [[nodiscard]] WARPVM_HD std::uint64_t advance_hand(std::uint32_t n) const {
+    return owner_atomic(*hand).fetch_add(n, cuda::std::memory_order_relaxed);
+  }
+  [[nodiscard]] WARPVM_HD std::uint32_t frame_at(std::uint64_t ticket) const {
     return static_cast<std::uint32_t>(ticket % count);
   }
 };
