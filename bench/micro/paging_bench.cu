@@ -223,6 +223,11 @@ class Bench {
 
  private:
   dim3 grid(unsigned blocks_per_sm = 4) const { return dim3(sms_ * blocks_per_sm); }
+  /// As grid(), capped so that the launch passes the runtime's progress bound.
+  dim3 grid(const Runtime& rt, unsigned blocks_per_sm = 4) const {
+    const std::uint64_t fitting = rt.max_resident_threads() / block_threads;
+    return dim3(static_cast<unsigned>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(sms_ * blocks_per_sm, fitting))));
+  }
 
   Config warpvm_config(std::uint64_t footprint, double fraction, std::uint32_t holds) const {
     const std::uint64_t cache = std::max<std::uint64_t>(4096, static_cast<std::uint64_t>(footprint * fraction) / 4096 * 4096);
@@ -295,7 +300,7 @@ class Bench {
         auto a = rt.adopt(host.as<std::uint32_t>(), n, Placement::migrate, "stream");
         warpvm_point(base("stream", "warpvm", n * 4, n * 4), rt, fraction, [&] {
           total.zero(rt.stream());
-          rt.launch(sum_pages, grid(), dim3(block_threads), 0, a.device(), total.value);
+          rt.launch(sum_pages, grid(rt), dim3(block_threads), 0, a.device(), total.value);
         }, verify);
       }
     }
@@ -370,11 +375,11 @@ class Bench {
         // Kernel and final write-back timed apart once, to show where the time goes.
         rt.drop_cached();
         r.extra["kernel_s"] = median(time_runs(rt.stream(), 1, [&] { rt.drop_cached(); }, [&] {
-          rt.launch(vadd_pages, grid(), dim3(block_threads), 0, oa.device(), ob.device(), oc.device());
+          rt.launch(vadd_pages, grid(rt), dim3(block_threads), 0, oa.device(), ob.device(), oc.device());
         }));
         r.extra["flush_s"] = median(time_runs(rt.stream(), 1, nullptr, [&] { rt.flush(); }));
         warpvm_point(r, rt, fraction, [&] {
-          rt.launch(vadd_pages, grid(), dim3(block_threads), 0, oa.device(), ob.device(), oc.device());
+          rt.launch(vadd_pages, grid(rt), dim3(block_threads), 0, oa.device(), ob.device(), oc.device());
           rt.flush();  // C is on the host when the clock stops
         }, [&] { return verify_on(c.as<std::uint32_t>()); });
       }
@@ -423,7 +428,7 @@ class Bench {
         rt.reset_stats();
         r.seconds = time_runs(rt.stream(), o_.repeats, [&] { rt.drop_cached(); }, [&] {
           total.zero(rt.stream());
-          rt.launch(touch_pages, grid(), dim3(block_threads), 0, a.device(), pages, touches, total.value);
+          rt.launch(touch_pages, grid(rt), dim3(block_threads), 0, a.device(), pages, touches, total.value);
         });
         const Stats st = rt.stats();
         r.faults = static_cast<std::int64_t>(st.misses / (o_.repeats + 1));
@@ -485,7 +490,7 @@ class Bench {
       rt.reset_stats();
       r.seconds = time_runs(rt.stream(), o_.repeats, [&] { rt.drop_cached(); }, [&] {
         total.zero(rt.stream());
-        rt.launch(sparse_elements, grid(), dim3(block_threads), 0, a.device(), reads, total.value);
+        rt.launch(sparse_elements, grid(rt), dim3(block_threads), 0, a.device(), reads, total.value);
       });
       const Stats st = rt.stats();
       r.faults = static_cast<std::int64_t>(st.misses / (o_.repeats + 1));
@@ -544,19 +549,19 @@ class Bench {
       span.extra["eviction_possible"] = evictable;
       warpvm_point(span, rt, 1.0, [&] {
         total.zero(rt.stream());
-        rt.launch(sum_pages, grid(8), dim3(block_threads), 0, a.device(), total.value);
+        rt.launch(sum_pages, grid(rt, 8), dim3(block_threads), 0, a.device(), total.value);
       }, verify, /*cold=*/false);
       Record element = base("resident", evictable ? "warpvm_element_evictable" : "warpvm_element", bytes, bytes);
       element.extra["eviction_possible"] = evictable;
       warpvm_point(element, rt, 1.0, [&] {
         total.zero(rt.stream());
-        rt.launch(sum_elements, grid(8), dim3(block_threads), 0, a.device(), total.value);
+        rt.launch(sum_elements, grid(rt, 8), dim3(block_threads), 0, a.device(), total.value);
       }, verify, /*cold=*/false);
       Record chunked = base("resident", evictable ? "warpvm_cursor_evictable" : "warpvm_cursor", bytes, bytes);
       chunked.extra["eviction_possible"] = evictable;
       warpvm_point(chunked, rt, 1.0, [&] {
         total.zero(rt.stream());
-        rt.launch(sum_chunks_cursor, grid(8), dim3(block_threads), 0, a.device(), total.value);
+        rt.launch(sum_chunks_cursor, grid(rt, 8), dim3(block_threads), 0, a.device(), total.value);
       }, verify, /*cold=*/false);
     }
   }
