@@ -4,6 +4,8 @@
 
 #include "bench_support.cuh"
 
+#include "warpvm/sim/patterns.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -44,16 +46,8 @@ __global__ void vadd_raw(const uint4* a, const uint4* b, uint4* c, std::uint64_t
   }
 }
 
-/// Touch k reads one word of page permuted(k): distinct pages in random order.
-__host__ __device__ inline std::uint64_t touched_page(std::uint64_t k, std::uint64_t pages) {
-  return (k * 0x9E3779B97F4A7C15ull >> 1) % pages;  // odd multiplier mod a power of two: a bijection
-}
-__host__ __device__ inline std::uint64_t sparse_index(std::uint64_t k, std::uint64_t n) {
-  std::uint64_t x = k * 0xD1B54A32D192ED03ull + 0x8CB92BA72F3D8DD7ull;
-  x ^= x >> 29;
-  x *= 0xBF58476D1CE4E5B9ull;
-  return (x ^ (x >> 32)) % n;
-}
+using sim::sparse_index;
+using sim::touched_page;
 
 __global__ void touch_raw(const std::uint32_t* data, std::uint64_t pages, std::uint64_t touches,
                           std::uint64_t words_per_page, unsigned long long* total) {
