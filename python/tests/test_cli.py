@@ -1,0 +1,296 @@
+"""The command line, driving fake binaries in a fake build directory."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import GiB, record, sim_record, write_jsonl, write_script
+from typer.testing import CliRunner
+
+from warpvm.cli import NO_GPU_MESSAGE, app
+from warpvm.runner import BENCH_MODES
+
+SIM_LINES = [
+    sim_record(workload="stream", cache_fraction=0.5, faults=262144, evictions=131072, bytes_moved=GiB),
+    sim_record(
+        workload="random_page",
+        cache_fraction=0.25,
+        faults=4096,
+        evictions=3072,
+        bytes_moved=16 * 2**20,
+        useful_bytes=8 * 2**20,
+    ),
+]
+BENCH_POINTS = [
+    (
+        record(
+            mode="uvm",
+            policy="-",
+            cache_fraction=0.0,
+            seconds=0.4295,
+            useful_gbps=10.0,
+            faults=None,
+            bytes_moved=None,
+        ),
+        "stream       uvm            cache=0.000     0.4295 s     10.00 GB/s useful  verified",
+    ),
+    (record(), "stream       warpvm         cache=0.500     0.0841 s     51.10 GB/s useful  verified"),
+    (
+        record(
+            workload="random_page",
+            mode="uvm",
+            policy="-",
+            cache_fraction=0.0,
+            useful_gbps=0.25,
+            pages_per_s=6.1e4,
+            faults=None,
+            bytes_moved=None,
+        ),
+        "random_page  uvm            cache=0.000     8.5899 s      0.25 GB/s useful  verified",
+    ),
+    (
+        record(
+            workload="random_page",
+            mode="warpvm",
+            cache_fraction=0.125,
+            useful_gbps=3.0,
+            pages_per_s=7.3e5,
+            verified=False,
+        ),
+        "random_page  warpvm         cache=0.125     0.7158 s      3.00 GB/s useful  NOT VERIFIED",
+    ),
+]
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    """A runner with a wide terminal, so tables are not truncated."""
+    monkeypatch.delenv("WARPVM_BUILD_DIR", raising=False)
+    return CliRunner(env={"COLUMNS": "200"})
+
+
+@pytest.fixture
+def fake_bin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A directory first on PATH, for a fake nvidia-smi."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return bin_dir
+
+
+def fake_gpu(bin_dir: Path, present: bool) -> None:
+    """An nvidia-smi that lists one H200, or that finds no device."""
+    body = 'case "$1" in -L) echo "GPU 0: NVIDIA H200 (UUID: GPU-0)";; *) echo 580.159.04;; esac\n'
+    write_script(bin_dir / "nvidia-smi", body if present else "echo 'No devices were found'\nexit 6\n")
+
+
+def fake_bench(build: Path, exit_code: int = 0) -> Path:
+    """A warpvm-bench that logs its arguments, then prints BENCH_POINTS as the real one does."""
+    body = [
+        'echo "$@" > "$(dirname "$0")/args"',
+        'out=-; while [ $# -gt 0 ]; do [ "$1" = --out ] && out=$2; shift; done',
+    ]
+    if exit_code == 3:
+        body += ["echo 'warpvm-bench: no CUDA device visible; nothing measured' >&2", "exit 3"]
+    for point, line in BENCH_POINTS:
+        body += [
+            f"""line='{json.dumps(point)}'""",
+            'if [ "$out" = - ]; then echo "$line"; else echo "$line" >> "$out"; fi',
+            f"echo '{line}' >&2",
+        ]
+    body.append(f"exit {exit_code}")
+    return write_script(build / "bench" / "warpvm-bench", "\n".join(body) + "\n")
+
+
+def fake_sim(build: Path) -> Path:
+    """A warpvm-sim that logs its arguments and prints two records."""
+    lines = "".join(f"echo '{json.dumps(r)}'\n" for r in SIM_LINES)
+    return write_script(build / "src" / "sim" / "warpvm-sim", 'echo "$@" > "$(dirname "$0")/args"\n' + lines)
+
+
+def table_rows(output: str) -> list[list[str]]:
+    """The body rows of the rich tables in `output`, as stripped cells; blank workloads filled in."""
+    rows: list[list[str]] = []
+    for line in output.splitlines():
+        cells = [cell.strip() for cell in line.split("│")[1:-1]]
+        if cells and cells[1] != "mode":
+            rows.append([cells[0] or rows[-1][0], *cells[1:]])
+    return rows
+
+
+def test_quick_without_gpu_runs_the_simulator(cli: CliRunner, fake_bin: Path, tmp_path: Path) -> None:
+    fake_gpu(fake_bin, present=False)
+    build = tmp_path / "build"
+    fake_bench(build)
+    fake_sim(build)
+    out = tmp_path / "quick.jsonl"
+    result = cli.invoke(app, ["bench", "quick", "--build-dir", str(build), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == NO_GPU_MESSAGE
+    assert not (build / "bench" / "args").exists()  # no GPU: the benchmark is not started
+    args = (build / "src" / "sim" / "args").read_text().split()
+    expected = (
+        "--workloads stream,random_page --bytes 1GiB --cache-fractions 1,0.5,0.25,0.125 --eviction clock"
+    )
+    assert args == [*expected.split(), "--out", "-"]
+    assert "cpu-simulator: simulated (counts, no timings)" in result.output
+    assert table_rows(result.output) == [
+        ["stream", "warpvm_sim", "50%", "clock", "262,144", "131,072", "1.00 GiB", "1.00x"],
+        ["random_page", "warpvm_sim", "25%", "clock", "4,096", "3,072", "16.00 MiB", "2.00x"],
+    ]
+    assert [json.loads(line)["workload"] for line in out.read_text().splitlines()] == [
+        "stream",
+        "random_page",
+    ]
+
+
+def test_quick_falls_back_when_the_benchmark_sees_no_gpu(
+    cli: CliRunner, fake_bin: Path, tmp_path: Path
+) -> None:
+    fake_gpu(fake_bin, present=True)
+    build = tmp_path / "build"
+    fake_bench(build, exit_code=3)
+    fake_sim(build)
+    result = cli.invoke(
+        app, ["bench", "quick", "--build-dir", str(build), "--out", str(tmp_path / "r.jsonl")]
+    )
+    assert result.exit_code == 0, result.output
+    assert (build / "bench" / "args").exists()  # the benchmark ran and exited 3
+    assert result.output.splitlines()[0] == NO_GPU_MESSAGE
+    assert "no CUDA device visible" not in result.output
+    assert [row[:3] for row in table_rows(result.output)] == [
+        ["stream", "warpvm_sim", "50%"],
+        ["random_page", "warpvm_sim", "25%"],
+    ]
+
+
+def test_quick_on_a_gpu_shows_the_benchmark_table(cli: CliRunner, fake_bin: Path, tmp_path: Path) -> None:
+    fake_gpu(fake_bin, present=True)
+    build = tmp_path / "build"
+    fake_bench(build)
+    out = tmp_path / "bench.jsonl"
+    result = cli.invoke(
+        app, ["bench", "quick", "--build-dir", str(build), "--out", str(out), "--bytes", "2GiB"]
+    )
+    assert result.exit_code == 0, result.output
+    assert NO_GPU_MESSAGE not in result.output
+    args = (build / "bench" / "args").read_text().split()
+    assert args[args.index("--bytes") + 1] == "2GiB"
+    assert args[args.index("--modes") + 1] == ",".join(BENCH_MODES)
+    assert args[args.index("--workloads") + 1] == "stream,vadd,random_page,sparse_read,resident"
+    assert args[args.index("--repeats") + 1] == "3"
+    assert args[args.index("--driver") + 1] == "580.159.04"
+    assert "NVIDIA H200: measured (useful GB/s, median of repeats)" in result.output
+    assert table_rows(result.output) == [
+        ["stream", "uvm", "-", "10.00", "-", "-", "yes"],
+        ["stream", "warpvm", "50%", "51.10", "-", "5.11x", "yes"],
+        ["random_page", "uvm", "-", "0.25", "61.00 k pages/s", "-", "yes"],
+        ["random_page", "warpvm", "12.5%", "3.00", "730.00 k pages/s", "12.00x", "NO"],
+    ]
+    assert f"4 records appended to {out}" in result.output
+    assert len(out.read_text().splitlines()) == 4
+
+
+def test_bench_run_passes_options_through(cli: CliRunner, fake_bin: Path, tmp_path: Path) -> None:
+    fake_gpu(fake_bin, present=True)
+    build = tmp_path / "build"
+    fake_bench(build)
+    out = tmp_path / "run.jsonl"
+    out.write_text(json.dumps(record(mode="explicit")) + "\n")
+    options = (
+        "--workloads stream,random_page --modes uvm,warpvm --bytes 512MiB --cache-fractions 0.5,0.125 "
+        "--repeats 5 --eviction fifo --commit abc1234"
+    ).split()
+    result = cli.invoke(app, ["bench", "run", *options, "--out", str(out), "--build-dir", str(build)])
+    assert result.exit_code == 0, result.output
+    assert (build / "bench" / "args").read_text().split() == [
+        *options,
+        "--driver",
+        "580.159.04",
+        "--out",
+        "-",
+    ]
+    modes = [json.loads(line)["mode"] for line in out.read_text().splitlines()]
+    assert modes == ["explicit", "uvm", "warpvm", "uvm", "warpvm"]  # appended after the existing record
+    assert "stream       warpvm         cache=0.500" in result.output  # the benchmark's own lines
+
+
+def test_bench_run_reports_no_gpu(cli: CliRunner, tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    fake_bench(build, exit_code=3)
+    result = cli.invoke(app, ["bench", "run", "--build-dir", str(build), "--out", str(tmp_path / "r.jsonl")])
+    assert result.exit_code == 3
+    assert "warpvm-bench: no CUDA device visible; nothing measured" in result.output
+    assert "error: warpvm-bench failed (exit code 3)" in result.output
+
+
+def test_bench_run_rejects_unknown_modes(cli: CliRunner, tmp_path: Path) -> None:
+    result = cli.invoke(app, ["bench", "run", "--modes", "warpvm,turbo", "--build-dir", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "unknown turbo" in result.output
+
+
+@pytest.mark.parametrize(("gpu", "missing"), [(True, "bench/warpvm-bench"), (False, "src/sim/warpvm-sim")])
+def test_missing_binary(cli: CliRunner, fake_bin: Path, tmp_path: Path, gpu: bool, missing: str) -> None:
+    fake_gpu(fake_bin, present=gpu)
+    build = tmp_path / "empty-build"
+    result = cli.invoke(
+        app, ["bench", "quick", "--build-dir", str(build), "--out", str(tmp_path / "r.jsonl")]
+    )
+    assert result.exit_code == 2
+    hint = "build first (cmake --preset default && cmake --build build)"
+    assert f"error: {build / missing} not found: {hint}" in result.output
+
+
+def test_build_dir_from_environment(cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    build = tmp_path / "env-build"
+    fake_sim(build)
+    monkeypatch.setenv("WARPVM_BUILD_DIR", str(build))
+    result = cli.invoke(app, ["sim", "--workloads", "stream", "--bytes", "64MiB", "--eviction", "fifo"])
+    assert result.exit_code == 0, result.output
+    args = (build / "src" / "sim" / "args").read_text().split()
+    assert args[:4] == ["--workloads", "stream", "--bytes", "64MiB"] and "fifo" in args
+    assert "records appended" not in result.output  # no --out: nothing written
+    assert table_rows(result.output)[0][4] == "262,144"
+
+
+def test_report_writes_summary_and_plots(cli: CliRunner, records_file: Path, tmp_path: Path) -> None:
+    extra = write_jsonl(tmp_path / "more.jsonl", [record(device="NVIDIA H100", mode="uvm", useful_gbps=8.0)])
+    out = tmp_path / "report"
+    result = cli.invoke(app, ["report", str(records_file), str(extra), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    names = ["summary.md", "bandwidth.png", "cache_sweep.png", "bytes_moved.png"]
+    assert [line for line in result.output.splitlines() if line.startswith("wrote ")] == [
+        f"wrote {out / name}" for name in names
+    ]
+    for name in names[1:]:
+        assert (out / name).read_bytes().startswith(b"\x89PNG") and (out / name).stat().st_size > 10_000
+    summary = (out / "summary.md").read_text()
+    assert "## NVIDIA H200" in summary and "## NVIDIA H100" in summary and "## cpu-simulator" in summary
+    assert "| stream | warpvm | 50% | 51.10 | - | 5.11x | yes |" in summary
+
+
+def test_report_of_simulated_records_skips_timing_plots(cli: CliRunner, tmp_path: Path) -> None:
+    results = write_jsonl(tmp_path / "sim.jsonl", SIM_LINES)
+    result = cli.invoke(app, ["report", str(results), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    assert "skipped bandwidth.png: no timed records" in result.output
+    assert "skipped cache_sweep.png: no timed warpvm records" in result.output
+    assert (tmp_path / "r" / "bytes_moved.png").exists() and not (tmp_path / "r" / "bandwidth.png").exists()
+
+
+def test_report_names_the_bad_line(cli: CliRunner, tmp_path: Path) -> None:
+    results = tmp_path / "bad.jsonl"
+    results.write_text(json.dumps(record()) + "\n{not json\n")
+    result = cli.invoke(app, ["report", str(results), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 1
+    assert f"error: {results}:2: malformed JSON" in result.output
+    assert not (tmp_path / "r").exists()
+
+
+def test_version(cli: CliRunner) -> None:
+    result = cli.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output == "warpvm 0.1.0\n"

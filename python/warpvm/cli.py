@@ -1,0 +1,309 @@
+"""The `warpvm` command line: run the GPU benchmark or the CPU simulator, and report results."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+from rich.text import Text
+
+from warpvm import __version__, plots, runner
+from warpvm.results import (
+    Record,
+    ResultsError,
+    TextTable,
+    load_records,
+    markdown_summary,
+    summary_tables,
+    write_parquet,
+)
+
+NO_GPU_MESSAGE = (
+    "No CUDA GPU visible: running the CPU simulator instead (counts of faults and bytes moved, no timings)."
+)
+
+ALL_WORKLOADS = ",".join(runner.BENCH_WORKLOADS)
+ALL_MODES = ",".join(runner.BENCH_MODES)
+
+app = typer.Typer(no_args_is_help=True, add_completion=False)
+bench_app = typer.Typer(no_args_is_help=True, help="Run the GPU paging benchmarks (warpvm-bench).")
+app.add_typer(bench_app, name="bench")
+
+
+class Eviction(str, Enum):
+    """Page-cache eviction policies."""
+
+    clock = "clock"
+    fifo = "fifo"
+
+
+BuildDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--build-dir",
+        file_okay=False,
+        help="CMake build directory (default: $WARPVM_BUILD_DIR, else the checkout's build/).",
+    ),
+]
+Size = Annotated[str, typer.Option("--bytes", help="Dataset size: a number with GiB, MiB or KiB.")]
+Fractions = Annotated[
+    str, typer.Option("--cache-fractions", help="Comma-separated cache sizes as fractions of the data.")
+]
+EvictionOption = Annotated[Eviction, typer.Option("--eviction", help="Eviction policy.")]
+BenchOut = Annotated[Path, typer.Option("--out", dir_okay=False, help="JSON Lines file to append to.")]
+SimOut = Annotated[Path | None, typer.Option("--out", dir_okay=False, help="JSON Lines file to append to.")]
+ReportOut = Annotated[Path, typer.Option("--out", file_okay=False, help="Directory to write to.")]
+
+
+def _version(show: bool) -> None:
+    if show:
+        typer.echo(f"warpvm {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """GPU-driven demand paging: run warpvm's benchmarks or its CPU simulator, and report the results."""
+
+
+def _names(text: str, option: str, allowed: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """A comma-separated list of names, checked against `allowed` when given."""
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    if not names:
+        raise typer.BadParameter("give at least one name", param_hint=option)
+    unknown = [name for name in names if allowed is not None and name not in allowed]
+    if unknown:
+        raise typer.BadParameter(
+            f"unknown {', '.join(unknown)} (choose from {', '.join(allowed or ())})", param_hint=option
+        )
+    return names
+
+
+def _fractions(text: str) -> tuple[float, ...]:
+    """Cache fractions in (0, 1]."""
+    try:
+        values = tuple(float(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise typer.BadParameter(f"not a list of numbers: {text!r}", param_hint="--cache-fractions") from None
+    if not values or any(not 0 < v <= 1 for v in values):
+        raise typer.BadParameter("give fractions in (0, 1], e.g. 1,0.5,0.25", param_hint="--cache-fractions")
+    return values
+
+
+def _size(text: str) -> str:
+    try:
+        return runner.check_size(text)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--bytes") from None
+
+
+def _binary(build_dir: Path | None, relative: Path) -> Path:
+    """The built binary, or exit code 2 with a message naming the missing path."""
+    try:
+        return runner.find_binary(runner.resolve_build_dir(build_dir), relative)
+    except runner.MissingBinaryError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _print_table(console: Console, table: TextTable) -> None:
+    """Renders a summary table, one section per workload."""
+    rich_table = Table(title=table.title, title_justify="left")
+    for i, header in enumerate(table.headers):
+        rich_table.add_column(header, justify="right" if table.numeric(i) else "left", no_wrap=True)
+    previous = None
+    for row in table.rows:
+        if previous is not None and row[0] != previous:
+            rich_table.add_section()
+        cells = [Text(cell, style="bold red" if cell == "NO" else "") for cell in row]
+        if row[0] == previous:
+            cells[0] = Text("")
+        rich_table.add_row(*cells)
+        previous = row[0]
+    console.print(rich_table)
+
+
+def _run(
+    console: Console, binary: Path, args: list[str], out: Path | None, expected: int | None
+) -> runner.RunResult:
+    """Runs a binary under a progress display counting the records it writes."""
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("points"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+    with progress:
+        task = progress.add_task(binary.name, total=expected)
+
+        def on_record(record: Record) -> None:
+            progress.update(task, advance=1, description=f"{binary.name}: {record.workload} {record.mode}")
+            state = progress.tasks[0]
+            if state.total is not None and state.completed > state.total:  # the expected count is approximate
+                progress.update(task, total=state.completed)
+
+        def on_point(line: str) -> None:
+            progress.console.print(Text(line, style="dim"), soft_wrap=True)
+
+        return runner.run_binary(binary, args, out=out, on_record=on_record, on_point=on_point)
+
+
+def _show(console: Console, result: runner.RunResult, name: str, out: Path | None) -> None:
+    """Prints a finished run's tables, or its messages and exits with its code if it failed."""
+    if result.returncode != 0 or not result.records:
+        for message in result.messages:
+            typer.echo(message, err=True)
+        reason = f"exit code {result.returncode}" if result.returncode else "no records written"
+        typer.echo(f"error: {name} failed ({reason})", err=True)
+        raise typer.Exit(result.returncode or 1)
+    for table in summary_tables(result.records):
+        _print_table(console, table)
+    if out is not None:
+        console.print(f"{len(result.records)} records appended to {out}")
+
+
+def _console() -> Console:
+    return Console(highlight=False)
+
+
+def _bench(
+    console: Console, build_dir: Path | None, settings: runner.BenchSettings, out: Path
+) -> runner.RunResult:
+    """Runs warpvm-bench."""
+    binary = _binary(build_dir, runner.BENCH)
+    return _run(console, binary, settings.args(), out, settings.expected_points())
+
+
+def _sim(console: Console, build_dir: Path | None, settings: runner.SimSettings, out: Path | None) -> None:
+    binary = _binary(build_dir, runner.SIM)
+    _show(console, _run(console, binary, settings.args(), out, None), binary.name, out)
+
+
+def _commit(build_dir: Path | None, given: str | None) -> str:
+    """The commit to record: as given, else the checkout's git HEAD."""
+    return given or runner.git_commit(runner.resolve_build_dir(build_dir))
+
+
+@bench_app.command()
+def quick(
+    size: Size = "4GiB",
+    out: BenchOut = Path("bench-results.jsonl"),
+    build_dir: BuildDir = None,
+) -> None:
+    """The headline run: every workload and mode at cache sizes 100% to 12.5% of the data.
+
+    Without a visible GPU, runs the CPU simulator instead.
+    """
+    console = _console()
+    size = _size(size)
+    if runner.gpu_visible():
+        commit, driver = _commit(build_dir, None), runner.driver_version()
+        settings = runner.BenchSettings(size=size, commit=commit, driver=driver)
+        result = _bench(console, build_dir, settings, out)
+        if result.returncode != runner.NO_GPU_EXIT:
+            _show(console, result, "warpvm-bench", out)
+            return
+    typer.echo(NO_GPU_MESSAGE)
+    _sim(console, build_dir, runner.SimSettings(), out)
+
+
+@bench_app.command("run")
+def bench_run(
+    workloads: Annotated[str, typer.Option(help="Comma-separated workloads.")] = ALL_WORKLOADS,
+    modes: Annotated[str, typer.Option(help="Comma-separated modes.")] = ALL_MODES,
+    size: Size = "16GiB",
+    cache_fractions: Fractions = "1,0.5,0.25,0.125",
+    repeats: Annotated[int, typer.Option(min=1, help="Timed runs per point (median reported).")] = 3,
+    eviction: EvictionOption = Eviction.clock,
+    out: BenchOut = Path("bench-results.jsonl"),
+    commit: Annotated[str | None, typer.Option(help="Commit to record (default: git HEAD).")] = None,
+    build_dir: BuildDir = None,
+) -> None:
+    """Run warpvm-bench with the given options."""
+    settings = runner.BenchSettings(
+        workloads=_names(workloads, "--workloads", runner.BENCH_WORKLOADS),
+        modes=_names(modes, "--modes", runner.BENCH_MODES),
+        size=_size(size),
+        cache_fractions=_fractions(cache_fractions),
+        repeats=repeats,
+        eviction=eviction.value,
+        commit=_commit(build_dir, commit),
+        driver=runner.driver_version(),
+    )
+    console = _console()
+    _show(console, _bench(console, build_dir, settings, out), "warpvm-bench", out)
+
+
+@app.command()
+def sim(
+    workloads: Annotated[str, typer.Option(help="Comma-separated workloads.")] = "stream,random_page",
+    size: Size = "1GiB",
+    cache_fractions: Fractions = "1,0.5,0.25,0.125",
+    eviction: EvictionOption = Eviction.clock,
+    out: SimOut = None,
+    build_dir: BuildDir = None,
+) -> None:
+    """Run the CPU simulator (no GPU needed): faults, evictions and bytes moved, no timings."""
+    settings = runner.SimSettings(
+        workloads=_names(workloads, "--workloads"),
+        size=_size(size),
+        cache_fractions=_fractions(cache_fractions),
+        eviction=eviction.value,
+    )
+    _sim(_console(), build_dir, settings, out)
+
+
+@app.command()
+def report(
+    files: Annotated[list[Path], typer.Argument(exists=True, dir_okay=False, help="JSON Lines files.")],
+    out: ReportOut = Path("report"),
+    parquet: Annotated[bool, typer.Option(help="Also write records.parquet (needs pyarrow).")] = False,
+) -> None:
+    """Write summary.md and plots (bandwidth, cache sweep, bytes moved) from result files."""
+    console = _console()
+    try:
+        records = load_records(files)
+        if not records:
+            raise ResultsError(f"no records in {', '.join(map(str, files))}")
+        out.mkdir(parents=True, exist_ok=True)
+        summary = out / "summary.md"
+        summary.write_text(markdown_summary(records), encoding="utf-8")
+        written = [summary]
+        for name, plot, needs in (
+            ("bandwidth.png", plots.plot_bandwidth, "timed records"),
+            ("cache_sweep.png", plots.plot_cache_sweep, "timed warpvm records"),
+            ("bytes_moved.png", plots.plot_bytes_moved, "records with bytes moved"),
+        ):
+            path = plot(records, out / name)
+            if path is None:
+                console.print(f"skipped {name}: no {needs}")
+            else:
+                written.append(path)
+        if parquet:
+            written.append(write_parquet(records, out / "records.parquet"))
+    except ResultsError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from None
+    for path in written:
+        typer.echo(f"wrote {path}")

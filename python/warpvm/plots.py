@@ -1,0 +1,200 @@
+"""Plots of benchmark records (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from pathlib import Path
+from typing import TypeVar
+
+from matplotlib import colormaps
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import FixedLocator, NullLocator
+from matplotlib.typing import ColorType
+
+from warpvm.results import Record, format_fraction, latest_points
+
+Key = TypeVar("Key", bound=Hashable)
+
+# Horizontal reference lines on the cache sweep: mode -> dash pattern.
+_REFERENCES = {"zero_copy": (0, (6, 3)), "explicit": (0, (2, 2))}
+# Use a log scale when values span more than this ratio.
+_LOG_RANGE = 50.0
+
+
+def _devices(records: Iterable[Record]) -> list[str]:
+    return list(dict.fromkeys(r.device for r in records))
+
+
+def _series(record: Record, several_devices: bool) -> str:
+    """A legend label: the mode, with the device when several devices are plotted together."""
+    return f"{record.mode} ({record.device})" if several_devices else record.mode
+
+
+def _palette(names: Iterable[Key]) -> dict[Key, ColorType]:
+    """A distinct colour per name (tab10, or tab20 beyond ten names)."""
+    unique = list(dict.fromkeys(names))
+    cmap = colormaps["tab10" if len(unique) <= 10 else "tab20"]
+    return {name: cmap(i % cmap.N) for i, name in enumerate(unique)}
+
+
+def _short(value: float) -> str:
+    """A bar label: three significant digits, no exponent below a million."""
+    return f"{value:.0f}" if 100 <= value < 1e6 else f"{value:.3g}"
+
+
+def _legend(colors: dict[str, ColorType]) -> list[Patch]:
+    """Legend entries: one coloured patch per series, in order."""
+    return [Patch(color=color, label=name) for name, color in colors.items()]
+
+
+def _log_if_wide(values: list[float]) -> bool:
+    positive = [v for v in values if v > 0]
+    return bool(positive) and max(positive) / min(positive) > _LOG_RANGE
+
+
+def _save(figure: Figure | None, path: Path) -> Path | None:
+    """Writes the figure as PNG (Agg canvas); None, writing nothing, when there is no figure."""
+    if figure is None:
+        return None
+    FigureCanvasAgg(figure)
+    figure.savefig(path, dpi=120)
+    return path
+
+
+def plot_bandwidth(records: Iterable[Record], path: Path) -> Path | None:
+    """Writes `bandwidth_figure` to `path`; None if there is nothing to plot."""
+    return _save(bandwidth_figure(records), path)
+
+
+def plot_cache_sweep(records: Iterable[Record], path: Path) -> Path | None:
+    """Writes `cache_sweep_figure` to `path`; None if there is nothing to plot."""
+    return _save(cache_sweep_figure(records), path)
+
+
+def plot_bytes_moved(records: Iterable[Record], path: Path) -> Path | None:
+    """Writes `bytes_moved_figure` to `path`; None if there is nothing to plot."""
+    return _save(bytes_moved_figure(records), path)
+
+
+def bandwidth_figure(records: Iterable[Record]) -> Figure | None:
+    """Grouped bars of useful GB/s per workload and mode; None if no record is timed.
+
+    A mode measured at several cache fractions is shown at its largest one.
+    """
+    chosen: dict[tuple[str, str, str], Record] = {}
+    for r in latest_points(records):
+        if r.simulated or r.useful_gbps is None:
+            continue
+        key = (r.workload, r.mode, r.device)
+        if key not in chosen or r.cache_fraction > chosen[key].cache_fraction:
+            chosen[key] = r
+    if not chosen:
+        return None
+    devices = _devices(chosen.values())
+    several = len(devices) > 1
+    workloads = list(dict.fromkeys(w for w, _, _ in chosen))
+    colors = _palette(_series(r, several) for r in chosen.values())
+    per_workload = {w: [r for r in chosen.values() if r.workload == w] for w in workloads}
+    width = 0.85 / max(len(group) for group in per_workload.values())
+
+    figure = Figure(layout="constrained", figsize=(max(8.0, 1.6 * len(workloads) + 0.25 * len(chosen)), 5.5))
+    ax = figure.add_subplot()
+    for i, workload in enumerate(workloads):
+        group = per_workload[workload]
+        for j, r in enumerate(group):
+            x = i + (j - (len(group) - 1) / 2) * width
+            bars = ax.bar(x, r.useful_gbps or 0.0, width, color=colors[_series(r, several)])
+            ax.bar_label(bars, fmt=_short, fontsize=6, rotation=90, padding=2)
+    if _log_if_wide([r.useful_gbps or 0.0 for r in chosen.values()]):
+        ax.set_yscale("log")
+    ax.set_xticks(range(len(workloads)), workloads)
+    ax.set_xlabel("workload")
+    ax.set_ylabel("useful bandwidth (GB/s)")
+    ax.set_title(f"Useful bandwidth per workload and mode: {', '.join(devices)}\n(warpvm: largest cache)")
+    ax.legend(handles=_legend(colors), fontsize=7, ncols=2, loc="best")
+    ax.grid(axis="y", alpha=0.3)
+    return figure
+
+
+def cache_sweep_figure(records: Iterable[Record]) -> Figure | None:
+    """warpvm useful GB/s against cache size, one line per workload, with zero_copy and explicit
+    as dashed references; None if there is no timed warpvm point."""
+    points = [r for r in latest_points(records) if not r.simulated and r.useful_gbps is not None]
+    sweep = [r for r in points if r.mode == "warpvm" and r.cache_fraction > 0]
+    if not sweep:
+        return None
+    devices = _devices(sweep)
+    several = len(devices) > 1
+    figure = Figure(layout="constrained", figsize=(8.5, 5.5))
+    ax = figure.add_subplot()
+    lines = list(dict.fromkeys((r.device, r.workload) for r in sweep))
+    colors = _palette(lines)
+    for device, workload in lines:
+        color = colors[device, workload]
+        label = f"{workload} ({device})" if several else workload
+        ours = [r for r in sweep if (r.device, r.workload) == (device, workload)]
+        line = sorted(ours, key=lambda r: r.cache_fraction)
+        ax.plot(
+            [r.cache_fraction * 100 for r in line],
+            [r.useful_gbps or 0.0 for r in line],
+            marker="o",
+            color=color,
+            label=f"{label}: warpvm",
+        )
+        for mode, dashes in _REFERENCES.items():
+            for r in points:
+                if (r.device, r.workload, r.mode) == (device, workload, mode):
+                    ax.axhline(
+                        r.useful_gbps or 0.0, color=color, linestyle=dashes, lw=1, label=f"{label}: {mode}"
+                    )
+    fractions = sorted({r.cache_fraction for r in sweep})
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator([f * 100 for f in fractions]))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([format_fraction(f) for f in fractions])
+    ax.set_xlabel("cache = % of data")
+    ax.set_ylabel("useful bandwidth (GB/s)")
+    ax.set_title(f"warpvm bandwidth against cache size: {', '.join(devices)}")
+    shown = {workload for _, workload in lines}
+    if _log_if_wide([r.useful_gbps or 0.0 for r in points if r.workload in shown]):
+        ax.set_yscale("log")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.grid(alpha=0.3)
+    return figure
+
+
+def bytes_moved_figure(records: Iterable[Record]) -> Figure | None:
+    """I/O amplification (bytes moved / useful bytes) per workload, mode and cache size, where bytes
+    moved is known and not zero; None if there is no such record."""
+    points = [r for r in latest_points(records) if r.amplification]
+    if not points:
+        return None
+    devices = _devices(points)
+    several = len(devices) > 1
+    workloads = list(dict.fromkeys(r.workload for r in points))
+    colors = _palette(_series(r, several) for r in points)
+    heights = [sum(r.workload == w for r in points) for w in workloads]
+    figure = Figure(layout="constrained", figsize=(8.5, 1.2 + 0.32 * len(points) + 0.6 * len(workloads)))
+    axes = figure.subplots(len(workloads), 1, sharex=True, squeeze=False, height_ratios=heights)[:, 0]
+    logarithmic = _log_if_wide([r.amplification or 0.0 for r in points])
+    for ax, workload in zip(axes, workloads, strict=True):
+        rows = [r for r in points if r.workload == workload]
+        for y, r in enumerate(rows):
+            bars = ax.barh(y, r.amplification, color=colors[_series(r, several)])
+            ax.bar_label(bars, fmt=lambda v: _short(v) + "x", fontsize=6, padding=2)
+        names = [
+            f"{r.mode} {format_fraction(r.cache_fraction)}" if r.cache_fraction else r.mode for r in rows
+        ]
+        ax.set_yticks(range(len(rows)), names, fontsize=7)
+        ax.invert_yaxis()
+        ax.axvline(1.0, color="black", linewidth=0.8, linestyle=":")
+        ax.set_ylabel(workload, fontsize=8)
+        ax.grid(axis="x", alpha=0.3)
+        if logarithmic:
+            ax.set_xscale("log")
+    axes[-1].set_xlabel("bytes moved / useful bytes (x, dotted line: 1x = no amplification)")
+    figure.suptitle(f"I/O amplification by mode and cache size: {', '.join(devices)}")
+    figure.legend(handles=_legend(colors), fontsize=7, loc="outside lower center", ncols=3, title="mode")
+    return figure

@@ -1,0 +1,351 @@
+"""JSON Lines benchmark records: loading, validation and summary tables."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+# Field name -> accepted kinds: "str", "number", "int", each optionally "|null".
+REQUIRED_FIELDS: dict[str, str] = {
+    "suite": "str",
+    "workload": "str",
+    "mode": "str",
+    "policy": "str",
+    "cache_fraction": "number",
+    "dataset_bytes": "int",
+    "useful_bytes": "int",
+    "seconds": "number|null",
+    "useful_gbps": "number|null",
+    "faults": "int|null",
+    "bytes_moved": "int|null",
+    "device": "str",
+    "driver": "str",
+    "commit": "str",
+    "date": "str",
+}
+
+# Per-workload throughput fields shown next to GB/s, with their unit.
+RATE_FIELDS: dict[str, tuple[str, str]] = {
+    "random_page": ("pages_per_s", "pages/s"),
+    "sparse_read": ("reads_per_s", "reads/s"),
+}
+
+MEASURED_HEADERS = ("workload", "mode", "cache", "useful GB/s", "rate", "x UVM", "verified")
+SIMULATED_HEADERS = (
+    "workload",
+    "mode",
+    "cache",
+    "policy",
+    "faults",
+    "evictions",
+    "bytes moved",
+    "amplification",
+)
+
+
+class ResultsError(ValueError):
+    """A malformed record; the message starts with file:line."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One measured (or simulated) point; fields beyond the required ones live in `extra`."""
+
+    suite: str
+    workload: str
+    mode: str
+    policy: str
+    cache_fraction: float
+    dataset_bytes: int
+    useful_bytes: int
+    seconds: float | None
+    useful_gbps: float | None
+    faults: int | None
+    bytes_moved: int | None
+    device: str
+    driver: str
+    commit: str
+    date: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def simulated(self) -> bool:
+        """True for simulator records (no timings)."""
+        return bool(self.extra.get("simulated")) or self.seconds is None
+
+    @property
+    def verified(self) -> bool | None:
+        """Whether the result was checked correct; None when the record does not say."""
+        value = self.extra.get("verified")
+        return value if isinstance(value, bool) else None
+
+    @property
+    def amplification(self) -> float | None:
+        """Bytes moved per useful byte (I/O amplification), when bytes moved is known."""
+        if self.bytes_moved is None or self.useful_bytes <= 0:
+            return None
+        return self.bytes_moved / self.useful_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as one flat JSON object, as the binaries write it."""
+        data = asdict(self)
+        return {**{k: v for k, v in data.items() if k != "extra"}, **data["extra"]}
+
+
+@dataclass(frozen=True)
+class MeasuredRow:
+    """A timed point with its speed-up over UVM for the same workload (warpvm modes only)."""
+
+    record: Record
+    rate: tuple[float, str] | None
+    speedup_vs_uvm: float | None
+
+
+@dataclass(frozen=True)
+class TextTable:
+    """A table of formatted cells, rendered by the CLI (rich) and the report (markdown)."""
+
+    title: str
+    headers: tuple[str, ...]
+    rows: list[tuple[str, ...]]
+
+    def numeric(self, column: int) -> bool:
+        """Whether a column holds numbers (right-aligned)."""
+        return self.headers[column] not in ("workload", "mode", "policy", "verified")
+
+
+def _check(value: Any, kind: str) -> Any:
+    """Returns `value` converted to `kind`, or raises TypeError."""
+    allowed = kind.split("|")
+    if value is None:
+        if "null" in allowed:
+            return None
+        raise TypeError("is null")
+    base = allowed[0]
+    if base == "str" and isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"should be {base}, got {json.dumps(value)}")
+    if base == "number":
+        return float(value)
+    if isinstance(value, float) and not value.is_integer():
+        raise TypeError(f"should be an integer, got {value}")
+    return int(value)
+
+
+def parse_line(text: str, source: str, line: int) -> Record:
+    """Parses one JSON Lines record; errors name `source:line`."""
+    where = f"{source}:{line}"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ResultsError(f"{where}: malformed JSON ({error.msg} at column {error.colno})") from None
+    if not isinstance(data, dict):
+        raise ResultsError(f"{where}: expected a JSON object, got {type(data).__name__}")
+    missing = [name for name in REQUIRED_FIELDS if name not in data]
+    if missing:
+        raise ResultsError(f"{where}: missing required field(s): {', '.join(missing)}")
+    values: dict[str, Any] = {}
+    for name, kind in REQUIRED_FIELDS.items():
+        try:
+            values[name] = _check(data[name], kind)
+        except TypeError as error:
+            raise ResultsError(f"{where}: field '{name}' {error}") from None
+    extra = {k: v for k, v in data.items() if k not in REQUIRED_FIELDS}
+    return Record(**values, extra=extra)
+
+
+def parse_lines(lines: Iterable[str], source: str) -> list[Record]:
+    """Parses JSON Lines text, skipping blank lines."""
+    return [parse_line(text, source, n) for n, text in enumerate(lines, start=1) if text.strip()]
+
+
+def load_records(paths: Iterable[Path]) -> list[Record]:
+    """Loads and validates every record of the given JSON Lines files, in order."""
+    records: list[Record] = []
+    for path in paths:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as error:
+            raise ResultsError(f"{path}: cannot read ({error.strerror})") from None
+        records.extend(parse_lines(text.splitlines(), str(path)))
+    return records
+
+
+def latest_points(records: Iterable[Record]) -> list[Record]:
+    """The last record of each point (device, suite, workload, mode, policy, cache, size)."""
+    points: dict[tuple[Any, ...], Record] = {}
+    for r in records:
+        key = (r.device, r.suite, r.workload, r.mode, r.policy, r.cache_fraction, r.dataset_bytes)
+        points[key] = r
+    return list(points.values())
+
+
+def group_by_device(records: Iterable[Record]) -> dict[str, list[Record]]:
+    """Records per device name, in order of first appearance."""
+    groups: dict[str, list[Record]] = {}
+    for r in records:
+        groups.setdefault(r.device, []).append(r)
+    return groups
+
+
+def by_workload(records: Iterable[Record]) -> list[Record]:
+    """Records reordered so each workload's records are together (stable, first-seen order)."""
+    listed = list(records)
+    order: dict[str, int] = {}
+    for r in listed:
+        order.setdefault(r.workload, len(order))
+    return sorted(listed, key=lambda r: order[r.workload])
+
+
+def measured_rows(records: Iterable[Record]) -> list[MeasuredRow]:
+    """Timed records grouped by workload, each warpvm mode with its speed-up over `uvm`."""
+    timed = by_workload(r for r in records if not r.simulated)
+    uvm = {(r.device, r.workload, r.dataset_bytes): r for r in timed if r.mode == "uvm"}
+    rows = []
+    for r in timed:
+        baseline = uvm.get((r.device, r.workload, r.dataset_bytes))
+        speedup = None
+        if r.mode.startswith("warpvm") and baseline and baseline.useful_gbps and r.useful_gbps is not None:
+            speedup = r.useful_gbps / baseline.useful_gbps
+        rate = None
+        if r.workload in RATE_FIELDS:
+            name, unit = RATE_FIELDS[r.workload]
+            if isinstance(r.extra.get(name), int | float):
+                rate = (float(r.extra[name]), unit)
+        rows.append(MeasuredRow(r, rate, speedup))
+    return rows
+
+
+def format_count(value: float | None) -> str:
+    """An integer count with thousands separators, or '-'."""
+    return "-" if value is None else f"{round(value):,}"
+
+
+def format_bytes(value: float | None) -> str:
+    """A byte count in binary units, or '-'."""
+    if value is None:
+        return "-"
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= scale:
+            return f"{value / scale:.2f} {unit}"
+    return f"{value:.0f} B"
+
+
+def format_fraction(fraction: float) -> str:
+    """A cache fraction as a percentage of the data, '-' when not applicable (0)."""
+    return "-" if fraction == 0 else f"{fraction * 100:g}%"
+
+
+def format_rate(rate: tuple[float, str] | None) -> str:
+    """An operations-per-second rate with an SI prefix, or '-'."""
+    if rate is None:
+        return "-"
+    value, unit = rate
+    for prefix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.2f} {prefix} {unit}"
+    return f"{value:.0f} {unit}"
+
+
+def _format_gbps(value: float | None) -> str:
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:.2f}"
+
+
+def _format_verified(value: bool | None) -> str:
+    return "-" if value is None else ("yes" if value else "NO")
+
+
+def measured_table(records: Iterable[Record], title: str) -> TextTable:
+    """Useful GB/s, rate, speed-up over UVM and verification for each timed point."""
+    rows: list[tuple[str, ...]] = [
+        (
+            row.record.workload,
+            row.record.mode,
+            format_fraction(row.record.cache_fraction),
+            _format_gbps(row.record.useful_gbps),
+            format_rate(row.rate),
+            "-" if row.speedup_vs_uvm is None else f"{row.speedup_vs_uvm:.2f}x",
+            _format_verified(row.record.verified),
+        )
+        for row in measured_rows(records)
+    ]
+    return TextTable(title, MEASURED_HEADERS, rows)
+
+
+def simulated_table(records: Iterable[Record], title: str) -> TextTable:
+    """Faults, evictions and bytes moved for each simulated point."""
+    rows: list[tuple[str, ...]] = []
+    for r in by_workload(r for r in records if r.simulated):
+        evictions = r.extra.get("evictions")
+        amplification = r.amplification
+        rows.append(
+            (
+                r.workload,
+                r.mode,
+                format_fraction(r.cache_fraction),
+                r.policy,
+                format_count(r.faults),
+                format_count(evictions if isinstance(evictions, int | float) else None),
+                format_bytes(r.bytes_moved),
+                "-" if amplification is None else f"{amplification:.2f}x",
+            )
+        )
+    return TextTable(title, SIMULATED_HEADERS, rows)
+
+
+def summary_tables(records: Iterable[Record]) -> list[TextTable]:
+    """Per device: a table of measured points and one of simulated points, where present."""
+    tables = []
+    for device, group in group_by_device(records).items():
+        if any(not r.simulated for r in group):
+            tables.append(measured_table(group, f"{device}: measured (useful GB/s, median of repeats)"))
+        if any(r.simulated for r in group):
+            tables.append(simulated_table(group, f"{device}: simulated (counts, no timings)"))
+    return tables
+
+
+def _markdown_table(table: TextTable) -> str:
+    header = "| " + " | ".join(table.headers) + " |"
+    rule = "|" + "|".join("---:" if table.numeric(i) else "---" for i in range(len(table.headers))) + "|"
+    body = ["| " + " | ".join(row) + " |" for row in table.rows]
+    return "\n".join([header, rule, *body])
+
+
+def markdown_summary(records: list[Record]) -> str:
+    """The report's summary.md: the latest record of each point, tables grouped by device."""
+    points = latest_points(records)
+    lines = [
+        "# warpvm results",
+        "",
+        f"{len(points)} points from {len(records)} records (the latest record of each point).",
+    ]
+    for device, group in group_by_device(points).items():
+        drivers = ", ".join(sorted({r.driver for r in group}))
+        commits = ", ".join(sorted({r.commit for r in group}))
+        dates = sorted({r.date for r in group})
+        when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+        lines += ["", f"## {device}", "", f"Driver {drivers}; commit {commits}; {when}."]
+        for table in summary_tables(group):
+            heading = table.title.removeprefix(f"{device}: ")
+            lines += ["", f"### {heading[:1].upper()}{heading[1:]}", "", _markdown_table(table)]
+    return "\n".join(lines) + "\n"
+
+
+def write_parquet(records: list[Record], path: Path) -> Path:
+    """Writes the records as a Parquet table (needs the 'parquet' extra: pyarrow)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ResultsError("writing Parquet needs pyarrow: pip install 'warpvm[parquet]'") from None
+    rows = [r.to_dict() for r in records]
+    columns = dict.fromkeys(name for row in rows for name in row)
+    pq.write_table(pa.table({name: [row.get(name) for row in rows] for name in columns}), path)
+    return path
