@@ -183,14 +183,12 @@ class array {
            : mode == access::read_write ? detail::Intent::write
                                         : detail::Intent::overwrite;
   }
-  /// Device-scope atomics on a cached frame; system-scope on remote (host) memory.
+  /// Device-scope atomics, on a cached frame or on remote (host) memory alike: atomic among this
+  /// GPU's threads. The host must not write the object while a kernel runs (host-native atomics
+  /// over PCIe are not available on the platforms warpvm targets).
   template <class Op>
   __device__ T atomic(std::uint64_t i, Op&& op) const {
-    return with_element(i, true, [&](T* slot) {
-      if (object_.placement == Placement::remote)
-        return op(cuda::atomic_ref<T, cuda::thread_scope_system>(*slot));
-      return op(cuda::atomic_ref<T, cuda::thread_scope_device>(*slot));
-    });
+    return with_element(i, true, [&](T* slot) { return op(cuda::atomic_ref<T, cuda::thread_scope_device>(*slot)); });
   }
 #endif
 

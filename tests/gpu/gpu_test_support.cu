@@ -11,9 +11,11 @@ int main(int argc, char** argv) {
     std::printf("warpvm GPU tests: no CUDA device visible; every GPU test is skipped\n");
   } else {
     cudaDeviceProp prop{};
+    int host_atomics = 0;
+    cudaDeviceGetAttribute(&host_atomics, cudaDevAttrHostNativeAtomicSupported, 0);
     if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess)
-      std::printf("warpvm GPU tests on %s (sm_%d%d, %d SMs)\n", prop.name, prop.major, prop.minor,
-                  prop.multiProcessorCount);
+      std::printf("warpvm GPU tests on %s (sm_%d%d, %d SMs, host-native atomics %s)\n", prop.name, prop.major,
+                  prop.minor, prop.multiProcessorCount, host_atomics != 0 ? "yes" : "no");
   }
   return RUN_ALL_TESTS();
 }
