@@ -32,8 +32,10 @@
 namespace warpvm {
 
 /// What a span or cursor does with its page. Writers mark the page dirty when they acquire it.
-/// `overwrite` promises that every element of the page inside the object is written before the
-/// span ends (like a discard): a page absent from the cache is then not read from host memory.
+/// `overwrite` promises that the lanes holding the page write every element of it (inside the
+/// object) before they release it together, and that nobody else accesses it meanwhile: an
+/// absent page is then not read from host memory first, and on release the page is written
+/// back right away (write-behind) so that outputs stream out while inputs stream in.
 /// Reading an overwrite span's elements before writing them gives unspecified values.
 enum class access : std::uint8_t { read, read_write, overwrite };
 
@@ -130,13 +132,47 @@ class array {
       h.data = reinterpret_cast<T*>(object_.host) + h.first;
       return h;
     }
-    bool held = false;
-    h.data = reinterpret_cast<T*>(cache_.frame_data(pin(page, intent_of(mode), held)));
+    bool held = true;
+    // Overwrite spans always hold: write_behind() needs the holder count.
+    const std::uint32_t frame = mode == access::overwrite ? detail::acquire_page(cache_, object_, page, intent_of(mode))
+                                                          : pin(page, intent_of(mode), held);
+    h.data = reinterpret_cast<T*>(cache_.frame_data(frame));
     if (held) {
       h.word = object_.page_state + page;
       h.key = detail::make_page_key(object_.id, page);
     }
     return h;
+  }
+  /// Writes a fully overwritten page back to host memory before its holders release it, so that
+  /// output pages stream out while inputs stream in, and marks it clean. Skipped (the page stays
+  /// dirty for eviction or flush) when holders outside the releasing lanes exist.
+  __device__ void write_behind(const detail::PageHold<T>& h) const {
+    if (h.word == nullptr) return;  // remote: the data went to host memory directly
+    const unsigned mask = __activemask();
+    const unsigned peers = __match_any_sync(mask, h.key);
+    const bool is_leader = detail::lane_id() == static_cast<unsigned>(__ffs(peers) - 1);
+    const std::uint64_t page = detail::key_page(h.key);
+    const auto frame = static_cast<std::uint32_t>((reinterpret_cast<std::byte*>(h.data) - cache_.frames) >> cache_.page_shift);
+    __syncwarp(mask);  // every lane's writes to the frame come first
+    bool sole_holders = false;
+    if (is_leader) {
+      // Clear first, then look: a writer that acquires after the look sets the bit again after
+      // our clear; one that acquired before it shows up in the holder count and we put it back.
+      cache_.table.set_dirty(frame, false);
+      cuda::atomic_thread_fence(cuda::std::memory_order_seq_cst, cuda::thread_scope_device);
+      sole_holders = detail::page_word::holders(detail::page_load(*h.word)) == static_cast<std::uint32_t>(__popc(peers));
+      if (!sole_holders) cache_.table.set_dirty(frame, true);
+    }
+    sole_holders = __shfl_sync(mask, sole_holders, __ffs(peers) - 1);
+    if (!sole_holders) return;
+    const detail::PageGeometry geometry = cache_.geometry();
+    const std::uint64_t bytes = geometry.bytes_in_page(page, object_.bytes);
+    detail::warp_copy(peers, object_.host + geometry.page_begin(page), cache_.frame_data(frame), bytes);
+    __threadfence_system();  // on the host before the release lets anyone evict and re-fetch it
+    if (is_leader) {
+      detail::count(cache_, detail::Counter::writebacks, 1);
+      detail::count(cache_, detail::Counter::bytes_out, bytes);
+    }
   }
   __device__ static void release(detail::PageHold<T>& h) {
     if (h.word != nullptr) detail::release_page(h.word, h.key);
@@ -208,10 +244,13 @@ class page_span {
   using element_type = std::conditional_t<A == access::read, const T, T>;
 
   /// In checked mode an out-of-range i is recorded for the host and the span is empty.
-  __device__ page_span(const array<T>& a, std::uint64_t i) {
+  __device__ page_span(const array<T>& a, std::uint64_t i) : owner_(a) {
     if (a.in_range(i)) hold_ = a.hold(i, A);
   }
-  __device__ ~page_span() { array<T>::release(hold_); }
+  __device__ ~page_span() {
+    if constexpr (A == access::overwrite) owner_.write_behind(hold_);
+    array<T>::release(hold_);
+  }
   page_span(const page_span&) = delete;
   page_span& operator=(const page_span&) = delete;
 
@@ -222,6 +261,11 @@ class page_span {
   [[nodiscard]] __device__ element_type& operator[](std::uint32_t j) const { return hold_.data[j]; }
 
  private:
+  struct NoOwner {
+    __device__ explicit NoOwner(const array<T>&) {}
+  };
+  /// Overwrite spans keep a copy of the handle for write_behind(); others need nothing.
+  [[no_unique_address]] std::conditional_t<A == access::overwrite, array<T>, NoOwner> owner_;
   detail::PageHold<T> hold_{};
 };
 
