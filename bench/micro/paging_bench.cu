@@ -87,7 +87,6 @@ __global__ void sum_pages(array<std::uint32_t> a, unsigned long long* total) {
 
 __global__ void sum_words_raw(const std::uint32_t* data, std::uint64_t n, unsigned long long* total) {
   unsigned long long s = 0;
-#pragma unroll 4  // raw and warpvm element kernels unrolled alike: several loads in flight per thread
   for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
        i += std::uint64_t{gridDim.x} * blockDim.x)
     s += data[i];
@@ -102,7 +101,6 @@ __device__ unsigned long long sum_warp_chunk(Source&& at, std::uint64_t n) {
   const std::uint64_t chunk = (n + warps - 1) / warps;
   const std::uint64_t end = n < (warp + 1) * chunk ? n : (warp + 1) * chunk;
   unsigned long long s = 0;
-#pragma unroll 4  // same for the raw and the cursor kernel
   for (std::uint64_t i = warp * chunk + threadIdx.x % 32; i < end; i += 32) s += at(i);
   return s;
 }
@@ -119,7 +117,6 @@ __global__ void sum_chunks_cursor(array<std::uint32_t> a, unsigned long long* to
 /// Element API: a[i] in a grid-stride loop.
 __global__ void sum_elements(array<std::uint32_t> a, unsigned long long* total) {
   unsigned long long s = 0;
-#pragma unroll 4
   for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < a.size();
        i += std::uint64_t{gridDim.x} * blockDim.x)
     s += a[i];
