@@ -285,9 +285,8 @@ class cursor {
   /// out-of-range index is recorded and a scratch element is returned.
   __device__ element_type& operator[](std::uint64_t i) {
     if (!hold_.contains(i)) {
-      array<T>::release(hold_);
-      if (!array_.in_range(i)) return scratch_;
-      hold_ = array_.hold(i, A);
+      hold_ = move_to(array_, hold_, i);
+      if (!hold_.contains(i)) return scratch_;
     }
     return hold_.data[i - hold_.first];
   }
@@ -295,6 +294,14 @@ class cursor {
   __device__ void release() { array<T>::release(hold_); }
 
  private:
+  /// The page change, out of line: the per-element path stays a compare and a load, which the
+  /// compiler can schedule freely around the caller's loop.
+  __device__ __noinline__ static detail::PageHold<T> move_to(const array<T>& a, detail::PageHold<T> held,
+                                                             std::uint64_t i) {
+    array<T>::release(held);
+    return a.in_range(i) ? a.hold(i, A) : detail::PageHold<T>{};
+  }
+
   array<T> array_;
   detail::PageHold<T> hold_{};
   T scratch_{};
