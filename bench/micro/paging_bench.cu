@@ -19,6 +19,13 @@ namespace {
 
 constexpr unsigned block_threads = 256;
 
+// Minimum resident blocks per SM for the warpvm kernels (CMake WARPVM_BENCH_MIN_BLOCKS; 0: no bound).
+#if WARPVM_BENCH_MIN_BLOCKS > 0
+#define WARPVM_BENCH_BOUNDS __launch_bounds__(256, WARPVM_BENCH_MIN_BLOCKS)
+#else
+#define WARPVM_BENCH_BOUNDS
+#endif
+
 __device__ void add_to_total(unsigned long long* total, unsigned long long value) {
   for (int offset = 16; offset > 0; offset /= 2) value += __shfl_down_sync(0xffffffffu, value, offset);
   if (threadIdx.x % 32 == 0 && value != 0) atomicAdd(total, value);
@@ -69,7 +76,7 @@ __global__ void sparse_raw(const std::uint64_t* data, std::uint64_t n, std::uint
 // ---- the same kernels through warpvm ----
 
 /// A warp walks whole pages through page spans (the streaming fast path).
-__global__ void sum_pages(array<std::uint32_t> a, unsigned long long* total) {
+__global__ void WARPVM_BENCH_BOUNDS sum_pages(array<std::uint32_t> a, unsigned long long* total) {
   const std::uint64_t warp = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
   const std::uint64_t warps = std::uint64_t{gridDim.x} * blockDim.x / 32;
   const unsigned lane = threadIdx.x % 32;
@@ -109,13 +116,13 @@ __global__ void sum_chunks_raw(const std::uint32_t* data, std::uint64_t n, unsig
   add_to_total(total, sum_warp_chunk([&](std::uint64_t i) { return data[i]; }, n));
 }
 
-__global__ void sum_chunks_cursor(array<std::uint32_t> a, unsigned long long* total) {
+__global__ void WARPVM_BENCH_BOUNDS sum_chunks_cursor(array<std::uint32_t> a, unsigned long long* total) {
   cursor<std::uint32_t> c(a);
   add_to_total(total, sum_warp_chunk([&](std::uint64_t i) { return c[i]; }, a.size()));
 }
 
 /// Element API: a[i] in a grid-stride loop.
-__global__ void sum_elements(array<std::uint32_t> a, unsigned long long* total) {
+__global__ void WARPVM_BENCH_BOUNDS sum_elements(array<std::uint32_t> a, unsigned long long* total) {
   unsigned long long s = 0;
   for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < a.size();
        i += std::uint64_t{gridDim.x} * blockDim.x)
@@ -123,7 +130,7 @@ __global__ void sum_elements(array<std::uint32_t> a, unsigned long long* total) 
   add_to_total(total, s);
 }
 
-__global__ void vadd_pages(array<std::uint32_t> a, array<std::uint32_t> b, array<std::uint32_t> c) {
+__global__ void WARPVM_BENCH_BOUNDS vadd_pages(array<std::uint32_t> a, array<std::uint32_t> b, array<std::uint32_t> c) {
   const std::uint64_t warp = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
   const std::uint64_t warps = std::uint64_t{gridDim.x} * blockDim.x / 32;
   const unsigned lane = threadIdx.x % 32;
@@ -143,7 +150,7 @@ __global__ void vadd_pages(array<std::uint32_t> a, array<std::uint32_t> b, array
   }
 }
 
-__global__ void touch_pages(array<std::uint32_t> a, std::uint64_t pages, std::uint64_t touches, unsigned long long* total) {
+__global__ void WARPVM_BENCH_BOUNDS touch_pages(array<std::uint32_t> a, std::uint64_t pages, std::uint64_t touches, unsigned long long* total) {
   const std::uint64_t per_page = a.elements_per_page();
   unsigned long long s = 0;
   for (std::uint64_t k = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < touches;
@@ -152,7 +159,7 @@ __global__ void touch_pages(array<std::uint32_t> a, std::uint64_t pages, std::ui
   add_to_total(total, s);
 }
 
-__global__ void sparse_elements(array<std::uint64_t> a, std::uint64_t reads, unsigned long long* total) {
+__global__ void WARPVM_BENCH_BOUNDS sparse_elements(array<std::uint64_t> a, std::uint64_t reads, unsigned long long* total) {
   unsigned long long s = 0;
   for (std::uint64_t k = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < reads;
        k += std::uint64_t{gridDim.x} * blockDim.x)
