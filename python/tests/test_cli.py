@@ -133,7 +133,8 @@ def test_quick_without_gpu_runs_the_simulator(cli: CliRunner, fake_bin: Path, tm
     assert not (build / "bench" / "args").exists()  # no GPU: the benchmark is not started
     args = (build / "src" / "sim" / "args").read_text().split()
     expected = (
-        "--workloads stream,random_page --bytes 1GiB --cache-fractions 1,0.5,0.25,0.125 --eviction clock"
+        "--workloads stream,vadd,random_page,hotset --bytes 1GiB "
+        "--cache-fractions 1,0.5,0.25,0.125 --eviction clock"
     )
     assert args == [*expected.split(), "--out", "-"]
     assert "cpu-simulator: simulated (counts, no timings)" in result.output

@@ -68,7 +68,7 @@ def test_bench_arguments_and_expected_points() -> None:
 
 def test_sim_arguments() -> None:
     assert runner.SimSettings().args() == [
-        *("--workloads", "stream,random_page"),
+        *("--workloads", "stream,vadd,random_page,hotset"),
         *("--bytes", "1GiB"),
         *("--cache-fractions", "1,0.5,0.25,0.125"),
         *("--eviction", "clock"),

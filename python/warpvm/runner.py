@@ -94,7 +94,7 @@ class BenchSettings:
 class SimSettings:
     """Options for warpvm-sim."""
 
-    workloads: tuple[str, ...] = ("stream", "random_page")
+    workloads: tuple[str, ...] = ("stream", "vadd", "random_page", "hotset")
     size: str = "1GiB"
     cache_fractions: tuple[float, ...] = (1.0, 0.5, 0.25, 0.125)
     eviction: str = "clock"
