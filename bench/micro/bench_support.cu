@@ -1,5 +1,7 @@
 #include "bench_support.cuh"
 
+#include "cli_args.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -19,25 +21,6 @@ void check(cudaError_t status, const char* what) {
 }
 
 namespace {
-
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream in(text);
-  for (std::string part; std::getline(in, part, ',');)
-    if (!part.empty()) parts.push_back(part);
-  return parts;
-}
-
-std::uint64_t parse_bytes(const std::string& text) {
-  std::size_t used = 0;
-  const double value = std::stod(text, &used);
-  const std::string unit = text.substr(used);
-  const double scale = unit == "GiB" || unit == "G" ? double(1ull << 30)
-                       : unit == "MiB" || unit == "M" ? double(1ull << 20)
-                       : unit == "KiB" || unit == "K" ? 1024.0
-                                                      : 1.0;
-  return static_cast<std::uint64_t>(value * scale);
-}
 
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
@@ -75,12 +58,12 @@ Options parse_options(int argc, char** argv) {
     if (flag == "--help" || flag == "-h") usage("warpvm-bench: paging micro-benchmarks, JSON Lines out");
     if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
     const std::string value = argv[++i];
-    if (flag == "--workloads") o.workloads = split(value);
-    else if (flag == "--modes") o.modes = split(value);
+    if (flag == "--workloads") o.workloads = tools::split_list(value);
+    else if (flag == "--modes") o.modes = tools::split_list(value);
     else if (flag == "--cache-fractions") {
       o.cache_fractions.clear();
-      for (const auto& f : split(value)) o.cache_fractions.push_back(std::stod(f));
-    } else if (flag == "--bytes") o.dataset_bytes = parse_bytes(value);
+      for (const auto& f : tools::split_list(value)) o.cache_fractions.push_back(std::stod(f));
+    } else if (flag == "--bytes") o.dataset_bytes = tools::parse_bytes(value);
     else if (flag == "--repeats") o.repeats = std::stoi(value);
     else if (flag == "--eviction") o.eviction = value == "fifo" ? EvictionPolicy::fifo : EvictionPolicy::clock;
     else if (flag == "--out") o.out = value;

@@ -545,24 +545,17 @@ class Bench {
     for (const bool add_extra : {false, true}) {
       if (add_extra) extra.emplace(rt.alloc<std::uint32_t>(1024, Placement::migrate, "extra"));
       const bool evictable = extra.has_value();
-      Record span = base("resident", evictable ? "warpvm_span_evictable" : "warpvm_span", bytes, bytes);
-      span.extra["eviction_possible"] = evictable;
-      warpvm_point(span, rt, 1.0, [&] {
-        total.zero(rt.stream());
-        rt.launch(sum_pages, grid(rt, 8), dim3(block_threads), 0, a.device(), total.value);
-      }, verify, /*cold=*/false);
-      Record element = base("resident", evictable ? "warpvm_element_evictable" : "warpvm_element", bytes, bytes);
-      element.extra["eviction_possible"] = evictable;
-      warpvm_point(element, rt, 1.0, [&] {
-        total.zero(rt.stream());
-        rt.launch(sum_elements, grid(rt, 8), dim3(block_threads), 0, a.device(), total.value);
-      }, verify, /*cold=*/false);
-      Record chunked = base("resident", evictable ? "warpvm_cursor_evictable" : "warpvm_cursor", bytes, bytes);
-      chunked.extra["eviction_possible"] = evictable;
-      warpvm_point(chunked, rt, 1.0, [&] {
-        total.zero(rt.stream());
-        rt.launch(sum_chunks_cursor, grid(rt, 8), dim3(block_threads), 0, a.device(), total.value);
-      }, verify, /*cold=*/false);
+      using SumKernel = void (*)(array<std::uint32_t>, unsigned long long*);
+      const std::pair<const char*, SumKernel> apis[] = {
+          {"warpvm_span", sum_pages}, {"warpvm_element", sum_elements}, {"warpvm_cursor", sum_chunks_cursor}};
+      for (const auto& [mode, kernel] : apis) {
+        Record r = base("resident", (std::string(mode) + (evictable ? "_evictable" : "")).c_str(), bytes, bytes);
+        r.extra["eviction_possible"] = evictable;
+        warpvm_point(r, rt, 1.0, [&] {
+          total.zero(rt.stream());
+          rt.launch(kernel, grid(rt, 8), dim3(block_threads), 0, a.device(), total.value);
+        }, verify, /*cold=*/false);
+      }
     }
   }
 

@@ -2,6 +2,7 @@
 // (page table, CLOCK/FIFO victim search) on the CPU, at any cache size, and reports faults,
 // evictions, write-backs and bytes moved as JSON Lines. No GPU needed; no timings.
 
+#include "cli_args.hpp"
 #include "warpvm/sim/page_cache_model.hpp"
 #include "warpvm/sim/patterns.hpp"
 
@@ -29,22 +30,6 @@ struct Options {
   std::string commit = "unknown";
 };
 
-std::vector<std::string> split(const std::string& text) {
-  std::vector<std::string> parts;
-  std::stringstream in(text);
-  for (std::string part; std::getline(in, part, ',');)
-    if (!part.empty()) parts.push_back(part);
-  return parts;
-}
-
-std::uint64_t parse_bytes(const std::string& text) {
-  std::size_t used = 0;
-  const double value = std::stod(text, &used);
-  const std::string unit = text.substr(used);
-  const double scale = unit == "GiB" ? double(1ull << 30) : unit == "MiB" ? double(1ull << 20) : unit == "KiB" ? 1024.0 : 1.0;
-  return static_cast<std::uint64_t>(value * scale);
-}
-
 [[noreturn]] void usage(const std::string& message) {
   std::fprintf(stderr,
                "%s\nusage: warpvm-sim [--workloads stream,vadd,random_page,hotset] [--bytes 1GiB] "
@@ -61,12 +46,12 @@ Options parse(int argc, char** argv) {
     if (flag == "--help" || flag == "-h") usage("warpvm-sim: the paging policy replayed on the CPU");
     if (i + 1 >= argc) usage("missing value after " + flag);
     const std::string value = argv[++i];
-    if (flag == "--workloads") o.workloads = split(value);
+    if (flag == "--workloads") o.workloads = warpvm::tools::split_list(value);
     else if (flag == "--cache-fractions") {
       o.cache_fractions.clear();
-      for (const auto& f : split(value)) o.cache_fractions.push_back(std::stod(f));
-    } else if (flag == "--bytes") o.dataset_bytes = parse_bytes(value);
-    else if (flag == "--page-bytes") o.page_bytes = parse_bytes(value);
+      for (const auto& f : warpvm::tools::split_list(value)) o.cache_fractions.push_back(std::stod(f));
+    } else if (flag == "--bytes") o.dataset_bytes = warpvm::tools::parse_bytes(value);
+    else if (flag == "--page-bytes") o.page_bytes = warpvm::tools::parse_bytes(value);
     else if (flag == "--eviction") o.eviction = value == "fifo" ? EvictionPolicy::fifo : EvictionPolicy::clock;
     else if (flag == "--commit") o.commit = value;
     else if (flag != "--out") usage("unknown option " + flag);  // --out - is accepted: output is stdout
@@ -125,7 +110,12 @@ Replay replay(const std::string& workload, PageCacheModel& model, std::uint64_t 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse(argc, argv);
+  Options o;
+  try {
+    o = parse(argc, argv);
+  } catch (const std::exception& e) {
+    usage(e.what());
+  }
   const std::uint64_t pages = o.dataset_bytes / o.page_bytes;
   if (pages < 3) usage("--bytes must cover at least three pages");
   const std::time_t now = std::time(nullptr);

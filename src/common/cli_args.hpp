@@ -1,0 +1,34 @@
+#pragma once
+// Command-line value parsing shared by the project's tools (warpvm-bench, warpvm-sim).
+
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace warpvm::tools {
+
+/// "a,b,,c" -> {"a", "b", "c"}.
+inline std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, ',');)
+    if (!part.empty()) parts.push_back(part);
+  return parts;
+}
+
+/// "16GiB", "512MiB", "4KiB", "4096" (also G, M, K) -> bytes. Throws std::invalid_argument.
+inline std::uint64_t parse_bytes(const std::string& text) {
+  std::size_t used = 0;
+  const double value = std::stod(text, &used);
+  const std::string unit = text.substr(used);
+  double scale = 1.0;
+  if (unit == "GiB" || unit == "G") scale = double(1ull << 30);
+  else if (unit == "MiB" || unit == "M") scale = double(1ull << 20);
+  else if (unit == "KiB" || unit == "K") scale = 1024.0;
+  else if (!unit.empty() && unit != "B") throw std::invalid_argument("unknown size unit in '" + text + "'");
+  return static_cast<std::uint64_t>(value * scale);
+}
+
+}  // namespace warpvm::tools
