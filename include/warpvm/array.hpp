@@ -51,8 +51,9 @@ struct PageHold {
   T* data = nullptr;
   std::uint64_t first = 0;     ///< element index of data[0]
   std::uint32_t count = 0;     ///< elements of the page inside the object
-  std::uint32_t* word = nullptr;  ///< page-state word to release; null for remote objects
+  std::uint32_t* word = nullptr;  ///< page-state word to release; null when not held
   std::uint64_t key = 0;
+  std::uint32_t frame = 0;
 
   [[nodiscard]] WARPVM_HD bool contains(std::uint64_t i) const { return i - first < count; }
 };
@@ -137,6 +138,7 @@ class array {
     const std::uint32_t frame = mode == access::overwrite ? detail::acquire_page(cache_, object_, page, intent_of(mode))
                                                           : pin(page, intent_of(mode), held);
     h.data = reinterpret_cast<T*>(cache_.frame_data(frame));
+    h.frame = frame;
     if (held) {
       h.word = object_.page_state + page;
       h.key = detail::make_page_key(object_.id, page);
@@ -151,39 +153,37 @@ class array {
     const unsigned mask = __activemask();
     const unsigned peers = __match_any_sync(mask, h.key);
     const bool is_leader = detail::lane_id() == static_cast<unsigned>(__ffs(peers) - 1);
-    const std::uint64_t page = detail::key_page(h.key);
-    const auto frame = static_cast<std::uint32_t>((reinterpret_cast<std::byte*>(h.data) - cache_.frames) >> cache_.page_shift);
     __syncwarp(mask);  // every lane's writes to the frame come first
     bool sole_holders = false;
     if (is_leader) {
       // Clear first, then look: a writer that acquires after the look sets the bit again after
       // our clear; one that acquired before it shows up in the holder count and we put it back.
-      cache_.table.set_dirty(frame, false);
+      cache_.table.set_dirty(h.frame, false);
       cuda::atomic_thread_fence(cuda::std::memory_order_seq_cst, cuda::thread_scope_device);
       sole_holders = detail::page_word::holders(detail::page_load(*h.word)) == static_cast<std::uint32_t>(__popc(peers));
-      if (!sole_holders) cache_.table.set_dirty(frame, true);
+      if (!sole_holders) cache_.table.set_dirty(h.frame, true);
     }
     sole_holders = __shfl_sync(mask, sole_holders, __ffs(peers) - 1);
-    if (!sole_holders) return;
-    const detail::PageGeometry geometry = cache_.geometry();
-    const std::uint64_t bytes = geometry.bytes_in_page(page, object_.bytes);
-    detail::warp_copy(peers, object_.host + geometry.page_begin(page), cache_.frame_data(frame), bytes);
-    __threadfence_system();  // on the host before the release lets anyone evict and re-fetch it
-    if (is_leader) {
-      detail::count(cache_, detail::Counter::writebacks, 1);
-      detail::count(cache_, detail::Counter::bytes_out, bytes);
-    }
+    if (sole_holders) detail::write_back_page(cache_, peers, is_leader, h.frame, h.key);
   }
   __device__ static void release(detail::PageHold<T>& h) {
     if (h.word != nullptr) detail::release_page(h.word, h.key);
     h = detail::PageHold<T>{};
   }
 
-  /// In checked mode, records an out-of-range index for the host and returns false.
-  [[nodiscard]] __device__ bool in_range(std::uint64_t i) const {
-    if (!checked_ || i < size_) return true;
-    detail::record_error(cache_, ErrorKind::index_out_of_range, object_.id, i, size_);
-    return false;
+  /// In checked mode, records for the host an out-of-range index, or a handle whose placement
+  /// is stale (taken before set_placement()), and returns false.
+  [[nodiscard]] __device__ bool valid_access(std::uint64_t i) const {
+    if (!checked_) return true;
+    if (i >= size_) {
+      detail::record_error(cache_, ErrorKind::index_out_of_range, object_.id, i, size_);
+      return false;
+    }
+    if (cache_.objects[object_.id].placement != object_.placement) {
+      detail::record_error(cache_, ErrorKind::invalid_argument, object_.id, i, size_);
+      return false;
+    }
+    return true;
   }
 #endif
 
@@ -192,7 +192,7 @@ class array {
   template <class Op>
   __device__ auto with_element(std::uint64_t i, bool write, Op&& op) const {
     using Result = decltype(op(static_cast<T*>(nullptr)));
-    if (!in_range(i)) return Result{};
+    if (!valid_access(i)) return Result{};
     if (object_.placement == Placement::remote) return op(reinterpret_cast<T*>(object_.host) + i);
     const std::uint64_t page = page_of(i);
     bool held = false;
@@ -245,7 +245,7 @@ class page_span {
 
   /// In checked mode an out-of-range i is recorded for the host and the span is empty.
   __device__ page_span(const array<T>& a, std::uint64_t i) : owner_(a) {
-    if (a.in_range(i)) hold_ = a.hold(i, A);
+    if (a.valid_access(i)) hold_ = a.hold(i, A);
   }
   __device__ ~page_span() {
     if constexpr (A == access::overwrite) owner_.write_behind(hold_);
@@ -299,7 +299,7 @@ class cursor {
   __device__ __noinline__ static detail::PageHold<T> move_to(const array<T>& a, detail::PageHold<T> held,
                                                              std::uint64_t i) {
     array<T>::release(held);
-    return a.in_range(i) ? a.hold(i, A) : detail::PageHold<T>{};
+    return a.valid_access(i) ? a.hold(i, A) : detail::PageHold<T>{};
   }
 
   array<T> array_;

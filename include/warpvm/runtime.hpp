@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -62,8 +63,9 @@ class ObjectHandle {
 };
 }  // namespace detail
 
-/// An object in the paged space, owned by the host. Move-only; destroying it frees its backing
-/// store and its cached pages. The Runtime's state lives until its last object is gone.
+/// An object in the paged space, owned by the host. Move-only; destroying it discards its cached
+/// pages (flush() first to keep GPU writes) and frees the backing store it allocated. The
+/// Runtime's state lives until its last object is gone.
 template <class T>
 class object {
  public:
@@ -73,8 +75,9 @@ class object {
   [[nodiscard]] array<T> device() const {
     return array<T>(handle_.cache_view(), handle_.descriptor(), handle_.checked());
   }
-  /// The backing store. Exact after Runtime::flush(); after writing it while pages may be
-  /// cached, call Runtime::drop_cached() so that kernels see the new data.
+  /// The backing store. Exact after Runtime::flush(). To change it while pages may be cached:
+  /// flush(), write it, then drop_cached(), so that kernels see the new data (drop_cached writes
+  /// dirty pages back first, over anything written to them on the host).
   [[nodiscard]] std::span<T> host() const {
     return {reinterpret_cast<T*>(handle_.host_data()), size()};
   }
@@ -93,7 +96,10 @@ class object {
   detail::ObjectHandle handle_;
 };
 
-/// Owns one device's page cache. Not copyable; objects keep its state alive.
+/// Owns one device's page cache. Not copyable, and not thread-safe: use a Runtime and its
+/// objects from one host thread at a time. Objects keep its state alive. Every call works on
+/// Config::device and leaves the caller's current device as it was. A moved-from Runtime may
+/// only be destroyed or assigned to.
 class Runtime {
   friend std::vector<std::uint64_t> detail::frame_owners(const Runtime&);
   friend std::vector<std::uint32_t> detail::page_states(const Runtime&, std::uint32_t);
@@ -111,14 +117,14 @@ class Runtime {
   template <class T>
   [[nodiscard]] object<T> alloc(std::size_t count, Placement placement = Placement::migrate,
                                 std::string name = {}) {
-    return object<T>(register_object(nullptr, count * sizeof(T), placement, std::move(name)));
+    return object<T>(register_object(nullptr, bytes_of<T>(count, name), placement, std::move(name)));
   }
-  /// Registers memory the caller owns (cudaHostRegister; 16-byte aligned); it must outlive the
-  /// returned object.
+  /// Registers memory the caller owns (cudaHostRegister unless it is pinned already; 16-byte
+  /// aligned, not overlapping another object); it must outlive the returned object.
   template <class T>
   [[nodiscard]] object<T> adopt(T* data, std::size_t count, Placement placement = Placement::migrate,
                                 std::string name = {}) {
-    return object<T>(register_object(reinterpret_cast<std::byte*>(data), count * sizeof(T), placement,
+    return object<T>(register_object(reinterpret_cast<std::byte*>(data), bytes_of<T>(count, name), placement,
                                      std::move(name)));
   }
 
@@ -138,7 +144,8 @@ class Runtime {
 
   /// Throws invalid_config if the cache cannot guarantee progress for this launch: resident
   /// threads x pages held per thread must fit in the frames. `pages_held_per_thread` 0 means
-  /// Config::max_pages_held_per_thread.
+  /// Config::max_pages_held_per_thread. The bound covers one launch at a time: kernels that use
+  /// the same Runtime concurrently (other streams) must fit together.
   void check_launch(const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes,
                     std::uint32_t pages_held_per_thread = 0) const;
   /// The most threads that may be resident at once under Config::max_pages_held_per_thread.
@@ -162,6 +169,12 @@ class Runtime {
   [[nodiscard]] cudaStream_t stream() const;
 
  private:
+  template <class T>
+  static std::size_t bytes_of(std::size_t count, const std::string& name) {
+    WARPVM_EXPECTS(count <= std::numeric_limits<std::size_t>::max() / sizeof(T), ErrorKind::invalid_argument,
+                   "object '" + name + "': " + std::to_string(count) + " elements overflow the address space");
+    return count * sizeof(T);
+  }
   detail::ObjectHandle register_object(std::byte* adopted, std::size_t bytes, Placement placement,
                                        std::string name);
   void launch_raw(const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes, void** args);

@@ -36,8 +36,10 @@ void Config::validate() const {
                  ErrorKind::invalid_config,
                  "max_objects = " + std::to_string(max_objects) + " must be in [1, " +
                      std::to_string(detail::max_object_count) + "]");
-  WARPVM_EXPECTS(watchdog_seconds > 0.0, ErrorKind::invalid_config,
-                 "watchdog_seconds must be positive");
+  WARPVM_EXPECTS(watchdog_seconds > 0.0 && watchdog_seconds <= 86400.0, ErrorKind::invalid_config,
+                 "watchdog_seconds must be in (0, 86400]");
+  WARPVM_EXPECTS(eviction == EvictionPolicy::clock || eviction == EvictionPolicy::fifo, ErrorKind::invalid_config,
+                 "eviction must be EvictionPolicy::clock or EvictionPolicy::fifo");
   WARPVM_EXPECTS(device >= 0, ErrorKind::invalid_config, "device must be a CUDA ordinal >= 0");
 }
 

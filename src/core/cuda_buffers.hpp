@@ -7,6 +7,8 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
+#include <type_traits>
 
 namespace warpvm::detail {
 
@@ -17,10 +19,39 @@ struct PinnedFree {
   void operator()(void* p) const noexcept { cudaFreeHost(p); }
 };
 
+struct HostUnregister {
+  void operator()(void* p) const noexcept { cudaHostUnregister(p); }
+};
+struct StreamDestroy {
+  void operator()(cudaStream_t s) const noexcept { cudaStreamDestroy(s); }
+};
+
 template <class T>
 using device_ptr = std::unique_ptr<T, DeviceFree>;
 template <class T>
 using pinned_ptr = std::unique_ptr<T, PinnedFree>;
+/// Caller memory registered with cudaHostRegister; unregistered when dropped.
+using registration = std::unique_ptr<std::byte, HostUnregister>;
+using stream_ptr = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDestroy>;
+
+/// Makes config.device current for a scope and restores the caller's device after it.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    WARPVM_CUDA_TRY(cudaGetDevice(&previous_));
+    if (previous_ != device) WARPVM_CUDA_TRY(cudaSetDevice(device));
+    switched_ = previous_ != device;
+  }
+  ~DeviceGuard() {
+    if (switched_) cudaSetDevice(previous_);
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = 0;
+  bool switched_ = false;
+};
 
 /// cudaMalloc of `count` T, zero-filled. `what` names the buffer in the error message.
 template <class T>

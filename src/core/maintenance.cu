@@ -1,10 +1,10 @@
-// Kernels the runtime runs between user kernels: write-back of dirty frames (flush) and
-// dropping frames (drop_cached, set_placement, object destruction).
+// The kernel the runtime runs between user kernels: write-back of dirty frames (flush), and
+// dropping frames with or without writing them back (drop_cached, set_placement: with;
+// object destruction: without).
 
 #include "runtime_state.hpp"
 
-#include "warpvm/detail/core/device_support.cuh"
-#include "warpvm/detail/transport/warp_copy.cuh"
+#include "warpvm/detail/core/acquire.cuh"
 
 #include <algorithm>
 
@@ -15,40 +15,33 @@ constexpr unsigned maintenance_block = 256;
 constexpr unsigned warps_per_block = maintenance_block / 32;
 
 /// One warp per frame. No user kernel runs meanwhile, so frames need no locking here.
-__global__ void write_back_frames(CacheView cache, std::uint32_t object_filter, bool drop) {
+__global__ void write_back_frames(CacheView cache, std::uint32_t object_filter, bool write_back, bool drop) {
   const std::uint64_t first_warp = std::uint64_t{blockIdx.x} * warps_per_block + threadIdx.x / 32;
   const std::uint64_t warp_stride = std::uint64_t{gridDim.x} * warps_per_block;
-  const PageGeometry geometry = cache.geometry();
   for (std::uint64_t f = first_warp; f < cache.table.count; f += warp_stride) {
     const auto frame = static_cast<std::uint32_t>(f);
     const std::uint64_t key = cache.table.owner_of(frame);
     if (key == empty_page_key) continue;
     if (object_filter != RuntimeState::all_objects && key_object(key) != object_filter) continue;
-    const ObjectDescriptor& owner = cache.objects[key_object(key)];
-    if (cache.table.is_dirty(frame)) {
-      const std::uint64_t page = key_page(key);
-      const std::uint64_t bytes = geometry.bytes_in_page(page, owner.bytes);
-      warp_copy(0xffffffffu, owner.host + geometry.page_begin(page), cache.frame_data(frame), bytes);
-      __syncwarp();
-      if (lane_id() == 0) {
-        cache.table.set_dirty(frame, false);
-        count(cache, Counter::writebacks, 1);
-        count(cache, Counter::bytes_out, bytes);
-      }
+    if (write_back && cache.table.is_dirty(frame)) {
+      write_back_page(cache, 0xffffffffu, lane_id() == 0, frame, key);
+      if (lane_id() == 0) cache.table.set_dirty(frame, false);
     }
     if (drop && lane_id() == 0) {
       cache.table.set_owner(frame, empty_page_key);
       cache.table.set_referenced(frame, false);
+      cache.table.set_dirty(frame, false);
     }
   }
 }
 
 }  // namespace
 
-void launch_write_back(const CacheView& view, std::uint32_t object_filter, bool drop, cudaStream_t stream) {
+void launch_write_back(const CacheView& view, std::uint32_t object_filter, bool write_back, bool drop,
+                       cudaStream_t stream) {
   const std::uint64_t blocks_needed = (std::uint64_t{view.table.count} + warps_per_block - 1) / warps_per_block;
   const auto blocks = static_cast<unsigned>(std::min<std::uint64_t>(blocks_needed, 65535));
-  write_back_frames<<<blocks, maintenance_block, 0, stream>>>(view, object_filter, drop);
+  write_back_frames<<<blocks, maintenance_block, 0, stream>>>(view, object_filter, write_back, drop);
   WARPVM_CUDA_TRY(cudaGetLastError());
 }
 

@@ -51,9 +51,11 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
   WARPVM_EXPECTS(config.device < devices, ErrorKind::invalid_config,
                  "device " + std::to_string(config.device) + " does not exist (" + std::to_string(devices) +
                      " visible)");
-  WARPVM_CUDA_TRY(cudaSetDevice(config.device));
+  const DeviceGuard on_device(config.device);
   WARPVM_CUDA_TRY(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, config.device));
-  WARPVM_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaStream_t created = nullptr;
+  WARPVM_CUDA_TRY(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
+  stream_.reset(created);
 
   const std::size_t cache_bytes = choose_cache_bytes(config);
   const std::uint64_t frame_count = cache_bytes / config.page_bytes;
@@ -96,10 +98,8 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
 }
 
 RuntimeState::~RuntimeState() {
+  // Kernels may still use the buffers freed next; nothing useful can be done about an error here.
   cudaDeviceSynchronize();
-  for (auto& slot : slots_)
-    if (slot.registered_host != nullptr) cudaHostUnregister(slot.registered_host);
-  if (stream != nullptr) cudaStreamDestroy(stream);
 }
 
 std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t bytes, Placement placement,
@@ -107,16 +107,26 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
   WARPVM_EXPECTS(bytes > 0, ErrorKind::invalid_argument, "object '" + name + "' has no elements");
   WARPVM_EXPECTS(adopted == nullptr || reinterpret_cast<std::uintptr_t>(adopted) % 16 == 0,
                  ErrorKind::invalid_argument, "adopt: memory of '" + name + "' must be 16-byte aligned");
-  const std::lock_guard lock(mutex_);
+  const std::uint64_t pages = view_.geometry().pages_for(bytes);
+  WARPVM_EXPECTS(pages < (std::uint64_t{1} << object_id_shift), ErrorKind::invalid_argument,
+                 "object '" + name + "' of " + mib(bytes) + " has more than 2^40 pages");
+  if (adopted != nullptr) {
+    for (const ObjectSlot& other : slots_) {
+      const bool overlaps = other.in_use && adopted < other.host + other.descriptor.bytes && other.host < adopted + bytes;
+      WARPVM_EXPECTS(!overlaps, ErrorKind::invalid_argument,
+                     "adopt: the memory of '" + name + "' overlaps object '" + other.name +
+                         "'; two objects would cache the same bytes");
+    }
+  }
   const auto free_slot = std::find_if(slots_.begin(), slots_.end(), [](const ObjectSlot& s) { return !s.in_use; });
   WARPVM_EXPECTS(free_slot != slots_.end(), ErrorKind::invalid_argument,
                  "cannot register '" + name + "': all " + std::to_string(config.max_objects) +
                      " object slots are in use (raise Config::max_objects)");
   const auto id = static_cast<std::uint32_t>(free_slot - slots_.begin());
+  const DeviceGuard on_device(config.device);
   ObjectSlot slot;
   slot.name = name.empty() ? "object#" + std::to_string(id) : std::move(name);
 
-  std::byte* host = adopted;
   if (adopted == nullptr) {
     void* p = nullptr;
     const cudaError_t status = cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
@@ -128,33 +138,41 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
                   __FILE__, __LINE__);
     }
     slot.owned_host.reset(static_cast<std::byte*>(p));
-    host = slot.owned_host.get();
-  } else if (!is_pinned(adopted)) {  // memory the caller pinned already is used as it is
-    const cudaError_t status = cudaHostRegister(adopted, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
-    if (status != cudaSuccess) {
-      cudaGetLastError();
-      throw_error(ErrorKind::cuda,
-                  "cudaHostRegister of " + mib(bytes) + " for '" + slot.name + "' failed: " + cudaGetErrorString(status),
-                  __FILE__, __LINE__);
+    slot.host = slot.owned_host.get();
+  } else {
+    if (!is_pinned(adopted)) {  // memory the caller pinned already is used as it is
+      const cudaError_t status = cudaHostRegister(adopted, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
+      if (status != cudaSuccess) {
+        cudaGetLastError();
+        throw_error(ErrorKind::cuda,
+                    "cudaHostRegister of " + mib(bytes) + " for '" + slot.name + "' failed: " +
+                        cudaGetErrorString(status),
+                    __FILE__, __LINE__);
+      }
+      slot.registered.reset(adopted);
     }
-    slot.registered_host = adopted;
+    slot.host = adopted;
   }
   void* host_on_device = nullptr;
-  WARPVM_CUDA_TRY(cudaHostGetDevicePointer(&host_on_device, host, 0));
+  WARPVM_CUDA_TRY(cudaHostGetDevicePointer(&host_on_device, slot.host, 0));
 
-  const std::uint64_t pages = view_.geometry().pages_for(bytes);
   slot.page_state = make_device_zeroed<std::uint32_t>(pages, ("page states of '" + slot.name + "'").c_str());
   slot.page_frame = make_device_zeroed<std::uint32_t>(pages, ("page frames of '" + slot.name + "'").c_str());
   slot.descriptor = ObjectDescriptor{static_cast<std::byte*>(host_on_device), bytes, slot.page_state.get(),
                                      slot.page_frame.get(), id, placement};
   slot.in_use = true;
   *free_slot = std::move(slot);
-  publish_descriptor(id);
+  try {
+    publish_descriptor(id);
+  } catch (...) {
+    slots_[id] = ObjectSlot{};
+    throw;
+  }
   return id;
 }
 
 void RuntimeState::publish_descriptor(std::uint32_t id) {
-  WARPVM_CUDA_TRY(cudaDeviceSynchronize());
+  synchronize();
   WARPVM_CUDA_TRY(cudaMemcpy(objects_.get() + id, &slots_[id].descriptor, sizeof(ObjectDescriptor),
                              cudaMemcpyHostToDevice));
   std::uint64_t migrate_pages = 0;
@@ -168,42 +186,33 @@ void RuntimeState::publish_descriptor(std::uint32_t id) {
 void RuntimeState::mark_pages_absent(std::uint32_t id) {
   const ObjectSlot& slot = slots_[id];
   const std::uint64_t pages = view_.geometry().pages_for(slot.descriptor.bytes);
-  WARPVM_CUDA_TRY(cudaMemsetAsync(slot.descriptor.page_state, 0, pages * sizeof(std::uint32_t), stream));
+  WARPVM_CUDA_TRY(cudaMemsetAsync(slot.descriptor.page_state, 0, pages * sizeof(std::uint32_t), stream()));
 }
 
 void RuntimeState::unregister_object(std::uint32_t id) noexcept {
   try {
-    WARPVM_CUDA_TRY(cudaDeviceSynchronize());
-    launch_write_back(view_, id, /*drop=*/true, stream);  // dirty pages of a dying object are not written
-    WARPVM_CUDA_TRY(cudaStreamSynchronize(stream));
-  } catch (const Error&) {
-    // A destructor must not throw; a broken context is reported by the next checked call.
-  }
-  const std::lock_guard lock(mutex_);
-  ObjectSlot& slot = slots_[id];
-  if (slot.registered_host != nullptr) cudaHostUnregister(slot.registered_host);
-  slot = ObjectSlot{};
-  try {
+    const DeviceGuard on_device(config.device);
+    write_back(id, /*write_back=*/false, /*drop=*/true);  // a dying object's cached pages are discarded
+    slots_[id] = ObjectSlot{};
     publish_descriptor(id);
   } catch (const Error&) {
-    // As above: reported by the next checked call.
+    // A destructor must not throw; a broken context is reported by the next checked call.
+    slots_[id] = ObjectSlot{};
   }
 }
 
 void RuntimeState::set_placement(std::uint32_t id, Placement placement) {
   ObjectSlot& slot = slots_.at(id);
   if (slot.descriptor.placement == placement) return;
-  WARPVM_CUDA_TRY(cudaDeviceSynchronize());
-  if (slot.descriptor.placement == Placement::migrate) {
-    write_back(id, /*drop=*/true);
-  }
+  if (slot.descriptor.placement == Placement::migrate) write_back(id, /*write_back=*/true, /*drop=*/true);
   slot.descriptor.placement = placement;
   publish_descriptor(id);
 }
 
-void RuntimeState::write_back(std::uint32_t object_filter, bool drop) {
-  WARPVM_CUDA_TRY(cudaDeviceSynchronize());
-  launch_write_back(view_, object_filter, drop, stream);
+void RuntimeState::write_back(std::uint32_t object_filter, bool write_back, bool drop) {
+  const DeviceGuard on_device(config.device);
+  synchronize();
+  launch_write_back(view_, object_filter, write_back, drop, stream());
   if (drop) {
     for (std::uint32_t id = 0; id < slots_.size(); ++id)
       if (slots_[id].in_use && (object_filter == all_objects || object_filter == id)) mark_pages_absent(id);
@@ -212,6 +221,7 @@ void RuntimeState::write_back(std::uint32_t object_filter, bool drop) {
 }
 
 void RuntimeState::synchronize() {
+  const DeviceGuard on_device(config.device);
   const cudaError_t status = cudaDeviceSynchronize();
   raise_device_error();
   WARPVM_CUDA_TRY(status);
@@ -226,21 +236,28 @@ void RuntimeState::raise_device_error() {
   const std::uint64_t limit = record->limit;
   record->state = error_state_none;
   cudaMemset(error_claim_.get(), 0, sizeof(std::uint32_t));  // best effort: the context may be gone
+  const std::string name = object_id < slots_.size() && slots_[object_id].in_use
+                               ? "'" + slots_[object_id].name + "' (id " + std::to_string(object_id) + ")"
+                               : "object id " + std::to_string(object_id);
   std::ostringstream what;
-  if (kind == ErrorKind::index_out_of_range) {
-    const std::string name = object_id < slots_.size() && slots_[object_id].in_use ? slots_[object_id].name
-                                                                                    : "object#" + std::to_string(object_id);
-    what << "a kernel accessed index " << index << " of '" << name << "' (id " << object_id << "), which has "
-         << limit << " elements";
-  } else {
-    what << "for " << config.watchdog_seconds << " s a warp found no frame to evict among all " << limit
-         << " frames: the pages held by resident threads fill the cache. Use a larger cache, fewer resident "
-            "threads, or fewer pages held per thread (Runtime::check_launch states the bound)";
+  switch (kind) {
+    case ErrorKind::index_out_of_range:
+      what << "a kernel accessed index " << index << " of " << name << ", which has " << limit << " elements";
+      break;
+    case ErrorKind::invalid_argument:
+      what << "a kernel used a handle of " << name << " taken before its placement changed; call device() again "
+           << "after set_placement()";
+      break;
+    default:
+      what << "for " << config.watchdog_seconds << " s a warp found no frame to evict among all " << limit
+           << " frames: the pages held by resident threads fill the cache. Use a larger cache, fewer resident "
+              "threads, or fewer pages held per thread (Runtime::check_launch states the bound)";
   }
   throw_error(kind, what.str(), __FILE__, __LINE__);
 }
 
-Stats RuntimeState::stats() const {
+Stats RuntimeState::stats() {
+  synchronize();
   std::vector<std::uint64_t> shards(std::size_t{counter_shards} * counter_count);
   WARPVM_CUDA_TRY(cudaMemcpy(shards.data(), counters_.get(), shards.size() * sizeof(std::uint64_t),
                              cudaMemcpyDeviceToHost));
@@ -252,7 +269,7 @@ Stats RuntimeState::stats() const {
 }
 
 void RuntimeState::reset_stats() {
-  WARPVM_CUDA_TRY(cudaDeviceSynchronize());
+  synchronize();
   WARPVM_CUDA_TRY(cudaMemset(counters_.get(), 0, std::size_t{counter_shards} * counter_count * sizeof(std::uint64_t)));
 }
 
@@ -278,11 +295,7 @@ void ObjectHandle::reset() noexcept {
 CacheView ObjectHandle::cache_view() const { return state_->view(); }
 ObjectDescriptor ObjectHandle::descriptor() const { return state_->slot(id_).descriptor; }
 bool ObjectHandle::checked() const { return state_->config.checked; }
-std::byte* ObjectHandle::host_data() const {
-  const ObjectSlot& slot = state_->slot(id_);
-  return slot.owned_host ? slot.owned_host.get() : slot.registered_host != nullptr ? slot.registered_host
-                                                                                    : slot.descriptor.host;
-}
+std::byte* ObjectHandle::host_data() const { return state_->slot(id_).host; }
 const std::string& ObjectHandle::name() const { return state_->slot(id_).name; }
 void ObjectHandle::set_placement(Placement placement) { state_->set_placement(id_, placement); }
 
@@ -306,6 +319,7 @@ void Runtime::check_launch(const void* kernel, dim3 grid, dim3 block, std::size_
   const std::uint64_t threads_per_block = std::uint64_t{block.x} * block.y * block.z;
   const std::uint64_t blocks = std::uint64_t{grid.x} * grid.y * grid.z;
   int blocks_per_sm = 0;
+  const detail::DeviceGuard on_device(state_->config.device);
   WARPVM_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel,
                                                                 static_cast<int>(threads_per_block), shared_bytes));
   const std::uint64_t resident_blocks =
@@ -328,11 +342,14 @@ std::uint64_t Runtime::max_resident_threads() const {
 
 void Runtime::launch_raw(const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes, void** args) {
   check_launch(kernel, grid, block, shared_bytes);
-  WARPVM_CUDA_TRY(cudaLaunchKernel(kernel, grid, block, args, shared_bytes, state_->stream));
+  const detail::DeviceGuard on_device(state_->config.device);
+  WARPVM_CUDA_TRY(cudaLaunchKernel(kernel, grid, block, args, shared_bytes, state_->stream()));
 }
 
-void Runtime::flush() { state_->write_back(detail::RuntimeState::all_objects, /*drop=*/false); }
-void Runtime::drop_cached() { state_->write_back(detail::RuntimeState::all_objects, /*drop=*/true); }
+void Runtime::flush() { state_->write_back(detail::RuntimeState::all_objects, /*write_back=*/true, /*drop=*/false); }
+void Runtime::drop_cached() {
+  state_->write_back(detail::RuntimeState::all_objects, /*write_back=*/true, /*drop=*/true);
+}
 void Runtime::synchronize() { state_->synchronize(); }
 Stats Runtime::stats() const { return state_->stats(); }
 void Runtime::reset_stats() { state_->reset_stats(); }
@@ -341,7 +358,7 @@ std::uint32_t Runtime::frame_count() const { return state_->frames; }
 std::size_t Runtime::cache_bytes() const { return state_->config.cache_bytes; }
 std::size_t Runtime::page_bytes() const { return state_->config.page_bytes; }
 int Runtime::multiprocessor_count() const { return state_->multiprocessors; }
-cudaStream_t Runtime::stream() const { return state_->stream; }
+cudaStream_t Runtime::stream() const { return state_->stream(); }
 
 int device_count() noexcept {
   int n = 0;
@@ -357,8 +374,8 @@ int device_count() noexcept {
 namespace warpvm::detail {
 
 std::vector<std::uint64_t> frame_owners(const Runtime& runtime) {
-  const RuntimeState& state = *runtime.state_;
-  WARPVM_CUDA_TRY(cudaDeviceSynchronize());
+  RuntimeState& state = *runtime.state_;
+  state.synchronize();
   std::vector<std::uint64_t> owners(state.frames);
   WARPVM_CUDA_TRY(cudaMemcpy(owners.data(), state.view().table.owner, owners.size() * sizeof(std::uint64_t),
                              cudaMemcpyDeviceToHost));
@@ -366,9 +383,9 @@ std::vector<std::uint64_t> frame_owners(const Runtime& runtime) {
 }
 
 std::vector<std::uint32_t> page_states(const Runtime& runtime, std::uint32_t object_id) {
-  const RuntimeState& state = *runtime.state_;
+  RuntimeState& state = *runtime.state_;
   const ObjectDescriptor& object = state.slot(object_id).descriptor;
-  WARPVM_CUDA_TRY(cudaDeviceSynchronize());
+  state.synchronize();
   std::vector<std::uint32_t> words(state.view().geometry().pages_for(object.bytes));
   WARPVM_CUDA_TRY(cudaMemcpy(words.data(), object.page_state, words.size() * sizeof(std::uint32_t),
                              cudaMemcpyDeviceToHost));

@@ -1,5 +1,6 @@
 #pragma once
-// The Runtime's private state, shared by the Runtime and its objects.
+// The Runtime's private state, shared by the Runtime and its objects. Not thread-safe: a
+// Runtime and its objects are used from one host thread at a time.
 
 #include "cuda_buffers.hpp"
 
@@ -11,7 +12,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -21,8 +21,9 @@ namespace warpvm::detail {
 struct ObjectSlot {
   ObjectDescriptor descriptor{};
   std::string name;
+  std::byte* host = nullptr;        ///< the backing store as the host sees it
   pinned_ptr<std::byte> owned_host;  ///< set when the runtime allocated the backing store
-  std::byte* registered_host = nullptr;  ///< set when adopt() registered caller memory
+  registration registered;           ///< set when adopt() pinned caller memory itself
   device_ptr<std::uint32_t> page_state;
   device_ptr<std::uint32_t> page_frame;
   bool in_use = false;
@@ -39,22 +40,22 @@ class RuntimeState {
   void unregister_object(std::uint32_t id) noexcept;
   void set_placement(std::uint32_t id, Placement placement);
 
-  /// Writes back dirty frames of `object_filter` (all objects when all_objects) and, with drop,
-  /// empties those frames and marks the objects' pages absent.
-  void write_back(std::uint32_t object_filter, bool drop);
+  /// For the frames of `object_filter` (all objects when all_objects): with write_back, writes
+  /// the dirty ones back; with drop, empties them and marks the objects' pages absent.
+  void write_back(std::uint32_t object_filter, bool write_back, bool drop);
+  /// Waits for all device work, then raises the first device-side error, or a CUDA error.
   void synchronize();
-  /// Throws the first recorded device-side error, if any, and clears it.
-  void raise_device_error();
-  [[nodiscard]] Stats stats() const;
+  [[nodiscard]] Stats stats();
   void reset_stats();
 
   [[nodiscard]] const CacheView& view() const { return view_; }
   [[nodiscard]] const ObjectSlot& slot(std::uint32_t id) const { return slots_.at(id); }
 
+  [[nodiscard]] cudaStream_t stream() const { return stream_.get(); }
+
   Config config;
   int multiprocessors = 0;
   std::uint32_t frames = 0;
-  cudaStream_t stream = nullptr;
 
   static constexpr std::uint32_t all_objects = ~0u;
 
@@ -63,6 +64,7 @@ class RuntimeState {
   /// for all device work first: both are read by running kernels.
   void publish_descriptor(std::uint32_t id);
   void mark_pages_absent(std::uint32_t id);
+  void raise_device_error();
 
   device_ptr<std::byte> frame_data_;
   device_ptr<std::uint64_t> owner_;
@@ -75,12 +77,13 @@ class RuntimeState {
   device_ptr<std::uint32_t> error_claim_;
   device_ptr<std::uint32_t> never_evicts_;
   pinned_ptr<ErrorRecord> error_;
+  stream_ptr stream_;
   CacheView view_{};
   std::vector<ObjectSlot> slots_;
-  std::mutex mutex_;
 };
 
 /// Launches the write-back / drop kernel over all frames (maintenance.cu).
-void launch_write_back(const CacheView& view, std::uint32_t object_filter, bool drop, cudaStream_t stream);
+void launch_write_back(const CacheView& view, std::uint32_t object_filter, bool write_back, bool drop,
+                       cudaStream_t stream);
 
 }  // namespace warpvm::detail

@@ -39,6 +39,8 @@ TEST(Config, HoldsAndObjects) {
   expect_invalid(Config{.max_pages_held_per_thread = 0}, "max_pages_held_per_thread");
   expect_invalid(Config{.max_objects = 0}, "max_objects");
   expect_invalid(Config{.watchdog_seconds = 0}, "watchdog_seconds");
+  expect_invalid(Config{.watchdog_seconds = 1e300}, "watchdog_seconds");
+  expect_invalid(Config{.eviction = static_cast<EvictionPolicy>(7)}, "eviction");
 }
 
 TEST(Config, DescribeNamesTheChoices) {

@@ -7,6 +7,7 @@
 #include "warpvm/detail/core/inspect.hpp"
 
 #include <cstdlib>
+#include <limits>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -250,6 +251,55 @@ TEST_F(Api, BadArgumentsAreClearErrors) {
   alignas(16) static std::uint32_t buffer[64];
   EXPECT_THROW((void)rt.adopt(reinterpret_cast<std::uint32_t*>(reinterpret_cast<char*>(buffer) + 4), 8), Error);
   EXPECT_THROW(Runtime(Config{.cache_bytes = 1ull << 20, .device = 999}), Error);
+}
+
+/// Lanes of one warp hold the same page with different modes; only the odd lanes write.
+__global__ void mixed_modes_on_one_page(array<std::uint32_t> a) {
+  const unsigned lane = threadIdx.x % 32;
+  auto hold = a.hold(lane, lane % 2 == 1 ? access::read_write : access::read);
+  if (lane % 2 == 1) hold.data[lane] = 1000 + lane;
+  array<std::uint32_t>::release(hold);
+}
+
+TEST_F(Api, AnyWriterInAGroupMarksThePageDirty) {
+  Runtime rt(Config{.cache_bytes = 16ull << 20, .max_pages_held_per_thread = 1});
+  auto a = rt.alloc<std::uint32_t>(1024, Placement::migrate, "mixed");
+  std::fill(a.host().begin(), a.host().end(), 5u);
+  rt.launch(mixed_modes_on_one_page, dim3(1), dim3(32), 0, a.device());
+  rt.flush();
+  for (unsigned lane = 0; lane < 32; ++lane) EXPECT_EQ(a.host()[lane], lane % 2 == 1 ? 1000 + lane : 5u) << lane;
+}
+
+TEST_F(Api, StaleHandleAfterSetPlacementIsReportedInCheckedMode) {
+  Runtime rt(Config{.cache_bytes = 16ull << 20, .checked = true, .max_pages_held_per_thread = 1});
+  auto a = rt.alloc<std::uint32_t>(1u << 16, Placement::migrate, "moving");
+  fill_initial(a, 13);
+  const array<std::uint32_t> stale = a.device();
+  a.set_placement(Placement::remote);
+  rt.launch(rewrite_pages<std::uint32_t>, dim3(1), dim3(32), 0, stale);
+  try {
+    rt.synchronize();
+    FAIL() << "expected the stale handle to be reported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("'moving'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("set_placement"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Api, OverlappingAdoptionAndOverflowingSizesAreRefused) {
+  Runtime rt(Config{.cache_bytes = 1ull << 20});
+  std::vector<std::uint64_t> memory(4096);
+  auto first = rt.adopt(memory.data(), 2048, Placement::migrate, "first half");
+  try {
+    (void)rt.adopt(memory.data() + 1024, 2048, Placement::migrate, "overlapping");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("overlaps object 'first half'"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW((void)rt.adopt(memory.data() + 2048, 2048, Placement::migrate, "second half"));
+  EXPECT_THROW((void)rt.alloc<double>(std::numeric_limits<std::size_t>::max() / 4), Error);
 }
 
 /// Holds two pages per thread while the launch declared one: with one frame this cannot progress.

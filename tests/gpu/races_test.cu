@@ -151,5 +151,43 @@ TEST_F(Races, TwoPagesCollideInOneFrame) {
   EXPECT_EQ(stats.writebacks, rounds);  // rounds-1 by eviction, the last by flush
 }
 
+__global__ void touch_every_page(array<std::uint32_t> a, unsigned long long* sink) {
+  unsigned long long s = 0;
+  for (std::uint64_t i = 0; i < a.size(); i += a.elements_per_page()) s += a[i];
+  atomicAdd(sink, s);
+}
+
+__global__ void read_around_a_fault(array<std::uint32_t> a, array<std::uint32_t> c, std::uint32_t* out) {
+  const auto page = a.span(0);  // hold-free while nothing can be evicted
+  out[0] = page[0];
+  out[1] = c[0];  // a fault that needs a frame
+  out[2] = page[0];
+}
+
+TEST_F(Races, HoldFreeReadsSurviveAPartialDrop) {
+  // A and B fill all 8 frames and the hand has gone round; destroying B frees 4 frames and
+  // makes A + C fit, so A's pages are read without holds. C's fault must take a free frame,
+  // never A's (a reviewer's reproduction of an in-use eviction).
+  Runtime rt(Config{.cache_bytes = 8 * 4096, .max_pages_held_per_thread = 2});
+  auto a = rt.alloc<std::uint32_t>(4 * 1024, Placement::migrate, "A");
+  auto c = rt.alloc<std::uint32_t>(4 * 1024, Placement::migrate, "C");
+  std::fill(a.host().begin(), a.host().end(), 111u);
+  std::fill(c.host().begin(), c.host().end(), 333u);
+  DeviceVector<unsigned long long> sink(1);
+  {
+    auto b = rt.alloc<std::uint32_t>(4 * 1024, Placement::migrate, "B");
+    std::fill(b.host().begin(), b.host().end(), 222u);
+    rt.launch(touch_every_page, dim3(1), dim3(1), 0, a.device(), sink.get());
+    rt.launch(touch_every_page, dim3(1), dim3(1), 0, b.device(), sink.get());
+    rt.synchronize();
+  }
+  rt.reset_stats();
+  DeviceVector<std::uint32_t> out(3);
+  rt.launch(read_around_a_fault, dim3(1), dim3(1), 0, a.device(), c.device(), out.get());
+  rt.synchronize();
+  EXPECT_EQ(out.to_host(), (std::vector<std::uint32_t>{111u, 333u, 111u}));
+  EXPECT_EQ(rt.stats().evictions, 0u);
+}
+
 }  // namespace
 }  // namespace warpvm::testing

@@ -94,6 +94,34 @@ TEST(Victim, AllHeldMeansNotFoundWithinBudget) {
   EXPECT_FALSE(c.lock_held(0) || c.lock_held(1));  // a failed search leaves no frame locked
 }
 
+TEST(Victim, FreeOnlySearchNeverEvicts) {
+  // Frames 0-3 hold pages nobody holds, frame 4 is free, and the hand points at frame 0: an
+  // ordinary search evicts frame 0, a free-only search (nothing may be evicted) takes frame 4.
+  PageCacheModel c(5, EvictionPolicy::fifo);
+  c.add_object(16);
+  for (std::uint32_t p = 0; p < 4; ++p) touch(c, p);
+  c.set_hand(0);
+  const VictimSearch free_only = c.search_victim(64, /*free_only=*/true);
+  ASSERT_TRUE(free_only.found);
+  EXPECT_EQ(free_only.victim.frame, 4u);
+  EXPECT_FALSE(free_only.victim.evicts());
+  for (std::uint32_t p = 0; p < 4; ++p) EXPECT_TRUE(page_word::is_resident(c.page_word(0, p)));
+  c.table().unlock(4);
+  c.set_hand(0);
+  const VictimSearch ordinary = c.search_victim(64);
+  ASSERT_TRUE(ordinary.found);
+  EXPECT_EQ(ordinary.victim.frame, 0u);
+  EXPECT_TRUE(ordinary.victim.evicts());
+}
+
+TEST(Victim, FreeOnlySearchWithNoFreeFrameFindsNothing) {
+  PageCacheModel c(2, EvictionPolicy::clock);
+  c.add_object(4);
+  touch(c, 0);
+  touch(c, 1);
+  EXPECT_FALSE(c.search_victim(16, /*free_only=*/true).found);
+}
+
 TEST(Victim, DirtyVictimIsReported) {
   PageCacheModel c(1, EvictionPolicy::fifo);
   c.add_object(4);

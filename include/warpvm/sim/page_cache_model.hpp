@@ -54,9 +54,9 @@ class PageCacheModel {
   /// `overwrite`: the holder writes the whole page, so an absent page is not read first.
   std::uint32_t acquire(std::uint32_t object, std::uint64_t page, bool write, bool overwrite = false) {
     std::uint32_t& word = objects_[object].page_state[page];
-    const std::uint32_t before = detail::page_acquire(word, 1);
-    bool must_fill = detail::classify(before) == detail::AcquireOutcome::fetch && detail::page_try_begin_fetch(word);
-    const bool hit = detail::classify(before) == detail::AcquireOutcome::hit;
+    const detail::AcquireOutcome outcome = detail::classify(detail::page_acquire(word, 1));
+    bool must_fill = outcome == detail::AcquireOutcome::fetch && detail::page_try_begin_fetch(word);
+    const bool hit = outcome == detail::AcquireOutcome::hit;
     while (!must_fill && !hit) {
       const std::uint32_t now = detail::page_load(word);
       if (detail::page_word::is_resident(now)) break;
@@ -99,8 +99,8 @@ class PageCacheModel {
     return objects_[object].backing.data() + page * words_per_page_;
   }
   /// One bounded victim search over the model's frames (what a faulting warp runs).
-  detail::VictimSearch search_victim(std::uint32_t probe_budget) {
-    return detail::find_victim(table_, policy_, probe_budget,
+  detail::VictimSearch search_victim(std::uint32_t probe_budget, bool free_only = false) {
+    return detail::find_victim(table_, policy_, free_only, probe_budget,
                                [&](std::uint64_t k) -> std::uint32_t& { return word_of(k); });
   }
 

@@ -31,7 +31,7 @@ __device__ inline Victim claim_victim(const CacheView& cache) {
   std::uint64_t first_failure_ns = 0;
   for (;;) {
     const VictimSearch search =
-        find_victim(cache.table, cache.eviction, victim_probe_budget,
+        find_victim(cache.table, cache.eviction, *cache.never_evicts != 0u, victim_probe_budget,
                     [&](std::uint64_t key) -> std::uint32_t& { return page_word_of(cache, key); });
     if (search.found) return search.victim;
     const std::uint64_t now = global_timer_ns();
@@ -42,6 +42,24 @@ __device__ inline Victim claim_victim(const CacheView& cache) {
       __trap();
     }
     __nanosleep(backoff_max_ns);
+  }
+}
+
+/// Copies frame `frame`, which holds the page `key`, back to host memory; every lane in `mask`
+/// helps, and the lane that passes `counts` counts it. The system fence puts the bytes on their
+/// way to the host before anything published afterwards lets another warp re-read the page there.
+__device__ inline void write_back_page(const CacheView& cache, unsigned mask, bool counts, std::uint32_t frame,
+                                       std::uint64_t key) {
+  const ObjectDescriptor& owner = cache.objects[key_object(key)];
+  const PageGeometry geometry = cache.geometry();
+  const std::uint64_t page = key_page(key);
+  const std::uint64_t bytes = geometry.bytes_in_page(page, owner.bytes);
+  warp_copy(mask, owner.host + geometry.page_begin(page), cache.frame_data(frame), bytes);
+  __threadfence_system();
+  __syncwarp(mask);
+  if (counts) {
+    count_event(cache, Counter::writebacks, 1);
+    count_event(cache, Counter::bytes_out, bytes);
   }
 }
 
@@ -58,21 +76,10 @@ __device__ inline std::uint32_t fill_page(const CacheView& cache, unsigned mask,
   const PageGeometry geometry = cache.geometry();
 
   if (evicted_key != empty_page_key) {
-    const ObjectDescriptor& owner = cache.objects[key_object(evicted_key)];
-    const std::uint64_t evicted_page = key_page(evicted_key);
-    const std::uint64_t bytes = geometry.bytes_in_page(evicted_page, owner.bytes);
-    if (evicted_dirty) {
-      warp_copy(mask, owner.host + geometry.page_begin(evicted_page), cache.frame_data(frame), bytes);
-      __threadfence_system();  // the write-back reaches host memory before the page can be re-fetched
-    }
-    __syncwarp(mask);
+    if (evicted_dirty) write_back_page(cache, mask, is_driver, frame, evicted_key);
     if (is_driver) {
-      page_finish_evict(owner.page_state[evicted_page]);
-      count(cache, Counter::evictions, 1);
-      if (evicted_dirty) {
-        count(cache, Counter::writebacks, 1);
-        count(cache, Counter::bytes_out, bytes);
-      }
+      page_finish_evict(page_word_of(cache, evicted_key));
+      count_event(cache, Counter::evictions, 1);
     }
   }
 
@@ -89,8 +96,8 @@ __device__ inline std::uint32_t fill_page(const CacheView& cache, unsigned mask,
     object.page_frame[page] = frame;
     cache.table.unlock(frame);
     page_finish_fetch(object.page_state[page]);
-    count(cache, Counter::misses, 1);
-    count(cache, Counter::bytes_in, bytes);
+    count_event(cache, Counter::misses, 1);
+    count_event(cache, Counter::bytes_in, bytes);
   }
   return frame;
 }
@@ -179,12 +186,14 @@ __device__ inline std::uint32_t acquire_page(const CacheView& cache, const Objec
   const unsigned hit_leaders = __ballot_sync(mask, is_leader && hit);
   const unsigned wait_leaders = __ballot_sync(mask, is_leader && waited);
   if (lane_id() == static_cast<unsigned>(__ffs(mask) - 1)) {
-    if (hit_leaders != 0) count(cache, Counter::hits, __popc(hit_leaders));
-    if (wait_leaders != 0) count(cache, Counter::waits, __popc(wait_leaders));
+    if (hit_leaders != 0) count_event(cache, Counter::hits, __popc(hit_leaders));
+    if (wait_leaders != 0) count_event(cache, Counter::waits, __popc(wait_leaders));
   }
   frame = __shfl_sync(mask, frame, leader);
+  const unsigned writers = __ballot_sync(mask, intent != Intent::read);
+  __syncwarp(mask);  // orders every lane's frame accesses after the leader's acquire
   if (is_leader) {
-    if (intent != Intent::read) cache.table.set_dirty(frame, true);
+    if ((writers & peers) != 0) cache.table.set_dirty(frame, true);
     if (cache.eviction == EvictionPolicy::clock && !loaded) cache.table.set_referenced(frame, true);
   }
   return frame;

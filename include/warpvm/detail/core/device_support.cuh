@@ -36,7 +36,7 @@ __device__ __forceinline__ std::uint64_t global_timer_ns() {
 }
 
 /// Adds to a counter in this SM's shard (a fire-and-forget reduction).
-__device__ __forceinline__ void count(const CacheView& cache, Counter counter, std::uint64_t n) {
+__device__ __forceinline__ void count_event(const CacheView& cache, Counter counter, std::uint64_t n) {
   auto* slot = cache.counters + (sm_id() % counter_shards) * counter_count +
                static_cast<std::uint32_t>(counter);
   atomicAdd(reinterpret_cast<unsigned long long*>(slot), static_cast<unsigned long long>(n));

@@ -19,7 +19,7 @@ using owner_atomic = cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>;
 struct FrameTable {
   std::uint64_t* owner;       ///< page key held by each frame, or empty_page_key
   std::uint32_t* lock;        ///< 1 while a warp replaces the frame's page
-  std::uint32_t* referenced;  ///< CLOCK's second-chance bit, set on every acquisition
+  std::uint32_t* referenced;  ///< CLOCK's second-chance bit, set when a loaded page is used again
   std::uint32_t* dirty;       ///< set by writers; the evictor writes the page back
   std::uint64_t* hand;        ///< the clock hand / FIFO cursor (monotonic ticket)
   std::uint32_t count;        ///< number of frames

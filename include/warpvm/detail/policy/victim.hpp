@@ -35,13 +35,16 @@ inline constexpr std::uint32_t sweep_batch = 32;
 /// Probes at most `probe_budget` frames under the hand. A frame is taken when it is free, or
 /// when its page is resident and held by nobody (begin_evict succeeds). CLOCK first clears a
 /// set reference bit and moves on (second chance); FIFO ignores the bit.
-/// A searcher that meets a run of referenced frames (a hot cache) takes the hand's tickets
-/// `sweep_batch` at a time, so that one search clears a whole cache at load speed instead of
-/// one atomic round trip per frame; frames left in a batch after the victim keep their state
+/// `free_only`: while every migrate page fits in the frames, resident pages are read without
+/// holds, so none may be evicted; a free frame then always exists (resident pages plus pages
+/// being loaded never outnumber the frames) and only free frames are taken.
+/// A searcher that has met `sweep_batch` referenced frames (a hot cache) takes the hand's
+/// tickets that many at a time, so that one search clears a whole cache at load speed instead
+/// of one atomic round trip per frame; frames left in a batch after the victim keep their state
 /// until the hand comes round again.
 /// `page_word_of(key)` returns the page-state word of any page key.
 template <class PageWordOf>
-WARPVM_HD VictimSearch find_victim(const FrameTable& frames, EvictionPolicy policy,
+WARPVM_HD VictimSearch find_victim(const FrameTable& frames, EvictionPolicy policy, bool free_only,
                                    std::uint32_t probe_budget, PageWordOf&& page_word_of) {
   std::uint32_t batch = 1;
   std::uint32_t referenced_seen = 0;
@@ -49,6 +52,7 @@ WARPVM_HD VictimSearch find_victim(const FrameTable& frames, EvictionPolicy poli
     const std::uint64_t first = frames.advance_hand(batch);
     for (std::uint32_t i = 0; i < batch; ++i, ++probed) {
       const std::uint32_t f = frames.frame_at(first + i);
+      if (free_only && frames.owner_of(f) != empty_page_key) continue;
       if (policy == EvictionPolicy::clock && frames.is_referenced(f)) {
         frames.set_referenced(f, false);
         ++referenced_seen;
@@ -57,7 +61,7 @@ WARPVM_HD VictimSearch find_victim(const FrameTable& frames, EvictionPolicy poli
       if (!frames.try_lock(f)) continue;
       const std::uint64_t key = frames.owner_of(f);
       if (key == empty_page_key) return {{f, empty_page_key, false}, true};
-      if (page_try_begin_evict(page_word_of(key))) return {{f, key, frames.is_dirty(f)}, true};
+      if (!free_only && page_try_begin_evict(page_word_of(key))) return {{f, key, frames.is_dirty(f)}, true};
       frames.unlock(f);
     }
     if (referenced_seen >= sweep_batch) batch = sweep_batch;

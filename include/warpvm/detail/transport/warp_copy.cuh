@@ -43,7 +43,9 @@ __device__ inline void warp_copy(unsigned mask, std::byte* dst, const std::byte*
       if (v < vectors) __stcg(to + v, staged[k]);
     }
   }
-  for (std::uint64_t b = vectors * sizeof(uint4) + rank; b < bytes; b += lanes) dst[b] = src[b];
+  const auto* from_bytes = reinterpret_cast<const unsigned char*>(src);
+  auto* to_bytes = reinterpret_cast<unsigned char*>(dst);
+  for (std::uint64_t b = vectors * sizeof(uint4) + rank; b < bytes; b += lanes) __stcg(to_bytes + b, __ldcg(from_bytes + b));
 }
 
 }  // namespace warpvm::detail
