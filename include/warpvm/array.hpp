@@ -140,7 +140,7 @@ class array {
     h.data = reinterpret_cast<T*>(cache_.frame_data(frame));
     h.frame = frame;
     if (held) {
-      h.word = object_.page_state + page;
+      h.word = &object_.pages[page].state;
       h.key = detail::make_page_key(object_.id, page);
     }
     return h;
@@ -199,7 +199,7 @@ class array {
     const std::uint32_t frame = pin(page, write ? detail::Intent::write : detail::Intent::read, held);
     T* slot = reinterpret_cast<T*>(cache_.frame_data(frame)) + (i & (elements_per_page() - 1));
     const Result result = op(slot);
-    if (held) detail::release_page(object_.page_state + page, detail::make_page_key(object_.id, page));
+    if (held) detail::release_page(&object_.pages[page].state, detail::make_page_key(object_.id, page));
     return result;
   }
   /// The frame of a migrate page: without a hold when nothing can be evicted, else acquired

@@ -156,10 +156,8 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
   void* host_on_device = nullptr;
   WARPVM_CUDA_TRY(cudaHostGetDevicePointer(&host_on_device, slot.host, 0));
 
-  slot.page_state = make_device_zeroed<std::uint32_t>(pages, ("page states of '" + slot.name + "'").c_str());
-  slot.page_frame = make_device_zeroed<std::uint32_t>(pages, ("page frames of '" + slot.name + "'").c_str());
-  slot.descriptor = ObjectDescriptor{static_cast<std::byte*>(host_on_device), bytes, slot.page_state.get(),
-                                     slot.page_frame.get(), id, placement};
+  slot.pages = make_device_zeroed<PageEntry>(pages, ("the page table of '" + slot.name + "'").c_str());
+  slot.descriptor = ObjectDescriptor{static_cast<std::byte*>(host_on_device), bytes, slot.pages.get(), id, placement};
   slot.in_use = true;
   *free_slot = std::move(slot);
   try {
@@ -186,7 +184,7 @@ void RuntimeState::publish_descriptor(std::uint32_t id) {
 void RuntimeState::mark_pages_absent(std::uint32_t id) {
   const ObjectSlot& slot = slots_[id];
   const std::uint64_t pages = view_.geometry().pages_for(slot.descriptor.bytes);
-  WARPVM_CUDA_TRY(cudaMemsetAsync(slot.descriptor.page_state, 0, pages * sizeof(std::uint32_t), stream()));
+  WARPVM_CUDA_TRY(cudaMemsetAsync(slot.descriptor.pages, 0, pages * sizeof(PageEntry), stream()));
 }
 
 void RuntimeState::unregister_object(std::uint32_t id) noexcept {
@@ -386,9 +384,12 @@ std::vector<std::uint32_t> page_states(const Runtime& runtime, std::uint32_t obj
   RuntimeState& state = *runtime.state_;
   const ObjectDescriptor& object = state.slot(object_id).descriptor;
   state.synchronize();
-  std::vector<std::uint32_t> words(state.view().geometry().pages_for(object.bytes));
-  WARPVM_CUDA_TRY(cudaMemcpy(words.data(), object.page_state, words.size() * sizeof(std::uint32_t),
+  std::vector<PageEntry> entries(state.view().geometry().pages_for(object.bytes));
+  WARPVM_CUDA_TRY(cudaMemcpy(entries.data(), object.pages, entries.size() * sizeof(PageEntry),
                              cudaMemcpyDeviceToHost));
+  std::vector<std::uint32_t> words;
+  words.reserve(entries.size());
+  for (const PageEntry& entry : entries) words.push_back(entry.state);
   return words;
 }
 

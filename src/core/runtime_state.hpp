@@ -24,8 +24,7 @@ struct ObjectSlot {
   std::byte* host = nullptr;        ///< the backing store as the host sees it
   pinned_ptr<std::byte> owned_host;  ///< set when the runtime allocated the backing store
   registration registered;           ///< set when adopt() pinned caller memory itself
-  device_ptr<std::uint32_t> page_state;
-  device_ptr<std::uint32_t> page_frame;
+  device_ptr<PageEntry> pages;
   bool in_use = false;
 };
 

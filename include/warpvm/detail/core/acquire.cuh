@@ -21,7 +21,7 @@ inline constexpr unsigned backoff_max_ns = 256;
 inline constexpr std::uint32_t victim_probe_budget = 1024;
 
 __device__ __forceinline__ std::uint32_t& page_word_of(const CacheView& cache, std::uint64_t key) {
-  return cache.objects[key_object(key)].page_state[key_page(key)];
+  return cache.objects[key_object(key)].pages[key_page(key)].state;
 }
 
 /// Takes a frame for a new page (one lane). Searches until a frame is free or evictable; if
@@ -93,9 +93,9 @@ __device__ inline std::uint32_t fill_page(const CacheView& cache, unsigned mask,
     cache.table.set_dirty(frame, false);
     cache.table.set_owner(frame, key);
     cache.table.set_referenced(frame, false);  // a page earns its second chance by being used again
-    object.page_frame[page] = frame;
+    object.pages[page].frame = frame;
     cache.table.unlock(frame);
-    page_finish_fetch(object.page_state[page]);
+    page_finish_fetch(object.pages[page].state);
     count_event(cache, Counter::misses, 1);
     count_event(cache, Counter::bytes_in, bytes);
   }
@@ -103,7 +103,7 @@ __device__ inline std::uint32_t fill_page(const CacheView& cache, unsigned mask,
 }
 
 __device__ __forceinline__ std::uint32_t resident_frame(const ObjectDescriptor& object, std::uint64_t page) {
-  return cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(object.page_frame[page])
+  return cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(object.pages[page].frame)
       .load(cuda::std::memory_order_relaxed);
 }
 
@@ -112,13 +112,21 @@ __device__ __forceinline__ std::uint32_t resident_frame(const ObjectDescriptor& 
 enum class Intent : std::uint8_t { read, write, overwrite };
 
 /// When no page can be evicted (every migrate object fits in the cache), a resident page needs
-/// no holder count: its frame cannot change before the kernel ends. Reads bypass L1, where a
-/// line loaded before the page became resident could be stale. False: take the slow path.
+/// no holder count: its frame cannot change before the kernel ends. The page's entry is read
+/// whole (state and frame together) through L1 first: a line cached before the page became
+/// resident can only say "absent", never a wrong frame, and then L2 is asked. False: take the
+/// slow path.
 __device__ __forceinline__ bool find_resident_unheld(const CacheView& cache, const ObjectDescriptor& object,
                                                      std::uint64_t page, std::uint32_t& frame) {
   if (*cache.never_evicts == 0u) return false;
-  if (!page_word::is_resident(__ldcg(object.page_state + page))) return false;
-  frame = __ldcg(object.page_frame + page);
+  const PageEntry* entry = object.pages + page;
+  PageEntry seen = *entry;
+  if (!page_word::is_resident(seen.state)) {
+    const unsigned long long fresh = __ldcg(reinterpret_cast<const unsigned long long*>(entry));
+    seen = PageEntry{static_cast<std::uint32_t>(fresh), static_cast<std::uint32_t>(fresh >> 32)};
+    if (!page_word::is_resident(seen.state)) return false;
+  }
+  frame = seen.frame;
   return true;
 }
 
@@ -135,7 +143,7 @@ __device__ inline std::uint32_t acquire_page(const CacheView& cache, const Objec
   const bool is_leader = lane_id() == leader;
   const unsigned overwriters = __ballot_sync(mask, intent == Intent::overwrite);
   const bool group_overwrites = (overwriters & peers) == peers;
-  std::uint32_t& word = object.page_state[page];
+  std::uint32_t& word = object.pages[page].state;
 
   Step step = Step::ready;
   bool hit = false;

@@ -7,6 +7,7 @@
 #include "warpvm/config.hpp"
 #include "warpvm/detail/core/frame_table.hpp"
 #include "warpvm/detail/core/geometry.hpp"
+#include "warpvm/detail/core/page_table.hpp"
 #include "warpvm/detail/host_device.hpp"
 
 #include <cstddef>
@@ -18,8 +19,7 @@ namespace warpvm::detail {
 struct ObjectDescriptor {
   std::byte* host;            ///< device-accessible pointer to the pinned backing store
   std::uint64_t bytes;        ///< object size
-  std::uint32_t* page_state;  ///< page-state word per page (page_table.hpp)
-  std::uint32_t* page_frame;  ///< frame of each page, meaningful while VALID
+  PageEntry* pages;           ///< state and frame of each page (page_table.hpp)
   std::uint32_t id;
   Placement placement;
 };

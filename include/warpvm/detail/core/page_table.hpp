@@ -23,6 +23,14 @@
 
 namespace warpvm::detail {
 
+/// One page: its state word and, while VALID, its frame. Eight aligned bytes, so that one load
+/// reads a consistent pair (the hold-free hit path relies on it).
+struct alignas(8) PageEntry {
+  std::uint32_t state;
+  std::uint32_t frame;
+};
+static_assert(sizeof(PageEntry) == 8);
+
 namespace page_word {
 inline constexpr std::uint32_t valid = 1u << 31;
 inline constexpr std::uint32_t busy = 1u << 30;
