@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 from typing import Any
@@ -138,3 +139,12 @@ def write_script(path: Path, body: str) -> Path:
 def records_file(tmp_path: Path) -> Path:
     """sample_records() in a JSON Lines file."""
     return write_jsonl(tmp_path / "results.jsonl", sample_records())
+
+
+@pytest.fixture
+def fake_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A directory put first on PATH, for fake nvidia-smi and git."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return bin_dir

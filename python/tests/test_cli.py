@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -72,15 +71,6 @@ def cli(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
     return CliRunner(env={"COLUMNS": "200"})
 
 
-@pytest.fixture
-def fake_bin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A directory first on PATH, for a fake nvidia-smi."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return bin_dir
-
-
 def fake_gpu(bin_dir: Path, present: bool) -> None:
     """An nvidia-smi that lists one H200, or that finds no device."""
     body = 'case "$1" in -L) echo "GPU 0: NVIDIA H200 (UUID: GPU-0)";; *) echo 580.159.04;; esac\n'
@@ -121,8 +111,8 @@ def table_rows(output: str) -> list[list[str]]:
     return rows
 
 
-def test_quick_without_gpu_runs_the_simulator(cli: CliRunner, fake_bin: Path, tmp_path: Path) -> None:
-    fake_gpu(fake_bin, present=False)
+def test_quick_without_gpu_runs_the_simulator(cli: CliRunner, fake_path: Path, tmp_path: Path) -> None:
+    fake_gpu(fake_path, present=False)
     build = tmp_path / "build"
     fake_bench(build)
     fake_sim(build)
@@ -149,9 +139,9 @@ def test_quick_without_gpu_runs_the_simulator(cli: CliRunner, fake_bin: Path, tm
 
 
 def test_quick_falls_back_when_the_benchmark_sees_no_gpu(
-    cli: CliRunner, fake_bin: Path, tmp_path: Path
+    cli: CliRunner, fake_path: Path, tmp_path: Path
 ) -> None:
-    fake_gpu(fake_bin, present=True)
+    fake_gpu(fake_path, present=True)
     build = tmp_path / "build"
     fake_bench(build, exit_code=3)
     fake_sim(build)
@@ -168,8 +158,8 @@ def test_quick_falls_back_when_the_benchmark_sees_no_gpu(
     ]
 
 
-def test_quick_on_a_gpu_shows_the_benchmark_table(cli: CliRunner, fake_bin: Path, tmp_path: Path) -> None:
-    fake_gpu(fake_bin, present=True)
+def test_quick_on_a_gpu_shows_the_benchmark_table(cli: CliRunner, fake_path: Path, tmp_path: Path) -> None:
+    fake_gpu(fake_path, present=True)
     build = tmp_path / "build"
     fake_bench(build)
     out = tmp_path / "bench.jsonl"
@@ -195,8 +185,8 @@ def test_quick_on_a_gpu_shows_the_benchmark_table(cli: CliRunner, fake_bin: Path
     assert len(out.read_text().splitlines()) == 4
 
 
-def test_bench_run_passes_options_through(cli: CliRunner, fake_bin: Path, tmp_path: Path) -> None:
-    fake_gpu(fake_bin, present=True)
+def test_bench_run_passes_options_through(cli: CliRunner, fake_path: Path, tmp_path: Path) -> None:
+    fake_gpu(fake_path, present=True)
     build = tmp_path / "build"
     fake_bench(build)
     out = tmp_path / "run.jsonl"
@@ -235,8 +225,8 @@ def test_bench_run_rejects_unknown_modes(cli: CliRunner, tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(("gpu", "missing"), [(True, "bench/warpvm-bench"), (False, "src/sim/warpvm-sim")])
-def test_missing_binary(cli: CliRunner, fake_bin: Path, tmp_path: Path, gpu: bool, missing: str) -> None:
-    fake_gpu(fake_bin, present=gpu)
+def test_missing_binary(cli: CliRunner, fake_path: Path, tmp_path: Path, gpu: bool, missing: str) -> None:
+    fake_gpu(fake_path, present=gpu)
     build = tmp_path / "empty-build"
     result = cli.invoke(
         app, ["bench", "quick", "--build-dir", str(build), "--out", str(tmp_path / "r.jsonl")]

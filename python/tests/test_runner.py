@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -11,15 +10,6 @@ from conftest import record, write_script
 
 from warpvm import runner
 from warpvm.results import Record, ResultsError
-
-
-@pytest.fixture
-def fake_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A directory put first on PATH, for fake nvidia-smi and git."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    return bin_dir
 
 
 def test_check_size() -> None:

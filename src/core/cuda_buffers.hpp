@@ -53,19 +53,20 @@ class DeviceGuard {
   bool switched_ = false;
 };
 
+/// Throws Error(kind, "<what> failed: <CUDA's reason>") when `status` is an error, clearing it.
+inline void expect_success(cudaError_t status, ErrorKind kind, const std::string& what) {
+  if (status == cudaSuccess) return;
+  cudaGetLastError();
+  throw_error(kind, what + " failed: " + cudaGetErrorString(status), __FILE__, __LINE__);
+}
+
 /// cudaMalloc of `count` T, zero-filled. `what` names the buffer in the error message.
 template <class T>
 device_ptr<T> make_device_zeroed(std::size_t count, const char* what) {
   void* p = nullptr;
   const std::size_t bytes = count * sizeof(T);
-  const cudaError_t status = cudaMalloc(&p, bytes);
-  if (status != cudaSuccess) {
-    cudaGetLastError();
-    throw_error(ErrorKind::out_of_memory,
-                std::string("cudaMalloc of ") + std::to_string(bytes) + " B for " + what + " failed: " +
-                    cudaGetErrorString(status),
-                __FILE__, __LINE__);
-  }
+  expect_success(cudaMalloc(&p, bytes), ErrorKind::out_of_memory,
+                 "cudaMalloc of " + std::to_string(bytes) + " B for " + what);
   device_ptr<T> owned(static_cast<T*>(p));
   WARPVM_CUDA_TRY(cudaMemset(p, 0, bytes));
   return owned;

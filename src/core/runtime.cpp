@@ -129,26 +129,14 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
 
   if (adopted == nullptr) {
     void* p = nullptr;
-    const cudaError_t status = cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable);
-    if (status != cudaSuccess) {
-      cudaGetLastError();
-      throw_error(ErrorKind::out_of_memory,
-                  "pinned host allocation of " + mib(bytes) + " for '" + slot.name + "' failed: " +
-                      cudaGetErrorString(status),
-                  __FILE__, __LINE__);
-    }
+    expect_success(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable), ErrorKind::out_of_memory,
+                   "pinned host allocation of " + mib(bytes) + " for '" + slot.name + "'");
     slot.owned_host.reset(static_cast<std::byte*>(p));
     slot.host = slot.owned_host.get();
   } else {
     if (!is_pinned(adopted)) {  // memory the caller pinned already is used as it is
-      const cudaError_t status = cudaHostRegister(adopted, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable);
-      if (status != cudaSuccess) {
-        cudaGetLastError();
-        throw_error(ErrorKind::cuda,
-                    "cudaHostRegister of " + mib(bytes) + " for '" + slot.name + "' failed: " +
-                        cudaGetErrorString(status),
-                    __FILE__, __LINE__);
-      }
+      expect_success(cudaHostRegister(adopted, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
+                     ErrorKind::cuda, "cudaHostRegister of " + mib(bytes) + " for '" + slot.name + "'");
       slot.registered.reset(adopted);
     }
     slot.host = adopted;
