@@ -124,7 +124,7 @@ def test_quick_without_gpu_runs_the_simulator(cli: CliRunner, fake_path: Path, t
     args = (build / "src" / "sim" / "args").read_text().split()
     expected = (
         "--workloads stream,vadd,random_page,hotset --bytes 1GiB "
-        "--cache-fractions 1,0.5,0.25,0.125 --eviction clock"
+        "--cache-fractions 1,0.5,0.25,0.125 --eviction clock --model warpvm"
     )
     assert args == [*expected.split(), "--out", "-"]
     assert "cpu-simulator: simulated (counts, no timings)" in result.output
@@ -246,6 +246,16 @@ def test_build_dir_from_environment(cli: CliRunner, tmp_path: Path, monkeypatch:
     assert args[:4] == ["--workloads", "stream", "--bytes", "64MiB"] and "fifo" in args
     assert "records appended" not in result.output  # no --out: nothing written
     assert table_rows(result.output)[0][4] == "262,144"
+
+
+def test_sim_model_is_passed_through(cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    build = tmp_path / "build"
+    fake_sim(build)
+    monkeypatch.setenv("WARPVM_BUILD_DIR", str(build))
+    result = cli.invoke(app, ["sim", "--model", "uvm"])
+    assert result.exit_code == 0, result.output
+    args = (build / "src" / "sim" / "args").read_text().split()
+    assert args[args.index("--model") + 1] == "uvm"
 
 
 def test_report_writes_summary_and_plots(cli: CliRunner, records_file: Path, tmp_path: Path) -> None:

@@ -62,6 +62,7 @@ def test_sim_arguments() -> None:
         *("--bytes", "1GiB"),
         *("--cache-fractions", "1,0.5,0.25,0.125"),
         *("--eviction", "clock"),
+        *("--model", "warpvm"),
         *("--out", "-"),
     ]
 

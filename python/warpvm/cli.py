@@ -49,6 +49,13 @@ class Eviction(str, Enum):
     fifo = "fifo"
 
 
+class Model(str, Enum):
+    """Fault paths the simulator can replay."""
+
+    warpvm = "warpvm"
+    uvm = "uvm"
+
+
 BuildDir = Annotated[
     Path | None,
     typer.Option(
@@ -263,6 +270,10 @@ def sim(
     size: Size = "1GiB",
     cache_fractions: Fractions = "1,0.5,0.25,0.125",
     eviction: EvictionOption = Eviction.clock,
+    model: Annotated[
+        Model,
+        typer.Option(help="warpvm's device cache, or UVM's batched fault path as the driver states it."),
+    ] = Model.warpvm,
     out: SimOut = None,
     build_dir: BuildDir = None,
 ) -> None:
@@ -272,6 +283,7 @@ def sim(
         size=_size(size),
         cache_fractions=_fractions(cache_fractions),
         eviction=eviction.value,
+        model=model.value,
     )
     _sim(_console(), build_dir, settings, out)
 

@@ -98,6 +98,7 @@ class SimSettings:
     size: str = "1GiB"
     cache_fractions: tuple[float, ...] = (1.0, 0.5, 0.25, 0.125)
     eviction: str = "clock"
+    model: str = "warpvm"
 
     def args(self) -> list[str]:
         """Command-line arguments; records go to stdout."""
@@ -106,6 +107,7 @@ class SimSettings:
             *("--bytes", self.size),
             *("--cache-fractions", ",".join(f"{f:g}" for f in self.cache_fractions)),
             *("--eviction", self.eviction),
+            *("--model", self.model),
             *("--out", "-"),
         ]
 

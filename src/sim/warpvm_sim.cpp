@@ -1,10 +1,13 @@
-// warpvm-sim: replays the benchmark access patterns through the device cache's own policy code
-// (page table, CLOCK/FIFO victim search) on the CPU, at any cache size, and reports faults,
-// evictions, write-backs and bytes moved as JSON Lines. No GPU needed; no timings.
+// warpvm-sim: replays the benchmark access patterns on the CPU, at any cache size, through
+// warpvm's own device-cache policy code (page table, CLOCK/FIFO victim search) or through UVM's
+// policy as the open driver states it (--model uvm: 256-fault batches, duplicates dropped,
+// per-2 MB-block tree prefetch, chunk eviction by last migration), and reports faults,
+// batches, evictions and bytes moved as JSON Lines. No GPU needed; no timings.
 
 #include "cli_args.hpp"
 #include "warpvm/sim/page_cache_model.hpp"
 #include "warpvm/sim/patterns.hpp"
+#include "warpvm/sim/uvm_model.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -20,6 +23,8 @@ namespace {
 using warpvm::EvictionPolicy;
 using warpvm::sim::ModelCounts;
 using warpvm::sim::PageCacheModel;
+using warpvm::sim::UvmBatch;
+using warpvm::sim::UvmModel;
 
 struct Options {
   std::vector<std::string> workloads{"stream", "vadd", "random_page", "hotset"};
@@ -28,12 +33,16 @@ struct Options {
   std::uint64_t page_bytes = 4096;
   EvictionPolicy eviction = EvictionPolicy::clock;
   std::string commit = "unknown";
+  std::string model = "warpvm";
 };
+
+constexpr std::uint64_t uvm_chunk_bytes = 2u << 20;
 
 [[noreturn]] void usage(const std::string& message) {
   std::fprintf(stderr,
                "%s\nusage: warpvm-sim [--workloads stream,vadd,random_page,hotset] [--bytes 1GiB] "
-               "[--cache-fractions 1,0.5,0.25,0.125] [--eviction clock|fifo] [--page-bytes 4096] [--commit SHA]\n"
+               "[--cache-fractions 1,0.5,0.25,0.125] [--model warpvm|uvm] [--eviction clock|fifo] [--page-bytes 4096] "
+               "[--commit SHA]\n"
                "Prints one JSON Lines record per workload and cache size on stdout.\n",
                message.c_str());
   std::exit(2);
@@ -54,6 +63,7 @@ Options parse(int argc, char** argv) {
     else if (flag == "--page-bytes") o.page_bytes = warpvm::tools::parse_bytes(value);
     else if (flag == "--eviction") o.eviction = value == "fifo" ? EvictionPolicy::fifo : EvictionPolicy::clock;
     else if (flag == "--commit") o.commit = value;
+    else if (flag == "--model") o.model = value;
     else if (flag != "--out") usage("unknown option " + flag);  // --out - is accepted: output is stdout
   }
   return o;
@@ -64,36 +74,64 @@ struct Replay {
   std::uint64_t useful_bytes;
 };
 
-/// Replays `workload` over a dataset of `pages` pages into `model`.
-Replay replay(const std::string& workload, PageCacheModel& model, std::uint64_t pages, std::uint64_t page_bytes) {
-  auto touch = [&](std::uint32_t object, std::uint64_t page, bool write, bool overwrite) {
+/// warpvm's device cache: each touch acquires and releases the page.
+struct WarpvmSink {
+  PageCacheModel& model;
+  std::uint32_t add_object(std::uint64_t pages) { return model.add_object(pages); }
+  void touch(std::uint32_t object, std::uint64_t page, bool write, bool overwrite) {
     model.acquire(object, page, write, overwrite);
     model.release(object, page);
+  }
+  void end_kernel(bool outputs_to_host) {
+    if (outputs_to_host) model.flush();
+  }
+};
+
+/// UVM's fault path: each touch of a non-resident page is a fault entry. Objects are 2^40-page
+/// aligned in one address space, so no 2 MB block spans two objects. UVM cannot know that a
+/// page will be overwritten, and its outputs stay on the GPU.
+struct UvmSink {
+  UvmModel& model;
+  std::uint32_t objects = 0;
+  std::uint32_t add_object(std::uint64_t) { return objects++; }
+  void touch(std::uint32_t object, std::uint64_t page, bool, bool) {
+    model.access(warpvm::detail::make_page_key(object, page));
+  }
+  void end_kernel(bool) { model.drain(); }
+};
+
+/// Replays `workload` over a dataset of `pages` pages into `sink`.
+template <class Sink>
+Replay replay(const std::string& workload, Sink& sink, std::uint64_t pages, std::uint64_t page_bytes) {
+  auto touch = [&](std::uint32_t object, std::uint64_t page, bool write, bool overwrite) {
+    sink.touch(object, page, write, overwrite);
   };
   if (workload == "stream") {
-    const auto a = model.add_object(pages);
+    const auto a = sink.add_object(pages);
     for (std::uint64_t p = 0; p < pages; ++p) touch(a, p, false, false);
+    sink.end_kernel(false);
     return {pages * page_bytes};
   }
   if (workload == "vadd") {  // C = A + B; A, B and C together make the dataset
     const std::uint64_t each = pages / 3;
-    const auto a = model.add_object(each), b = model.add_object(each), c = model.add_object(each);
+    const auto a = sink.add_object(each), b = sink.add_object(each), c = sink.add_object(each);
     for (std::uint64_t p = 0; p < each; ++p) {
       touch(a, p, false, false);
       touch(b, p, false, false);
       touch(c, p, true, true);
     }
-    model.flush();  // C ends on the host
+    sink.end_kernel(true);  // C ends on the host (warpvm)
     return {3 * each * page_bytes};
   }
   if (workload == "random_page") {
-    const auto a = model.add_object(pages);
+    const auto a = sink.add_object(pages);
     const std::uint64_t touches = std::min<std::uint64_t>(pages / 2, 2u << 20);
     for (std::uint64_t k = 0; k < touches; ++k) touch(a, warpvm::sim::touched_page(k, pages), false, false);
+    sink.end_kernel(false);
     return {touches * page_bytes};
   }
   if (workload == "hotset") {  // 80% of touches on 10% of the pages: where CLOCK beats FIFO
-    const auto a = model.add_object(pages);
+    const auto a = sink.add_object(pages);
     const std::uint64_t touches = 4 * pages, hot = std::max<std::uint64_t>(1, pages / 10);
     std::uint64_t x = 88172645463325252ull;
     for (std::uint64_t k = 0; k < touches; ++k) {
@@ -102,6 +140,7 @@ Replay replay(const std::string& workload, PageCacheModel& model, std::uint64_t 
       x ^= x << 17;
       touch(a, (x % 10 < 8) ? (x >> 8) % hot : (x >> 8) % pages, false, false);
     }
+    sink.end_kernel(false);
     return {touches * page_bytes};
   }
   usage("unknown workload " + workload);
@@ -118,24 +157,49 @@ int main(int argc, char** argv) {
   }
   const std::uint64_t pages = o.dataset_bytes / o.page_bytes;
   if (pages < 3) usage("--bytes must cover at least three pages");
+  if (o.model != "warpvm" && o.model != "uvm") usage("--model must be warpvm or uvm");
+  if (o.model == "uvm" && o.page_bytes != 4096) usage("--model uvm works in the driver's 4 KB pages");
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  const std::string header = "{\"suite\":\"sim\",\"device\":\"cpu-simulator\",\"driver\":\"-\",\"commit\":\"" +
+                             o.commit + "\",\"date\":\"" + date + "\",\"simulated\":true,\"verified\":false," +
+                             "\"seconds\":null,\"useful_gbps\":null,\"page_bytes\":" + std::to_string(o.page_bytes);
   for (const auto& workload : o.workloads) {
     for (double fraction : o.cache_fractions) {
-      const auto frames = static_cast<std::uint32_t>(std::max<double>(1, pages * fraction));
-      PageCacheModel model(frames, o.eviction);
-      const Replay r = replay(workload, model, pages, o.page_bytes);
-      const ModelCounts n = model.counts();
-      std::cout << "{\"suite\":\"sim\",\"workload\":\"" << workload << "\",\"mode\":\"warpvm_sim\",\"policy\":\""
-                << warpvm::to_string(o.eviction) << "\",\"cache_fraction\":" << fraction
-                << ",\"dataset_bytes\":" << pages * o.page_bytes << ",\"useful_bytes\":" << r.useful_bytes
-                << ",\"seconds\":null,\"useful_gbps\":null,\"faults\":" << n.misses
-                << ",\"bytes_moved\":" << (n.loads + n.writebacks) * o.page_bytes << ",\"evictions\":" << n.evictions
-                << ",\"writebacks\":" << n.writebacks << ",\"hits\":" << n.hits << ",\"cache_bytes\":"
-                << std::uint64_t{frames} * o.page_bytes << ",\"page_bytes\":" << o.page_bytes
-                << ",\"simulated\":true,\"verified\":false,\"device\":\"cpu-simulator\",\"driver\":\"-\",\"commit\":\""
-                << o.commit << "\",\"date\":\"" << date << "\"}" << std::endl;
+      const std::uint64_t cache_bytes = static_cast<std::uint64_t>(std::max<double>(1, pages * fraction)) * o.page_bytes;
+      std::cout << header << ",\"workload\":\"" << workload << "\",\"cache_fraction\":" << fraction
+                << ",\"dataset_bytes\":" << pages * o.page_bytes;
+      if (o.model == "uvm") {
+        UvmModel model(cache_bytes / uvm_chunk_bytes);
+        UvmSink sink{model};
+        const Replay r = replay(workload, sink, pages, o.page_bytes);
+        std::uint64_t faults = 0, unique = 0, faulted = 0, prefetched = 0, chunks = 0, evicted = 0;
+        for (const UvmBatch& b : model.batches()) {
+          faults += b.faults;
+          unique += b.unique_faults;
+          faulted += b.pages_faulted;
+          prefetched += b.pages_prefetched;
+          chunks += b.chunks_evicted;
+          evicted += b.pages_evicted;
+        }
+        std::cout << ",\"mode\":\"uvm_sim\",\"policy\":\"uvm\",\"useful_bytes\":" << r.useful_bytes
+                  << ",\"faults\":" << faults << ",\"unique_faults\":" << unique << ",\"batches\":"
+                  << model.batches().size() << ",\"pages_faulted\":" << faulted << ",\"pages_prefetched\":"
+                  << prefetched << ",\"chunks_evicted\":" << chunks << ",\"evictions\":" << evicted
+                  << ",\"hits\":" << model.hits() << ",\"bytes_moved\":" << (faulted + prefetched + evicted) * o.page_bytes
+                  << ",\"cache_bytes\":" << cache_bytes / uvm_chunk_bytes * uvm_chunk_bytes << "}" << std::endl;
+      } else {
+        PageCacheModel model(static_cast<std::uint32_t>(cache_bytes / o.page_bytes), o.eviction);
+        WarpvmSink sink{model};
+        const Replay r = replay(workload, sink, pages, o.page_bytes);
+        const ModelCounts n = model.counts();
+        std::cout << ",\"mode\":\"warpvm_sim\",\"policy\":\"" << warpvm::to_string(o.eviction)
+                  << "\",\"useful_bytes\":" << r.useful_bytes << ",\"faults\":" << n.misses
+                  << ",\"bytes_moved\":" << (n.loads + n.writebacks) * o.page_bytes << ",\"evictions\":" << n.evictions
+                  << ",\"writebacks\":" << n.writebacks << ",\"hits\":" << n.hits << ",\"cache_bytes\":" << cache_bytes
+                  << "}" << std::endl;
+      }
     }
   }
   return 0;
