@@ -19,7 +19,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from warpvm import __version__, plots, runner
+from warpvm import __version__, plots, runner, trace
 from warpvm.results import (
     Record,
     ResultsError,
@@ -319,5 +319,32 @@ def report(
     except ResultsError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(1) from None
+    for path in written:
+        typer.echo(f"wrote {path}")
+
+
+@app.command("trace")
+def trace_command(
+    file: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Batch trace (CSV).")],
+    out: ReportOut = Path("trace-report"),
+) -> None:
+    """Analyse a fault-batch trace as the SC21 UVM study does: summary.md and plots."""
+    try:
+        batches = trace.load_trace(file)
+    except ResultsError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from None
+    if not batches:
+        typer.echo(f"error: {file} has no batches", err=True)
+        raise typer.Exit(1)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = out / "summary.md"
+    summary.write_text(trace.markdown_summary(trace.summarize(batches)), encoding="utf-8")
+    written = [
+        summary,
+        trace.plot_batch_sizes(batches, out / "batch_sizes.png"),
+        trace.plot_blocks_per_batch(batches, out / "blocks_per_batch.png"),
+        trace.plot_migration_per_batch(batches, out / "migration_per_batch.png"),
+    ]
     for path in written:
         typer.echo(f"wrote {path}")

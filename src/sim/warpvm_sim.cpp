@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <fstream>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -34,6 +35,7 @@ struct Options {
   EvictionPolicy eviction = EvictionPolicy::clock;
   std::string commit = "unknown";
   std::string model = "warpvm";
+  std::string trace;  ///< --model uvm: per-batch CSV (docs/tracing.md)
 };
 
 constexpr std::uint64_t uvm_chunk_bytes = 2u << 20;
@@ -42,7 +44,7 @@ constexpr std::uint64_t uvm_chunk_bytes = 2u << 20;
   std::fprintf(stderr,
                "%s\nusage: warpvm-sim [--workloads stream,vadd,random_page,hotset] [--bytes 1GiB] "
                "[--cache-fractions 1,0.5,0.25,0.125] [--model warpvm|uvm] [--eviction clock|fifo] [--page-bytes 4096] "
-               "[--commit SHA]\n"
+               "[--commit SHA] [--trace batches.csv]\n"
                "Prints one JSON Lines record per workload and cache size on stdout.\n",
                message.c_str());
   std::exit(2);
@@ -64,6 +66,7 @@ Options parse(int argc, char** argv) {
     else if (flag == "--eviction") o.eviction = value == "fifo" ? EvictionPolicy::fifo : EvictionPolicy::clock;
     else if (flag == "--commit") o.commit = value;
     else if (flag == "--model") o.model = value;
+    else if (flag == "--trace") o.trace = value;
     else if (flag != "--out") usage("unknown option " + flag);  // --out - is accepted: output is stdout
   }
   return o;
@@ -159,6 +162,14 @@ int main(int argc, char** argv) {
   if (pages < 3) usage("--bytes must cover at least three pages");
   if (o.model != "warpvm" && o.model != "uvm") usage("--model must be warpvm or uvm");
   if (o.model == "uvm" && o.page_bytes != 4096) usage("--model uvm works in the driver's 4 KB pages");
+  if (!o.trace.empty() && o.model != "uvm") usage("--trace records UVM fault batches: use it with --model uvm");
+  std::ofstream trace;
+  if (!o.trace.empty()) {
+    trace.open(o.trace);
+    if (!trace) usage("cannot write " + o.trace);
+    trace << "workload,cache_fraction,batch,faults,unique_faults,blocks,pages_faulted,pages_prefetched,"
+             "chunks_evicted,pages_evicted\n";
+  }
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
@@ -175,6 +186,12 @@ int main(int argc, char** argv) {
         UvmSink sink{model};
         const Replay r = replay(workload, sink, pages, o.page_bytes);
         std::uint64_t faults = 0, unique = 0, faulted = 0, prefetched = 0, chunks = 0, evicted = 0;
+        for (std::size_t i = 0; i < model.batches().size() && trace; ++i) {
+          const UvmBatch& b = model.batches()[i];
+          trace << workload << ',' << fraction << ',' << i << ',' << b.faults << ',' << b.unique_faults << ','
+                << b.blocks << ',' << b.pages_faulted << ',' << b.pages_prefetched << ',' << b.chunks_evicted << ','
+                << b.pages_evicted << '\n';
+        }
         for (const UvmBatch& b : model.batches()) {
           faults += b.faults;
           unique += b.unique_faults;
