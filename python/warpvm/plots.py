@@ -54,7 +54,7 @@ def _log_if_wide(values: list[float]) -> bool:
     return bool(positive) and max(positive) / min(positive) > _LOG_RANGE
 
 
-def _save(figure: Figure | None, path: Path) -> Path | None:
+def save_png(figure: Figure | None, path: Path) -> Path | None:
     """Writes the figure as PNG (Agg canvas); None, writing nothing, when there is no figure."""
     if figure is None:
         return None
@@ -65,17 +65,17 @@ def _save(figure: Figure | None, path: Path) -> Path | None:
 
 def plot_bandwidth(records: Iterable[Record], path: Path) -> Path | None:
     """Writes `bandwidth_figure` to `path`; None if there is nothing to plot."""
-    return _save(bandwidth_figure(records), path)
+    return save_png(bandwidth_figure(records), path)
 
 
 def plot_cache_sweep(records: Iterable[Record], path: Path) -> Path | None:
     """Writes `cache_sweep_figure` to `path`; None if there is nothing to plot."""
-    return _save(cache_sweep_figure(records), path)
+    return save_png(cache_sweep_figure(records), path)
 
 
 def plot_bytes_moved(records: Iterable[Record], path: Path) -> Path | None:
     """Writes `bytes_moved_figure` to `path`; None if there is nothing to plot."""
-    return _save(bytes_moved_figure(records), path)
+    return save_png(bytes_moved_figure(records), path)
 
 
 def bandwidth_figure(records: Iterable[Record]) -> Figure | None:

@@ -9,14 +9,15 @@ columns (plus timings).
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from statistics import fmean
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from warpvm.plots import save_png
 from warpvm.results import ResultsError, format_fraction
 
 
@@ -137,67 +138,60 @@ def _label(run: tuple[str, float]) -> str:
     return f"{run[0]}, cache {format_fraction(run[1])}"
 
 
-def _save(figure: Figure, path: Path) -> Path:
-    FigureCanvasAgg(figure)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+def _chart(path: Path, title: str, xlabel: str, ylabel: str, draw: Callable[[Axes], None]) -> Path:
+    """One set of axes drawn by `draw`, titled, labelled, with a legend and a grid, saved as PNG."""
+    figure = Figure(layout="constrained", figsize=(8.5, 4.5))
+    ax = figure.add_subplot()
+    draw(ax)
+    ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    ax.legend(fontsize="small")
+    ax.grid(alpha=0.3)
+    save_png(figure, path)
     return path
 
 
 def plot_batch_sizes(batches: Iterable[Batch], path: Path) -> Path:
     """Raw and deduplicated batch sizes over the run (the study's Fig. 8)."""
-    figure = Figure(figsize=(9, 4.5))
-    ax = figure.add_subplot()
-    for index, (run, group) in enumerate(runs(batches).items()):
-        color = f"C{index % 10}"
-        ax.plot([b.batch for b in group], [b.faults for b in group], color=color, label=f"{_label(run)}: raw")
-        ax.plot(
-            [b.batch for b in group],
-            [b.unique_faults for b in group],
-            color=color,
-            linestyle="--",
-            label=f"{_label(run)}: unique",
-        )
-    ax.set(title="Fault batch sizes, raw and without duplicates", xlabel="batch", ylabel="faults in batch")
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
-    return _save(figure, path)
+
+    def draw(ax: Axes) -> None:
+        for index, (run, group) in enumerate(runs(batches).items()):
+            color = f"C{index % 10}"
+            x = [b.batch for b in group]
+            ax.plot(x, [b.faults for b in group], color=color, label=f"{_label(run)}: raw")
+            ax.plot(
+                x,
+                [b.unique_faults for b in group],
+                color=color,
+                linestyle="--",
+                label=f"{_label(run)}: unique",
+            )
+
+    return _chart(path, "Fault batch sizes, raw and without duplicates", "batch", "faults in batch", draw)
 
 
 def plot_blocks_per_batch(batches: Iterable[Batch], path: Path) -> Path:
     """How many 2 MB VA blocks each batch touches (the study's Table 3, as a histogram)."""
-    figure = Figure(figsize=(8, 4.5))
-    ax = figure.add_subplot()
-    for run, group in runs(batches).items():
-        ax.hist(
-            [b.blocks for b in group],
-            bins=range(1, max(b.blocks for b in group) + 2),
-            histtype="step",
-            label=_label(run),
-        )
-    ax.set(title="2 MB VA blocks per fault batch", xlabel="VA blocks in batch", ylabel="batches")
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
-    return _save(figure, path)
+
+    def draw(ax: Axes) -> None:
+        for run, group in runs(batches).items():
+            blocks = [b.blocks for b in group]
+            ax.hist(blocks, bins=range(1, max(blocks) + 2), histtype="step", label=_label(run))
+
+    return _chart(path, "2 MB VA blocks per fault batch", "VA blocks in batch", "batches", draw)
 
 
 def plot_migration_per_batch(batches: Iterable[Batch], path: Path) -> Path:
     """Pages migrated against unique faults per batch: what the prefetcher adds (Figs. 6 and 14)."""
-    figure = Figure(figsize=(8, 4.5))
-    ax = figure.add_subplot()
-    for run, group in runs(batches).items():
-        ax.scatter(
-            [b.unique_faults for b in group],
-            [b.pages_faulted + b.pages_prefetched for b in group],
-            s=8,
-            alpha=0.6,
-            label=_label(run),
-        )
-    ax.set(
-        title="Pages migrated per batch (faulted + prefetched)",
-        xlabel="unique faults in batch",
-        ylabel="4 KB pages migrated",
+
+    def draw(ax: Axes) -> None:
+        for run, group in runs(batches).items():
+            migrated = [b.pages_faulted + b.pages_prefetched for b in group]
+            ax.scatter([b.unique_faults for b in group], migrated, s=8, alpha=0.6, label=_label(run))
+
+    return _chart(
+        path,
+        "Pages migrated per batch (faulted + prefetched)",
+        "unique faults in batch",
+        "4 KB pages migrated",
+        draw,
     )
-    ax.legend(fontsize="small")
-    ax.grid(alpha=0.3)
-    return _save(figure, path)
