@@ -244,10 +244,19 @@ class Bench {
     return r;
   }
 
-  /// Times a warpvm run: cache dropped before every run so each starts from host memory.
+  /// Times `run` on the benchmark's stream (`before` untimed ahead of each run), then verifies.
+  Record measure(Record r, const std::function<void()>& before, const std::function<void()>& run,
+                 const std::function<bool()>& verify) const {
+    r.seconds = time_runs(stream_, o_.repeats, before, run);
+    r.verified = verify();
+    return r;
+  }
+
+  /// Times a warpvm run: cache dropped before every run so each starts from host memory (cold),
+  /// or warmed once so that runs measure the hit path. Returns the verified record.
   template <class Launch>
-  void warpvm_point(Record r, Runtime& rt, double fraction, Launch&& launch, const std::function<bool()>& verify,
-                    bool cold = true) {
+  Record warpvm_point(Record r, Runtime& rt, double fraction, Launch&& launch, const std::function<bool()>& verify,
+                      bool cold = true) {
     r.policy = to_string(o_.eviction);
     r.cache_fraction = fraction;
     if (!cold) launch();  // warm the cache once; runs then measure the hit path
@@ -262,7 +271,7 @@ class Bench {
     r.extra["evictions"] = st.evictions / runs;
     r.extra["cache_bytes"] = static_cast<double>(rt.cache_bytes());
     r.verified = verify();
-    recorder_.write(r);
+    return r;
   }
 
   void stream_read() {
@@ -280,29 +289,31 @@ class Bench {
     if (o_.wants_mode("explicit")) {
       DeviceBuffer<std::uint32_t> dev(n * 4);
       Record r = base("stream", "explicit", n * 4, n * 4);
-      r.seconds = time_runs(stream_, o_.repeats, nullptr, [&] {
+      r.bytes_moved = n * 4;
+      recorder_.write(measure(r, nullptr, [&] {
         check(cudaMemcpyAsync(dev.data, host.as<void>(), n * 4, cudaMemcpyHostToDevice, stream_), "copy");
         raw(dev.data);
-      });
-      r.bytes_moved = n * 4;
-      r.verified = verify();
-      recorder_.write(r);
+      }, verify));
     }
-    if (o_.wants_mode("zero_copy")) {
-      Record r = base("stream", "zero_copy", n * 4, n * 4);
-      r.seconds = time_runs(stream_, o_.repeats, nullptr, [&] { raw(host.as<void>()); });
-      r.verified = verify();
-      recorder_.write(r);
+    if (o_.wants_mode("zero_copy"))
+      recorder_.write(measure(base("stream", "zero_copy", n * 4, n * 4), nullptr, [&] { raw(host.as<void>()); }, verify));
+    for (const char* mode : {"uvm", "uvm_prefetch"}) {
+      if (!o_.wants_mode(mode)) continue;
+      const bool prefetch = std::string(mode) == "uvm_prefetch";
+      Managed m(host.as<void>(), n * 4);
+      recorder_.write(measure(base("stream", mode, n * 4, n * 4), [&] { m.to_host(); }, [&] {
+        if (prefetch) m.to_device(stream_);
+        raw(m.data);
+      }, verify));
     }
-    uvm_modes("stream", host.as<void>(), n * 4, [&](void* p) { raw(p); }, verify);
     if (o_.wants_mode("warpvm")) {
       for (double fraction : o_.cache_fractions) {
         Runtime rt(warpvm_config(n * 4, fraction, 1));
         auto a = rt.adopt(host.as<std::uint32_t>(), n, Placement::migrate, "stream");
-        warpvm_point(base("stream", "warpvm", n * 4, n * 4), rt, fraction, [&] {
+        recorder_.write(warpvm_point(base("stream", "warpvm", n * 4, n * 4), rt, fraction, [&] {
           total.zero(rt.stream());
           rt.launch(sum_pages, grid(rt), dim3(block_threads), 0, a.device(), total.value);
-        }, verify);
+        }, verify));
       }
     }
   }
@@ -329,40 +340,35 @@ class Bench {
     if (o_.wants_mode("explicit")) {
       DeviceBuffer<uint4> da(bytes), db(bytes), dc(bytes);
       Record r = base("vadd", "explicit", 3 * bytes, useful);
+      r.bytes_moved = 3 * bytes;
       poison();
-      r.seconds = time_runs(stream_, o_.repeats, nullptr, [&] {
+      recorder_.write(measure(r, nullptr, [&] {
         check(cudaMemcpyAsync(da.data, a.as<void>(), bytes, cudaMemcpyHostToDevice, stream_), "copy a");
         check(cudaMemcpyAsync(db.data, b.as<void>(), bytes, cudaMemcpyHostToDevice, stream_), "copy b");
         vadd_raw<<<grid(), block_threads, 0, stream_>>>(da.data, db.data, dc.data, vectors);
         check(cudaMemcpyAsync(c.as<void>(), dc.data, bytes, cudaMemcpyDeviceToHost, stream_), "copy c");
-      });
-      r.bytes_moved = 3 * bytes;
-      r.verified = verify_on(c.as<std::uint32_t>());
-      recorder_.write(r);
+      }, [&] { return verify_on(c.as<std::uint32_t>()); }));
     }
     if (o_.wants_mode("zero_copy")) {
-      Record r = base("vadd", "zero_copy", 3 * bytes, useful);
       poison();
-      r.seconds = time_runs(stream_, o_.repeats, nullptr, [&] {
+      recorder_.write(measure(base("vadd", "zero_copy", 3 * bytes, useful), nullptr, [&] {
         vadd_raw<<<grid(), block_threads, 0, stream_>>>(a.as<uint4>(), b.as<uint4>(), c.as<uint4>(), vectors);
-      });
-      r.verified = verify_on(c.as<std::uint32_t>());
-      recorder_.write(r);
+      }, [&] { return verify_on(c.as<std::uint32_t>()); }));
     }
     for (const char* mode : {"uvm", "uvm_prefetch"}) {
       if (!o_.wants_mode(mode)) continue;
       const bool prefetch = std::string(mode) == "uvm_prefetch";
       Managed ma(a.as<void>(), bytes), mb(b.as<void>(), bytes), mc(c.as<void>(), bytes);
       Record r = base("vadd", mode, 3 * bytes, useful);
-      r.seconds = time_runs(stream_, o_.repeats, [&] { ma.to_host(); mb.to_host(); mc.to_host(); }, [&] {
+      r.extra["result_on_host"] = 0;
+      recorder_.write(measure(r, [&] { ma.to_host(); mb.to_host(); mc.to_host(); }, [&] {
         if (prefetch) { ma.to_device(stream_); mb.to_device(stream_); mc.to_device(stream_); }
         vadd_raw<<<grid(), block_threads, 0, stream_>>>(static_cast<uint4*>(ma.data), static_cast<uint4*>(mb.data),
                                                         static_cast<uint4*>(mc.data), vectors);
-      });
-      check(cudaDeviceSynchronize(), "uvm vadd");
-      r.verified = verify_on(static_cast<std::uint32_t*>(mc.data));
-      r.extra["result_on_host"] = 0;
-      recorder_.write(r);
+      }, [&] {
+        check(cudaDeviceSynchronize(), "uvm vadd");
+        return verify_on(static_cast<std::uint32_t*>(mc.data));
+      }));
     }
     if (o_.wants_mode("warpvm")) {
       for (double fraction : o_.cache_fractions) {
@@ -374,14 +380,13 @@ class Bench {
         Record r = base("vadd", "warpvm", 3 * bytes, useful);
         r.extra["result_on_host"] = 1;
         // The kernel alone (C left in the cache, as UVM leaves it on the GPU), timed once.
-        rt.drop_cached();
         r.extra["kernel_s"] = median(time_runs(rt.stream(), 1, [&] { rt.drop_cached(); }, [&] {
           rt.launch(vadd_pages, grid(rt), dim3(block_threads), 0, oa.device(), ob.device(), oc.device());
         }));
-        warpvm_point(r, rt, fraction, [&] {
+        recorder_.write(warpvm_point(r, rt, fraction, [&] {
           rt.launch(vadd_pages, grid(rt), dim3(block_threads), 0, oa.device(), ob.device(), oc.device());
           rt.flush();  // C is on the host when the clock stops
-        }, [&] { return verify_on(c.as<std::uint32_t>()); });
+        }, [&] { return verify_on(c.as<std::uint32_t>()); }));
       }
     }
   }
@@ -399,42 +404,26 @@ class Bench {
       total.zero(stream_);
       touch_raw<<<grid(), block_threads, 0, stream_>>>(static_cast<const std::uint32_t*>(p), pages, touches, 1024, total.value);
     };
-    auto finish = [&](Record& r) {
+    auto finish = [&](Record r) {
       r.extra["pages_per_s"] = touches / median(r.seconds);
       r.extra["touches"] = static_cast<double>(touches);
       recorder_.write(r);
     };
     const std::uint64_t useful = touches * 4096;  // a touch needs its page
-    if (o_.wants_mode("zero_copy")) {
-      Record r = base("random_page", "zero_copy", n * 4, useful);
-      r.seconds = time_runs(stream_, o_.repeats, nullptr, [&] { raw(host.as<void>()); });
-      r.verified = verify();
-      finish(r);
-    }
+    if (o_.wants_mode("zero_copy"))
+      finish(measure(base("random_page", "zero_copy", n * 4, useful), nullptr, [&] { raw(host.as<void>()); }, verify));
     if (o_.wants_mode("uvm")) {
       Managed m(host.as<void>(), n * 4);
-      Record r = base("random_page", "uvm", n * 4, useful);
-      r.seconds = time_runs(stream_, o_.repeats, [&] { m.to_host(); }, [&] { raw(m.data); });
-      r.verified = verify();
-      finish(r);
+      finish(measure(base("random_page", "uvm", n * 4, useful), [&] { m.to_host(); }, [&] { raw(m.data); }, verify));
     }
     if (o_.wants_mode("warpvm")) {
       for (double fraction : o_.cache_fractions) {
         Runtime rt(warpvm_config(n * 4, fraction, 1));
         auto a = rt.adopt(host.as<std::uint32_t>(), n, Placement::migrate, "pages");
-        Record r = base("random_page", "warpvm", n * 4, useful);
-        r.policy = to_string(o_.eviction);
-        r.cache_fraction = fraction;
-        rt.reset_stats();
-        r.seconds = time_runs(rt.stream(), o_.repeats, [&] { rt.drop_cached(); }, [&] {
+        finish(warpvm_point(base("random_page", "warpvm", n * 4, useful), rt, fraction, [&] {
           total.zero(rt.stream());
           rt.launch(touch_pages, grid(rt), dim3(block_threads), 0, a.device(), pages, touches, total.value);
-        });
-        const Stats st = rt.stats();
-        r.faults = static_cast<std::int64_t>(st.misses / (o_.repeats + 1));
-        r.bytes_moved = static_cast<std::int64_t>(st.bytes_moved() / (o_.repeats + 1));
-        r.verified = verify();
-        finish(r);
+        }, verify));
       }
     }
   }
@@ -453,50 +442,31 @@ class Bench {
       sparse_raw<<<grid(), block_threads, 0, stream_>>>(static_cast<const std::uint64_t*>(p), n, reads, total.value);
     };
     const std::uint64_t useful = reads * 8;
-    auto finish = [&](Record& r) {
+    auto finish = [&](Record r) {
       r.extra["reads"] = static_cast<double>(reads);
       r.extra["reads_per_s"] = reads / median(r.seconds);
       recorder_.write(r);
     };
-    if (o_.wants_mode("zero_copy")) {
-      Record r = base("sparse_read", "zero_copy", n * 8, useful);
-      r.seconds = time_runs(stream_, o_.repeats, nullptr, [&] { raw(host.as<void>()); });
-      r.verified = verify();
-      finish(r);
-    }
+    if (o_.wants_mode("zero_copy"))
+      finish(measure(base("sparse_read", "zero_copy", n * 8, useful), nullptr, [&] { raw(host.as<void>()); }, verify));
     if (o_.wants_mode("device")) {
       DeviceBuffer<std::uint64_t> dev(n * 8);
       check(cudaMemcpy(dev.data, host.as<void>(), n * 8, cudaMemcpyHostToDevice), "copy");
-      Record r = base("sparse_read", "device", n * 8, useful);
-      r.seconds = time_runs(stream_, o_.repeats, nullptr, [&] { raw(dev.data); });
-      r.verified = verify();
-      finish(r);
+      finish(measure(base("sparse_read", "device", n * 8, useful), nullptr, [&] { raw(dev.data); }, verify));
     }
     if (o_.wants_mode("uvm")) {
       Managed m(host.as<void>(), n * 8);
-      Record r = base("sparse_read", "uvm", n * 8, useful);
-      r.seconds = time_runs(stream_, o_.repeats, [&] { m.to_host(); }, [&] { raw(m.data); });
-      r.verified = verify();
-      finish(r);
+      finish(measure(base("sparse_read", "uvm", n * 8, useful), [&] { m.to_host(); }, [&] { raw(m.data); }, verify));
     }
     for (const char* mode : {"warpvm_remote", "warpvm"}) {
       if (!o_.wants_mode(mode)) continue;
       const bool remote = std::string(mode) == "warpvm_remote";
       Runtime rt(warpvm_config(n * 8, 1.0, 1));
       auto a = rt.adopt(host.as<std::uint64_t>(), n, remote ? Placement::remote : Placement::migrate, "sparse");
-      Record r = base("sparse_read", mode, n * 8, useful);
-      r.policy = to_string(o_.eviction);
-      r.cache_fraction = remote ? 0.0 : 1.0;
-      rt.reset_stats();
-      r.seconds = time_runs(rt.stream(), o_.repeats, [&] { rt.drop_cached(); }, [&] {
+      finish(warpvm_point(base("sparse_read", mode, n * 8, useful), rt, remote ? 0.0 : 1.0, [&] {
         total.zero(rt.stream());
         rt.launch(sparse_elements, grid(rt), dim3(block_threads), 0, a.device(), reads, total.value);
-      });
-      const Stats st = rt.stats();
-      r.faults = static_cast<std::int64_t>(st.misses / (o_.repeats + 1));
-      r.bytes_moved = static_cast<std::int64_t>(st.bytes_moved() / (o_.repeats + 1));
-      r.verified = verify();
-      finish(r);
+      }, verify));
     }
   }
 
@@ -512,29 +482,18 @@ class Bench {
     if (o_.wants_mode("device")) {
       DeviceBuffer<uint4> dev(bytes);
       check(cudaMemcpy(dev.data, host.as<void>(), bytes, cudaMemcpyHostToDevice), "copy");
-      Record vectors = base("resident", "device_vector", bytes, bytes);  // what the span kernel does
-      vectors.seconds = time_runs(stream_, o_.repeats, nullptr, [&] {
-        total.zero(stream_);
-        sum_raw<<<grid(8), block_threads, 0, stream_>>>(dev.data, n / 4, total.value);
-      });
-      vectors.verified = verify();
-      recorder_.write(vectors);
-      Record words = base("resident", "device_element", bytes, bytes);  // what the element kernel does
-      words.seconds = time_runs(stream_, o_.repeats, nullptr, [&] {
-        total.zero(stream_);
-        sum_words_raw<<<grid(8), block_threads, 0, stream_>>>(reinterpret_cast<const std::uint32_t*>(dev.data), n,
-                                                              total.value);
-      });
-      words.verified = verify();
-      recorder_.write(words);
-      Record chunks = base("resident", "device_chunked", bytes, bytes);  // what the cursor kernel does
-      chunks.seconds = time_runs(stream_, o_.repeats, nullptr, [&] {
-        total.zero(stream_);
-        sum_chunks_raw<<<grid(8), block_threads, 0, stream_>>>(reinterpret_cast<const std::uint32_t*>(dev.data), n,
-                                                               total.value);
-      });
-      chunks.verified = verify();
-      recorder_.write(chunks);
+      const auto* words = reinterpret_cast<const std::uint32_t*>(dev.data);
+      // The access patterns of the span, element and cursor kernels, on a raw device pointer.
+      const std::pair<const char*, std::function<void()>> patterns[] = {
+          {"device_vector", [&] { sum_raw<<<grid(8), block_threads, 0, stream_>>>(dev.data, n / 4, total.value); }},
+          {"device_element", [&] { sum_words_raw<<<grid(8), block_threads, 0, stream_>>>(words, n, total.value); }},
+          {"device_chunked", [&] { sum_chunks_raw<<<grid(8), block_threads, 0, stream_>>>(words, n, total.value); }}};
+      for (const auto& [mode, launch] : patterns) {
+        recorder_.write(measure(base("resident", mode, bytes, bytes), nullptr, [&] {
+          total.zero(stream_);
+          launch();
+        }, verify));
+      }
     }
     if (!o_.wants_mode("warpvm")) return;
     Runtime rt(warpvm_config(bytes, 1.0, 1));
@@ -551,28 +510,11 @@ class Bench {
       for (const auto& [mode, kernel] : apis) {
         Record r = base("resident", (std::string(mode) + (evictable ? "_evictable" : "")).c_str(), bytes, bytes);
         r.extra["eviction_possible"] = evictable;
-        warpvm_point(r, rt, 1.0, [&] {
+        recorder_.write(warpvm_point(r, rt, 1.0, [&] {
           total.zero(rt.stream());
           rt.launch(kernel, grid(rt, 8), dim3(block_threads), 0, a.device(), total.value);
-        }, verify, /*cold=*/false);
+        }, verify, /*cold=*/false));
       }
-    }
-  }
-
-  template <class Run>
-  void uvm_modes(const char* workload, const void* contents, std::uint64_t bytes, Run&& raw,
-                 const std::function<bool()>& verify) {
-    for (const char* mode : {"uvm", "uvm_prefetch"}) {
-      if (!o_.wants_mode(mode)) continue;
-      const bool prefetch = std::string(mode) == "uvm_prefetch";
-      Managed m(contents, bytes);
-      Record r = base(workload, mode, bytes, bytes);
-      r.seconds = time_runs(stream_, o_.repeats, [&] { m.to_host(); }, [&] {
-        if (prefetch) m.to_device(stream_);
-        raw(m.data);
-      });
-      r.verified = verify();
-      recorder_.write(r);
     }
   }
 
