@@ -92,42 +92,68 @@ __global__ void WARPVM_BENCH_BOUNDS sum_pages(array<std::uint32_t> a, unsigned l
   add_to_total(total, s);
 }
 
-__global__ void sum_words_raw(const std::uint32_t* data, std::uint64_t n, unsigned long long* total) {
+/// Grid-stride sum, `Ilp` accesses issued before any is used so that their latencies overlap:
+/// the compiler does this by itself for raw loads (unrolling), but not across warpvm's page
+/// checks, whose slow paths are branches; a tuned kernel writes it out.
+template <unsigned Ilp, class Source>
+__device__ unsigned long long sum_grid_stride(Source&& at, std::uint64_t n) {
+  const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
+  std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   unsigned long long s = 0;
-  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
-       i += std::uint64_t{gridDim.x} * blockDim.x)
-    s += data[i];
-  add_to_total(total, s);
+  for (; i + (Ilp - 1) * stride < n; i += Ilp * stride) {
+    std::uint32_t v[Ilp];
+#pragma unroll
+    for (unsigned k = 0; k < Ilp; ++k) v[k] = at(i + k * stride);
+#pragma unroll
+    for (unsigned k = 0; k < Ilp; ++k) s += v[k];
+  }
+  if constexpr (Ilp > 1)
+    for (; i < n; i += stride) s += at(i);
+  return s;
 }
 
-/// Each warp sums one contiguous chunk, lanes interleaved (coalesced): the pattern a cursor is for.
-template <class Source>
+/// Each warp sums one contiguous chunk, lanes interleaved (coalesced): the pattern a cursor is
+/// for; `Ilp` as in sum_grid_stride.
+template <unsigned Ilp, class Source>
 __device__ unsigned long long sum_warp_chunk(Source&& at, std::uint64_t n) {
   const std::uint64_t warp = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
   const std::uint64_t warps = std::uint64_t{gridDim.x} * blockDim.x / 32;
   const std::uint64_t chunk = (n + warps - 1) / warps;
   const std::uint64_t end = n < (warp + 1) * chunk ? n : (warp + 1) * chunk;
+  std::uint64_t i = warp * chunk + threadIdx.x % 32;
   unsigned long long s = 0;
-  for (std::uint64_t i = warp * chunk + threadIdx.x % 32; i < end; i += 32) s += at(i);
+  for (; i + (Ilp - 1) * 32 < end; i += Ilp * 32) {
+    std::uint32_t v[Ilp];
+#pragma unroll
+    for (unsigned k = 0; k < Ilp; ++k) v[k] = at(i + k * 32);
+#pragma unroll
+    for (unsigned k = 0; k < Ilp; ++k) s += v[k];
+  }
+  if constexpr (Ilp > 1)
+    for (; i < end; i += 32) s += at(i);
   return s;
 }
 
-__global__ void sum_chunks_raw(const std::uint32_t* data, std::uint64_t n, unsigned long long* total) {
-  add_to_total(total, sum_warp_chunk([&](std::uint64_t i) { return data[i]; }, n));
+template <unsigned Ilp>
+__global__ void sum_words_raw(const std::uint32_t* data, std::uint64_t n, unsigned long long* total) {
+  add_to_total(total, sum_grid_stride<Ilp>([&](std::uint64_t i) { return data[i]; }, n));
 }
 
+template <unsigned Ilp>
+__global__ void sum_chunks_raw(const std::uint32_t* data, std::uint64_t n, unsigned long long* total) {
+  add_to_total(total, sum_warp_chunk<Ilp>([&](std::uint64_t i) { return data[i]; }, n));
+}
+
+template <unsigned Ilp>
 __global__ void WARPVM_BENCH_BOUNDS sum_chunks_cursor(array<std::uint32_t> a, unsigned long long* total) {
   cursor<std::uint32_t> c(a);
-  add_to_total(total, sum_warp_chunk([&](std::uint64_t i) { return c[i]; }, a.size()));
+  add_to_total(total, sum_warp_chunk<Ilp>([&](std::uint64_t i) { return c[i]; }, a.size()));
 }
 
 /// Element API: a[i] in a grid-stride loop.
+template <unsigned Ilp>
 __global__ void WARPVM_BENCH_BOUNDS sum_elements(array<std::uint32_t> a, unsigned long long* total) {
-  unsigned long long s = 0;
-  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < a.size();
-       i += std::uint64_t{gridDim.x} * blockDim.x)
-    s += a[i];
-  add_to_total(total, s);
+  add_to_total(total, sum_grid_stride<Ilp>([&](std::uint64_t i) { return a[i]; }, a.size()));
 }
 
 __global__ void WARPVM_BENCH_BOUNDS vadd_pages(array<std::uint32_t> a, array<std::uint32_t> b, array<std::uint32_t> c) {
@@ -486,8 +512,10 @@ class Bench {
       // The access patterns of the span, element and cursor kernels, on a raw device pointer.
       const std::pair<const char*, std::function<void()>> patterns[] = {
           {"device_vector", [&] { sum_raw<<<grid(8), block_threads, 0, stream_>>>(dev.data, n / 4, total.value); }},
-          {"device_element", [&] { sum_words_raw<<<grid(8), block_threads, 0, stream_>>>(words, n, total.value); }},
-          {"device_chunked", [&] { sum_chunks_raw<<<grid(8), block_threads, 0, stream_>>>(words, n, total.value); }}};
+          {"device_element", [&] { sum_words_raw<1><<<grid(8), block_threads, 0, stream_>>>(words, n, total.value); }},
+          {"device_element_ilp4", [&] { sum_words_raw<4><<<grid(8), block_threads, 0, stream_>>>(words, n, total.value); }},
+          {"device_chunked", [&] { sum_chunks_raw<1><<<grid(8), block_threads, 0, stream_>>>(words, n, total.value); }},
+          {"device_chunked_ilp4", [&] { sum_chunks_raw<4><<<grid(8), block_threads, 0, stream_>>>(words, n, total.value); }}};
       for (const auto& [mode, launch] : patterns) {
         recorder_.write(measure(base("resident", mode, bytes, bytes), nullptr, [&] {
           total.zero(stream_);
@@ -506,7 +534,11 @@ class Bench {
       const bool evictable = extra.has_value();
       using SumKernel = void (*)(array<std::uint32_t>, unsigned long long*);
       const std::pair<const char*, SumKernel> apis[] = {
-          {"warpvm_span", sum_pages}, {"warpvm_element", sum_elements}, {"warpvm_cursor", sum_chunks_cursor}};
+          {"warpvm_span", sum_pages},
+          {"warpvm_element", sum_elements<1>},
+          {"warpvm_element_ilp4", sum_elements<4>},
+          {"warpvm_cursor", sum_chunks_cursor<1>},
+          {"warpvm_cursor_ilp4", sum_chunks_cursor<4>}};
       for (const auto& [mode, kernel] : apis) {
         Record r = base("resident", (std::string(mode) + (evictable ? "_evictable" : "")).c_str(), bytes, bytes);
         r.extra["eviction_possible"] = evictable;

@@ -84,7 +84,20 @@ class array {
 
 #if defined(__CUDACC__)
   [[nodiscard]] __device__ T load(std::uint64_t i) const {
-    return with_element(i, false, [](T* slot) { return *slot; });
+    if (!valid_access(i)) return T{};
+    if (object_.placement == Placement::remote) return *remote_slot(i);
+    const std::uint64_t page = page_of(i);
+    std::uint32_t frame = 0;
+    const bool unheld = detail::peek_resident_unheld(cache_, object_, page, frame);
+    // Read before the answer is known (`frame` is valid either way): with no branch between the
+    // entry's load and this one, the compiler overlaps it with the caller's next access.
+    const T seen = *frame_slot(frame, i);
+    if (unheld) return seen;
+    bool held = false;
+    frame = pin(page, detail::Intent::read, held);
+    const T value = *frame_slot(frame, i);
+    unpin(page, held);
+    return value;
   }
   [[nodiscard]] __device__ T operator[](std::uint64_t i) const { return load(i); }
   __device__ void store(std::uint64_t i, T value) const {
@@ -166,6 +179,13 @@ class array {
     sole_holders = __shfl_sync(mask, sole_holders, __ffs(peers) - 1);
     if (sole_holders) detail::write_back_page(cache_, peers, is_leader, h.frame, h.key);
   }
+  /// A hold of nothing whose data still points at readable memory (frame 0), for readers that
+  /// load before they check.
+  [[nodiscard]] __device__ detail::PageHold<T> empty_hold() const {
+    detail::PageHold<T> h;
+    h.data = reinterpret_cast<T*>(cache_.frame_data(0));
+    return h;
+  }
   __device__ static void release(detail::PageHold<T>& h) {
     if (h.word != nullptr) detail::release_page(h.word, h.key);
     h = detail::PageHold<T>{};
@@ -193,26 +213,30 @@ class array {
   __device__ auto with_element(std::uint64_t i, bool write, Op&& op) const {
     using Result = decltype(op(static_cast<T*>(nullptr)));
     if (!valid_access(i)) return Result{};
-    if (object_.placement == Placement::remote) return op(reinterpret_cast<T*>(object_.host) + i);
+    if (object_.placement == Placement::remote) return op(remote_slot(i));
     const std::uint64_t page = page_of(i);
     bool held = false;
     const std::uint32_t frame = pin(page, write ? detail::Intent::write : detail::Intent::read, held);
-    T* slot = reinterpret_cast<T*>(cache_.frame_data(frame)) + (i & (elements_per_page() - 1));
-    const Result result = op(slot);
-    if (held) detail::release_page(&object_.pages[page].state, detail::make_page_key(object_.id, page));
+    const Result result = op(frame_slot(frame, i));
+    unpin(page, held);
     return result;
   }
+  [[nodiscard]] __device__ T* frame_slot(std::uint32_t frame, std::uint64_t i) const {
+    return reinterpret_cast<T*>(cache_.frame_data(frame)) + (i & (elements_per_page() - 1));
+  }
+  [[nodiscard]] __device__ T* remote_slot(std::uint64_t i) const { return reinterpret_cast<T*>(object_.host) + i; }
   /// The frame of a migrate page: without a hold when nothing can be evicted, else acquired
-  /// (held = true, release it).
+  /// (held = true; unpin() releases it).
   __device__ std::uint32_t pin(std::uint64_t page, detail::Intent intent, bool& held) const {
     std::uint32_t frame = 0;
-    if (detail::find_resident_unheld(cache_, object_, page, frame)) {
-      if (intent != detail::Intent::read) cache_.table.set_dirty(frame, true);
-      held = false;
-      return frame;
-    }
-    held = true;
-    return detail::acquire_page(cache_, object_, page, intent);
+    held = !detail::peek_resident_unheld(cache_, object_, page, frame) &&
+           !detail::recheck_resident_unheld(cache_, object_, page, frame);
+    if (held) return detail::acquire_page(cache_, object_, page, intent);
+    if (intent != detail::Intent::read) cache_.table.set_dirty(frame, true);
+    return frame;
+  }
+  __device__ void unpin(std::uint64_t page, bool held) const {
+    if (held) detail::release_page(&object_.pages[page].state, detail::make_page_key(object_.id, page));
   }
   __device__ static constexpr detail::Intent intent_of(access mode) {
     return mode == access::read ? detail::Intent::read
@@ -274,16 +298,29 @@ template <class T, access A = access::read>
 class cursor {
   static_assert(A != access::overwrite, "a cursor cannot promise to overwrite whole pages");
  public:
-  using element_type = std::conditional_t<A == access::read, const T, T>;
-
-  __device__ explicit cursor(const array<T>& a) : array_(a) {}
+  __device__ explicit cursor(const array<T>& a) : array_(a), hold_(a.empty_hold()) {}
   __device__ ~cursor() { array<T>::release(hold_); }
   cursor(const cursor&) = delete;
   cursor& operator=(const cursor&) = delete;
 
-  /// Element i; an index outside the held page moves the cursor there. In checked mode an
-  /// out-of-range index is recorded and a scratch element is returned.
-  __device__ element_type& operator[](std::uint64_t i) {
+  /// Element i (read cursors return it by value); an index outside the held page moves the
+  /// cursor there. In checked mode an out-of-range index is recorded and T{} is returned.
+  __device__ T operator[](std::uint64_t i)
+    requires(A == access::read)
+  {
+    const std::uint64_t offset = i - hold_.first;
+    const bool inside = offset < hold_.count;
+    // Read before the page check (the slot is readable either way): the check then does not
+    // stand between this read and the caller's next one, which the compiler overlaps.
+    const T seen = hold_.data[inside ? offset : 0];
+    if (inside) return seen;
+    hold_ = move_to(array_, hold_, i);
+    return hold_.contains(i) ? hold_.data[i - hold_.first] : T{};
+  }
+  /// Element i by reference; out of range in checked mode: recorded, and a scratch element.
+  __device__ T& operator[](std::uint64_t i)
+    requires(A == access::read_write)
+  {
     if (!hold_.contains(i)) {
       hold_ = move_to(array_, hold_, i);
       if (!hold_.contains(i)) return scratch_;
@@ -291,7 +328,10 @@ class cursor {
     return hold_.data[i - hold_.first];
   }
   /// Lets go of the held page early (e.g. before a long wait).
-  __device__ void release() { array<T>::release(hold_); }
+  __device__ void release() {
+    array<T>::release(hold_);
+    hold_ = array_.empty_hold();
+  }
 
  private:
   /// The page change, out of line: the per-element path stays a compare and a load, which the
@@ -299,7 +339,7 @@ class cursor {
   __device__ __noinline__ static detail::PageHold<T> move_to(const array<T>& a, detail::PageHold<T> held,
                                                              std::uint64_t i) {
     array<T>::release(held);
-    return a.valid_access(i) ? a.hold(i, A) : detail::PageHold<T>{};
+    return a.valid_access(i) ? a.hold(i, A) : a.empty_hold();
   }
 
   array<T> array_;

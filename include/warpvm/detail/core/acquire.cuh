@@ -112,22 +112,26 @@ __device__ __forceinline__ std::uint32_t resident_frame(const ObjectDescriptor& 
 enum class Intent : std::uint8_t { read, write, overwrite };
 
 /// When no page can be evicted (every migrate object fits in the cache), a resident page needs
-/// no holder count: its frame cannot change before the kernel ends. The page's entry is read
-/// whole (state and frame together) through L1 first: a line cached before the page became
-/// resident can only say "absent", never a wrong frame, and then L2 is asked. False: take the
-/// slow path.
-__device__ __forceinline__ bool find_resident_unheld(const CacheView& cache, const ObjectDescriptor& object,
+/// no holder count: its frame cannot change before the kernel ends. The page's entry (state and
+/// frame together) is read through L1: a line cached before the page became resident can only
+/// say "absent", never a wrong frame; recheck_resident_unheld() then asks L2. `frame` is always
+/// a valid frame index (entries start at frame 0 and keep their last frame), so a caller may
+/// read from it before it knows the answer and discard the value on false.
+__device__ __forceinline__ bool peek_resident_unheld(const CacheView& cache, const ObjectDescriptor& object,
                                                      std::uint64_t page, std::uint32_t& frame) {
-  if (*cache.never_evicts == 0u) return false;
-  const PageEntry* entry = object.pages + page;
-  PageEntry seen = *entry;
-  if (!page_word::is_resident(seen.state)) {
-    const unsigned long long fresh = __ldcg(reinterpret_cast<const unsigned long long*>(entry));
-    seen = PageEntry{static_cast<std::uint32_t>(fresh), static_cast<std::uint32_t>(fresh >> 32)};
-    if (!page_word::is_resident(seen.state)) return false;
-  }
+  const PageEntry seen = object.pages[page];
   frame = seen.frame;
-  return true;
+  return (*cache.never_evicts != 0u) & page_word::is_resident(seen.state);
+}
+
+/// The slow side of peek_resident_unheld(): the entry read from L2. False: acquire the page.
+__device__ inline bool recheck_resident_unheld(const CacheView& cache, const ObjectDescriptor& object,
+                                               std::uint64_t page, std::uint32_t& frame) {
+  if (*cache.never_evicts == 0u) return false;
+  const unsigned long long fresh = __ldcg(reinterpret_cast<const unsigned long long*>(object.pages + page));
+  const PageEntry seen{static_cast<std::uint32_t>(fresh), static_cast<std::uint32_t>(fresh >> 32)};
+  frame = seen.frame;
+  return page_word::is_resident(seen.state);
 }
 
 /// Acquires the page `page` of `object` for the calling lane; all active lanes call together,
