@@ -1,0 +1,125 @@
+#pragma once
+/// @file
+/// The Data Availability Bitmap of a WIC channel (the paper's DAB, Section 5.4): one bit per
+/// availability tag, set by the producer that finished the data the tag names. The paper's
+/// producers fault on a tag page and the driver sets the bit; here a producer sets it itself,
+/// with one atomic OR, and the monitor reads the bits instead of polling each producer.
+///
+/// Memory ordering: a producer writes its data, then publishes the tag with a release OR; the
+/// monitor tests the tag with an acquire load. An OR is a read-modify-write, so later ORs by
+/// other producers on the same word continue the release sequence: whichever value the monitor
+/// reads, a set bit makes its producer's data writes happen before the monitor's reads. The
+/// owner of a cycle retracts served tags with a release AND; a producer that reuses its data
+/// buffer first sees the tag clear with an acquire load, so the consumers' reads of the old data
+/// happen before its new writes.
+///
+/// Placement: every agent that publishes or retracts tags in one word must be able to do
+/// atomics on its memory with the others (host threads on host memory, one GPU's warps or
+/// NVLink peers on device memory; PCIe offers no host-device atomics on some systems). The
+/// monitor only loads, which works from anywhere the memory is mapped. `Scope` is the widest
+/// set of agents involved: system by default, device when producers and monitor share a GPU.
+
+#include "warpvm/detail/host_device.hpp"
+
+#include <cuda/atomic>
+#include <cuda/std/bit>
+
+#include <cstdint>
+
+namespace warpvm::detail {
+
+/// Non-owning view of `words_required(tag_count)` 64-bit words kept by the caller.
+template <cuda::thread_scope Scope = cuda::thread_scope_system>
+class AvailabilityBitmap {
+ public:
+  static constexpr std::uint32_t tags_per_word = 64;
+
+  [[nodiscard]] WARPVM_HD static constexpr std::uint32_t words_required(std::uint32_t tag_count) {
+    return tag_count / tags_per_word + (tag_count % tags_per_word != 0 ? 1u : 0u);
+  }
+
+  WARPVM_HD AvailabilityBitmap(std::uint64_t* words, std::uint32_t tag_count)
+      : words_(words), tag_count_(tag_count) {}
+
+  /// Clears every tag. Only while nobody else uses the bitmap (before the channel opens).
+  WARPVM_HD void clear() const {
+    for (std::uint32_t w = 0; w < words_required(tag_count_); ++w) word(w).store(0, cuda::std::memory_order_relaxed);
+  }
+
+  /// Marks tags [first, first + count) available: one release OR per word touched. The caller's
+  /// writes of the data these tags name happen before any read that sees a tag set. Refuses a
+  /// range that reaches past the last tag (setting nothing) and returns false.
+  WARPVM_HD bool publish(std::uint32_t first, std::uint32_t count = 1) const {
+    if (!in_range(first, count)) return false;
+    for_each_word(first, count, [&](std::uint32_t w, std::uint64_t mask) {
+      word(w).fetch_or(mask, cuda::std::memory_order_release);
+      return true;
+    });
+    return true;
+  }
+
+  /// Marks tags [first, first + count) unavailable again, once every request naming them has
+  /// been served: release, so those reads happen before a producer that sees the tag clear
+  /// writes the next cycle's data. Refuses an out-of-range range like `publish`.
+  WARPVM_HD bool retract(std::uint32_t first, std::uint32_t count = 1) const {
+    if (!in_range(first, count)) return false;
+    for_each_word(first, count, [&](std::uint32_t w, std::uint64_t mask) {
+      word(w).fetch_and(~mask, cuda::std::memory_order_release);
+      return true;
+    });
+    return true;
+  }
+
+  /// The first tag of [first, first + count) that is not available, or first + count when all
+  /// are. A pending request keeps this as its new `first`: each recheck resumes where the last
+  /// one stopped, so a request's tags are scanned once over its whole wait. The range must lie
+  /// within the tags. Acquire loads: the data of every tag before the result is visible.
+  [[nodiscard]] WARPVM_HD std::uint32_t first_missing(std::uint32_t first, std::uint32_t count) const {
+    std::uint32_t missing = first + count;
+    for_each_word(first, count, [&](std::uint32_t w, std::uint64_t mask) {
+      const std::uint64_t absent = ~word(w).load(cuda::std::memory_order_acquire) & mask;
+      if (absent == 0) return true;
+      missing = w * tags_per_word + static_cast<std::uint32_t>(cuda::std::countr_zero(absent));
+      return false;
+    });
+    return missing;
+  }
+
+  /// Whether every tag of [first, first + count) is available (true for an empty range, false
+  /// for one that reaches past the last tag).
+  [[nodiscard]] WARPVM_HD bool all_available(std::uint32_t first, std::uint32_t count) const {
+    return in_range(first, count) && first_missing(first, count) == first + count;
+  }
+
+  [[nodiscard]] WARPVM_HD bool is_available(std::uint32_t tag) const { return all_available(tag, 1); }
+  [[nodiscard]] WARPVM_HD std::uint32_t tag_count() const { return tag_count_; }
+
+ private:
+  using word_atomic = cuda::atomic_ref<std::uint64_t, Scope>;
+
+  [[nodiscard]] WARPVM_HD word_atomic word(std::uint32_t w) const { return word_atomic(words_[w]); }
+
+  [[nodiscard]] WARPVM_HD bool in_range(std::uint32_t first, std::uint32_t count) const {
+    return first <= tag_count_ && count <= tag_count_ - first;
+  }
+
+  /// Calls `visit(word index, mask of the range's bits in that word)` for each word the range
+  /// touches, in order, while it returns true.
+  template <class Visit>
+  WARPVM_HD static void for_each_word(std::uint32_t first, std::uint32_t count, Visit&& visit) {
+    const std::uint64_t end = std::uint64_t{first} + count;
+    for (std::uint64_t tag = first; tag < end;) {
+      const std::uint64_t w = tag / tags_per_word;
+      const std::uint64_t word_end = (w + 1) * tags_per_word < end ? (w + 1) * tags_per_word : end;
+      const std::uint64_t bits = word_end - tag;
+      const std::uint64_t low = bits == tags_per_word ? ~std::uint64_t{0} : (std::uint64_t{1} << bits) - 1;
+      if (!visit(static_cast<std::uint32_t>(w), low << (tag % tags_per_word))) return;
+      tag = word_end;
+    }
+  }
+
+  std::uint64_t* words_;
+  std::uint32_t tag_count_;
+};
+
+}  // namespace warpvm::detail

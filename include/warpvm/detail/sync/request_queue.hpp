@@ -1,0 +1,275 @@
+#pragma once
+/// @file
+/// The request side of a WIC channel (paper Sections 5.3-5.5), without driver support:
+///
+///  1. A consumer warp that needs producer data arms its waiter (a word in its own GPU's
+///     memory), posts a Request to the channel's RequestQueue (the paper's PFQ) and parks on
+///     the waiter with nanosleep backoff instead of polling the producer's memory.
+///  2. The monitor (one per consumer GPU) drains the queue, keeps the requests whose tags are not
+///     all set in its AvailabilityBitmap, and puts ready ones into batches of at most 16
+///     (the paper's Interrupter batches 16 warps); each batch gets one contiguous run of staging
+///     pages from the StagingPageTree.
+///  3. The activator copies each request's data into the run and wakes its waiter with a release
+///     store. The warp reads its data there, then says so on the batch's StagingLease; the monitor
+///     gives the run back to the tree once every reader of the batch has finished.
+///
+/// Step 3's acknowledgement replaces the paper's P / P' page pairing: the paper alternates two
+/// pages per slot because its invalidation signal could not be timed after the consumers'
+/// reads; here the last reader's release decrement is exactly that moment, so a run is reused
+/// only after all of its reads, with one set of pages instead of two.
+
+#include "warpvm/detail/host_device.hpp"
+
+#include <cuda/atomic>
+
+#include <cstdint>
+
+namespace warpvm::detail {
+
+// ---- the queue ------------------------------------------------------------------------------
+
+/// What a consumer warp asks for: the producer data named by tags [first_tag, first_tag +
+/// tag_count), `bytes` long at `source_offset` in the producers' buffer. The destination is
+/// not the warp's to choose: the monitor assigns it staging space and tells it through waiter
+/// number `waiter`.
+struct Request {
+  std::uint32_t first_tag;
+  std::uint32_t tag_count;
+  std::uint32_t waiter;
+  std::uint32_t bytes;
+  std::uint64_t source_offset;
+};
+
+/// One cell of the ring. `turn` says whose move it is at ring position p = turn (mod capacity):
+///   turn == p                     free: the producer that claims position p may write it
+///   turn == p + 1                 holds the request posted at position p
+///   turn == p + capacity          taken by the monitor: free for position p + capacity
+/// 64-bit positions do not wrap in the life of a channel.
+struct RequestSlot {
+  std::uint64_t turn;
+  Request request;
+};
+
+/// The ring's two positions, on separate cache lines: producers contend on `tail` only.
+struct RequestQueueCursors {
+  alignas(64) std::uint64_t tail;  ///< next position a producer claims
+  alignas(64) std::uint64_t head;  ///< next position the monitor takes (the monitor's alone)
+};
+
+/// A bounded multi-producer, single-consumer FIFO of requests (the PFQ), lock-free for the
+/// producers. Non-owning view of a RequestQueueCursors and `capacity` slots kept by the caller;
+/// `reset` before first use. `capacity` is a power of two and at least 2: with one cell, "holds
+/// the request posted at p" and "free for position p + 1" would be the same turn.
+///
+/// Memory ordering: a producer claims a position with a CAS on `tail` (relaxed: only its
+/// uniqueness matters), after an acquire load of the slot's turn saw the monitor's release of
+/// the previous lap, so the monitor's reads of the old request happen before the producer
+/// overwrites it. The producer writes the request, then publishes it with a release store of
+/// turn = p + 1; the monitor's acquire load of that value makes the request's bytes (and
+/// whatever the warp wrote before posting, such as arming its waiter) visible to it.
+template <cuda::thread_scope Scope = cuda::thread_scope_system>
+class RequestQueue {
+ public:
+  [[nodiscard]] WARPVM_HD static constexpr bool valid_capacity(std::uint32_t capacity) {
+    return capacity >= 2 && (capacity & (capacity - 1)) == 0;
+  }
+
+  WARPVM_HD RequestQueue(RequestQueueCursors* cursors, RequestSlot* slots, std::uint32_t capacity)
+      : cursors_(cursors), slots_(slots), capacity_(capacity) {}
+
+  /// Empties the ring. Only while nobody else uses it.
+  WARPVM_HD void reset() const {
+    for (std::uint32_t i = 0; i < capacity_; ++i) turn_of(i).store(i, cuda::std::memory_order_relaxed);
+    cuda::atomic_ref<std::uint64_t, Scope>(cursors_->tail).store(0, cuda::std::memory_order_relaxed);
+    cursors_->head = 0;
+  }
+
+  /// Posts a request; false, posting nothing, when the ring already holds `capacity` requests
+  /// that the monitor has not taken (the caller backs off and retries, or does other work).
+  WARPVM_HD bool try_post(const Request& request) const {
+    cuda::atomic_ref<std::uint64_t, Scope> tail(cursors_->tail);
+    std::uint64_t position = tail.load(cuda::std::memory_order_relaxed);
+    for (;;) {
+      const std::uint64_t turn = turn_of(position).load(cuda::std::memory_order_acquire);
+      if (turn == position) {
+        if (tail.compare_exchange_weak(position, position + 1, cuda::std::memory_order_relaxed,
+                                       cuda::std::memory_order_relaxed)) {
+          slots_[position & (capacity_ - 1)].request = request;
+          turn_of(position).store(position + 1, cuda::std::memory_order_release);
+          return true;
+        }
+        // The CAS failed and reloaded `position`: another producer claimed it first.
+      } else if (turn < position) {
+        // The cell still holds the request posted one lap ago: `capacity` requests are waiting.
+        return false;
+      } else {
+        position = tail.load(cuda::std::memory_order_relaxed);  // another producer moved on
+      }
+    }
+  }
+
+  /// Takes the oldest request into `out`; false when there is none, or when the producer that
+  /// claimed the next position has not finished writing it (it will, a few instructions later).
+  /// The monitor's alone: one thread (one lane, on the GPU) calls it.
+  WARPVM_HD bool try_take(Request& out) const {
+    const std::uint64_t position = cursors_->head;
+    if (turn_of(position).load(cuda::std::memory_order_acquire) != position + 1) return false;
+    out = slots_[position & (capacity_ - 1)].request;
+    turn_of(position).store(position + capacity_, cuda::std::memory_order_release);
+    cursors_->head = position + 1;
+    return true;
+  }
+
+  [[nodiscard]] WARPVM_HD std::uint32_t capacity() const { return capacity_; }
+
+ private:
+  [[nodiscard]] WARPVM_HD cuda::atomic_ref<std::uint64_t, Scope> turn_of(std::uint64_t position) const {
+    return cuda::atomic_ref<std::uint64_t, Scope>(slots_[position & (capacity_ - 1)].turn);
+  }
+
+  RequestQueueCursors* cursors_;
+  RequestSlot* slots_;
+  std::uint32_t capacity_;
+};
+
+// ---- batching -------------------------------------------------------------------------------
+
+/// Requests served by one staging run and one copy pass: the paper's Interrupter batches 16 warps.
+inline constexpr std::uint32_t batch_max_requests = 16;
+/// Each request's data starts on this boundary in its batch's run, so warps copy and read it with
+/// 16-byte vector accesses.
+inline constexpr std::uint32_t staging_alignment = 16;
+
+/// Pages of `page_bytes` that hold `bytes`: the paper's ceil(totalSize / pageSize).
+[[nodiscard]] WARPVM_HD_INLINE constexpr std::uint32_t staging_pages_for(std::uint64_t bytes,
+                                                                         std::uint32_t page_bytes) {
+  return static_cast<std::uint32_t>((bytes + page_bytes - 1) / page_bytes);
+}
+
+/// Ready requests that will share one contiguous staging run, each at its own aligned offset.
+struct Batch {
+  Request requests[batch_max_requests];
+  std::uint64_t offsets[batch_max_requests];  ///< where each request's data starts in the run
+  std::uint32_t count = 0;
+  std::uint64_t bytes = 0;  ///< the run's used length: the last request's end
+
+  /// Adds a request at the next aligned offset; false, adding nothing, when the batch has 16
+  /// requests or the run would grow past `max_bytes` (say the largest free run the monitor can
+  /// get). A request that is refused by an empty batch can never be served at that size.
+  WARPVM_HD bool try_add(const Request& request, std::uint64_t max_bytes) {
+    if (count == batch_max_requests) return false;
+    const std::uint64_t offset = (bytes + staging_alignment - 1) / staging_alignment * staging_alignment;
+    if (offset + request.bytes > max_bytes) return false;
+    requests[count] = request;
+    offsets[count] = offset;
+    ++count;
+    bytes = offset + request.bytes;
+    return true;
+  }
+
+  [[nodiscard]] WARPVM_HD std::uint32_t pages(std::uint32_t page_bytes) const {
+    return staging_pages_for(bytes, page_bytes);
+  }
+};
+
+// ---- recycling staging runs -----------------------------------------------------------------
+
+/// One batch's staging run, lent to its readers until the last one has finished.
+/// The monitor opens it (plain stores: the wake stores that follow publish it) and later polls
+/// `lease_drained`; each woken warp calls `lease_finish_reading` once, after its last read.
+struct StagingLease {
+  std::uint32_t first_page;
+  std::uint32_t pages;
+  std::uint32_t readers_left;
+};
+
+/// Fills a lease for a batch of `readers` requests. The lease's previous batch must be drained
+/// (the monitor saw `lease_drained`, so those decrements happen before these stores).
+WARPVM_HD_INLINE void lease_open(StagingLease& lease, std::uint32_t first_page, std::uint32_t pages,
+                                 std::uint32_t readers) {
+  lease.first_page = first_page;
+  lease.pages = pages;
+  lease.readers_left = readers;
+}
+
+/// A reader is done with the run. Release: its reads of the run happen before the monitor,
+/// seeing zero, reuses the pages. On the GPU the warp's lanes read first, then `__syncwarp()`
+/// orders their reads before the one lane that calls this.
+template <cuda::thread_scope Scope = cuda::thread_scope_system>
+WARPVM_HD void lease_finish_reading(StagingLease& lease) {
+  cuda::atomic_ref<std::uint32_t, Scope>(lease.readers_left).fetch_sub(1, cuda::std::memory_order_release);
+}
+
+/// Whether every reader has finished; then the run may go back to the StagingPageTree. The
+/// decrements are read-modify-writes, one release sequence: the acquire load that reads zero
+/// synchronizes with every reader's decrement, not just the last one's.
+template <cuda::thread_scope Scope = cuda::thread_scope_system>
+[[nodiscard]] WARPVM_HD bool lease_drained(StagingLease& lease) {
+  return cuda::atomic_ref<std::uint32_t, Scope>(lease.readers_left).load(cuda::std::memory_order_acquire) == 0;
+}
+
+// ---- the parked warp's waiter ---------------------------------------------------------------
+
+/// A waiter's state word. A warp uses its waiter for one request at a time:
+///   idle/ready --arm (consumer, before posting)--> waiting --wake (activator)--> ready
+enum class WaiterState : std::uint32_t { idle = 0, waiting = 1, ready = 2 };
+
+/// One consumer warp's parking place, in the consumer GPU's memory (the warp polls it locally,
+/// never across the link). `lease` and `staging_offset` are the activator's answer, valid once
+/// the state is ready.
+struct Waiter {
+  std::uint32_t state;
+  std::uint32_t lease;           ///< index of the batch's StagingLease
+  std::uint64_t staging_offset;  ///< byte offset of this warp's data in the staging area
+};
+
+/// The consumer arms its waiter before posting the request. Relaxed is enough: the post's
+/// release store carries this store to the monitor, and the activator's wake comes after the
+/// monitor took the request, so the wake is later in the word's modification order and a warp
+/// never sees its own arm hide the wake.
+template <cuda::thread_scope Scope = cuda::thread_scope_system>
+WARPVM_HD void waiter_arm(Waiter& waiter) {
+  cuda::atomic_ref<std::uint32_t, Scope>(waiter.state)
+      .store(static_cast<std::uint32_t>(WaiterState::waiting), cuda::std::memory_order_relaxed);
+}
+
+/// The activator, after the warp's data is in staging, tells the warp where it is and wakes it.
+/// Release: the data, `lease` and `staging_offset` are visible to the warp that sees ready.
+/// A copy done by many lanes must be ordered before this store first (`__syncwarp()` within a
+/// warp, or a fence and a barrier across warps).
+template <cuda::thread_scope Scope = cuda::thread_scope_system>
+WARPVM_HD void waiter_wake(Waiter& waiter, std::uint32_t lease, std::uint64_t staging_offset) {
+  waiter.lease = lease;
+  waiter.staging_offset = staging_offset;
+  cuda::atomic_ref<std::uint32_t, Scope>(waiter.state)
+      .store(static_cast<std::uint32_t>(WaiterState::ready), cuda::std::memory_order_release);
+}
+
+/// Acquire: once true, the warp may read `lease`, `staging_offset` and its data.
+template <cuda::thread_scope Scope = cuda::thread_scope_system>
+[[nodiscard]] WARPVM_HD bool waiter_is_ready(Waiter& waiter) {
+  return cuda::atomic_ref<std::uint32_t, Scope>(waiter.state).load(cuda::std::memory_order_acquire) ==
+         static_cast<std::uint32_t>(WaiterState::ready);
+}
+
+/// First and longest pause between two polls of a parked waiter (as the fault path's waiters).
+inline constexpr std::uint32_t waiter_backoff_min_ns = 8;
+inline constexpr std::uint32_t waiter_backoff_max_ns = 256;
+
+/// Polls the waiter at most `max_polls` times, calling `pause(ns)` between polls with a pause
+/// that doubles from 8 ns to 256 ns: `__nanosleep` on the GPU (the warp yields its issue slots to
+/// warps with work), a yield or sleep on the host. Returns whether the waiter became ready; a
+/// caller that gets false checks its watchdog and parks again, so no wait is unbounded.
+template <cuda::thread_scope Scope = cuda::thread_scope_system, class Pause>
+[[nodiscard]] WARPVM_HD bool waiter_await(Waiter& waiter, std::uint32_t max_polls, Pause&& pause) {
+  std::uint32_t backoff_ns = waiter_backoff_min_ns;
+  for (std::uint32_t poll = 0; poll < max_polls; ++poll) {
+    if (waiter_is_ready<Scope>(waiter)) return true;
+    if (poll + 1 == max_polls) break;
+    pause(backoff_ns);
+    backoff_ns = backoff_ns * 2 < waiter_backoff_max_ns ? backoff_ns * 2 : waiter_backoff_max_ns;
+  }
+  return false;
+}
+
+}  // namespace warpvm::detail

@@ -1,0 +1,421 @@
+// The request queue (PFQ), the batching rule, staging leases and the waiter protocol: known
+// cases, many producer threads against one monitor thread, and a whole channel on threads
+// (producers, consumer "warps", one monitor) whose consumers check every byte they receive.
+
+#include "warpvm/detail/sync/availability.hpp"
+#include "warpvm/detail/sync/request_queue.hpp"
+#include "warpvm/detail/sync/segment_tree.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace warpvm::detail {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct OwnedQueue {
+  explicit OwnedQueue(std::uint32_t capacity) : slots(capacity), queue(&cursors, slots.data(), capacity) {
+    queue.reset();
+  }
+  RequestQueueCursors cursors{};
+  std::vector<RequestSlot> slots;
+  RequestQueue<> queue;
+};
+
+/// A request that names its poster and the poster's running count (in `source_offset`).
+Request tagged(std::uint32_t producer, std::uint64_t sequence) { return Request{0, 0, producer, 0, sequence}; }
+
+void yield_pause(std::uint32_t) { std::this_thread::yield(); }
+
+TEST(RequestQueue, CapacityMustBeAPowerOfTwo) {
+  EXPECT_FALSE(RequestQueue<>::valid_capacity(0));
+  EXPECT_FALSE(RequestQueue<>::valid_capacity(1));  // one cell cannot tell "full" from "free"
+  EXPECT_TRUE(RequestQueue<>::valid_capacity(2));
+  EXPECT_TRUE(RequestQueue<>::valid_capacity(64));
+  EXPECT_FALSE(RequestQueue<>::valid_capacity(48));
+}
+
+TEST(RequestQueue, EmptyQueueHasNothingToTake) {
+  OwnedQueue q(4);
+  Request r{};
+  EXPECT_FALSE(q.queue.try_take(r));
+}
+
+TEST(RequestQueue, FifoUpToCapacityThenFull) {
+  OwnedQueue q(4);
+  for (std::uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(q.queue.try_post(tagged(0, i)));
+  EXPECT_FALSE(q.queue.try_post(tagged(0, 4)));
+  Request r{};
+  ASSERT_TRUE(q.queue.try_take(r));
+  EXPECT_EQ(r.source_offset, 0u);
+  ASSERT_TRUE(q.queue.try_post(tagged(0, 4)));  // one taken, one place free
+  EXPECT_FALSE(q.queue.try_post(tagged(0, 5)));
+  for (std::uint64_t i = 1; i <= 4; ++i) {
+    ASSERT_TRUE(q.queue.try_take(r));
+    EXPECT_EQ(r.source_offset, i);
+  }
+  EXPECT_FALSE(q.queue.try_take(r));
+}
+
+TEST(RequestQueue, RequestsSurviveTheRoundTripWhole) {
+  OwnedQueue q(2);
+  const Request sent{7, 3, 12, 4096, 0x1234'5678'9abcull};
+  ASSERT_TRUE(q.queue.try_post(sent));
+  Request got{};
+  ASSERT_TRUE(q.queue.try_take(got));
+  EXPECT_EQ(got.first_tag, 7u);
+  EXPECT_EQ(got.tag_count, 3u);
+  EXPECT_EQ(got.waiter, 12u);
+  EXPECT_EQ(got.bytes, 4096u);
+  EXPECT_EQ(got.source_offset, 0x1234'5678'9abcull);
+}
+
+TEST(RequestQueue, WrapsAroundManyLapsInOrder) {
+  for (const std::uint32_t capacity : {2u, 4u, 8u}) {
+    OwnedQueue q(capacity);
+    std::uint64_t posted = 0, taken = 0;
+    std::mt19937 rng(capacity);
+    while (taken < 1000) {
+      if (rng() % 2 == 0) {
+        if (q.queue.try_post(tagged(0, posted))) {
+          ++posted;
+        } else {
+          ASSERT_EQ(posted - taken, capacity);  // full exactly when capacity are waiting
+        }
+      } else {
+        Request r{};
+        if (q.queue.try_take(r)) {
+          ASSERT_EQ(r.source_offset, taken++);
+        } else {
+          ASSERT_EQ(posted, taken);  // empty exactly when nothing is waiting
+        }
+      }
+    }
+  }
+}
+
+/// Many producers post while one monitor takes: every request arrives exactly once, and each
+/// producer's requests arrive in the order it posted them.
+class RequestQueueContention : public ::testing::TestWithParam<std::uint32_t> {};
+
+TEST_P(RequestQueueContention, NothingLostNothingDuplicatedPerProducerOrderKept) {
+  constexpr std::uint32_t producers = 6;
+  constexpr std::uint64_t per_producer = 20000;
+  OwnedQueue q(GetParam());
+  std::atomic<std::uint64_t> full_reports{0};
+  std::vector<std::thread> pool;
+  for (std::uint32_t p = 0; p < producers; ++p)
+    pool.emplace_back([&, p] {
+      for (std::uint64_t i = 0; i < per_producer; ++i)
+        while (!q.queue.try_post(tagged(p, i))) {
+          full_reports.fetch_add(1, std::memory_order_relaxed);
+          std::this_thread::yield();
+        }
+    });
+  std::vector<std::uint64_t> next(producers, 0);
+  std::uint64_t received = 0, out_of_order = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (received < producers * per_producer && std::chrono::steady_clock::now() < deadline) {
+    Request r{};
+    if (!q.queue.try_take(r)) {
+      std::this_thread::yield();
+      continue;
+    }
+    ++received;
+    ASSERT_LT(r.waiter, producers);
+    if (r.source_offset != next[r.waiter]) ++out_of_order;
+    next[r.waiter] = r.source_offset + 1;
+  }
+  for (auto& th : pool) th.join();
+  Request extra{};
+  EXPECT_FALSE(q.queue.try_take(extra));  // nothing duplicated
+  EXPECT_EQ(received, producers * per_producer);
+  EXPECT_EQ(out_of_order, 0u);
+  for (std::uint32_t p = 0; p < producers; ++p) EXPECT_EQ(next[p], per_producer) << "producer " << p;
+  RecordProperty("full_reports", static_cast<int>(full_reports.load()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Capacities, RequestQueueContention, ::testing::Values(2u, 8u, 64u, 1024u),
+                         [](const ::testing::TestParamInfo<std::uint32_t>& c) {
+                           return std::to_string(c.param) + "slots";
+                         });
+
+TEST(RequestQueue, ConcurrentPostersGetExactlyCapacityPlaces) {
+  // Nobody takes: of 8 x 32 concurrent attempts on 64 places, exactly 64 succeed, all the rest
+  // report full, and the 64 are intact and in each poster's order.
+  constexpr std::uint32_t capacity = 64;
+  constexpr std::uint32_t posters = 8;
+  constexpr std::uint32_t attempts = 32;
+  for (int round = 0; round < 20; ++round) {
+    OwnedQueue q(capacity);
+    std::vector<std::uint32_t> accepted(posters, 0);
+    std::atomic<std::uint32_t> refused{0};
+    std::vector<std::thread> pool;
+    for (std::uint32_t p = 0; p < posters; ++p)
+      pool.emplace_back([&, p] {
+        for (std::uint32_t i = 0; i < attempts; ++i) {
+          if (q.queue.try_post(tagged(p, accepted[p]))) {
+            ++accepted[p];
+          } else {
+            refused.fetch_add(1);
+          }
+        }
+      });
+    for (auto& th : pool) th.join();
+    ASSERT_EQ(std::accumulate(accepted.begin(), accepted.end(), 0u), capacity);
+    ASSERT_EQ(refused.load(), posters * attempts - capacity);
+    std::vector<std::uint32_t> next(posters, 0);
+    Request r{};
+    for (std::uint32_t i = 0; i < capacity; ++i) {
+      ASSERT_TRUE(q.queue.try_take(r));
+      ASSERT_EQ(r.source_offset, next[r.waiter]++);
+    }
+    EXPECT_FALSE(q.queue.try_take(r));
+    for (std::uint32_t p = 0; p < posters; ++p) EXPECT_EQ(next[p], accepted[p]);
+  }
+}
+
+TEST(RequestBatch, TakesSixteenRequestsAtAlignedOffsets) {
+  Batch batch;
+  const std::uint32_t sizes[] = {100, 16, 1, 0, 33};
+  std::uint64_t expected_offset = 0;
+  for (std::uint32_t i = 0; i < batch_max_requests; ++i) {
+    const std::uint32_t bytes = sizes[i % 5];
+    ASSERT_TRUE(batch.try_add(Request{i, 1, i, bytes, 0}, ~std::uint64_t{0}));
+    EXPECT_EQ(batch.offsets[i], expected_offset);
+    EXPECT_EQ(batch.offsets[i] % staging_alignment, 0u);
+    expected_offset = (expected_offset + bytes + staging_alignment - 1) / staging_alignment * staging_alignment;
+  }
+  EXPECT_FALSE(batch.try_add(Request{16, 1, 16, 1, 0}, ~std::uint64_t{0}));  // the 17th warp waits
+  EXPECT_EQ(batch.count, batch_max_requests);
+  EXPECT_EQ(batch.bytes, batch.offsets[15] + sizes[15 % 5]);  // the run ends where the last request does
+}
+
+TEST(RequestBatch, RefusesWhatWouldOutgrowTheRun) {
+  Batch batch;
+  ASSERT_TRUE(batch.try_add(Request{0, 1, 0, 4000, 0}, 8192));
+  EXPECT_FALSE(batch.try_add(Request{1, 1, 1, 4193, 0}, 8192));  // 4000 -> 4000, + 4193 > 8192
+  EXPECT_TRUE(batch.try_add(Request{1, 1, 1, 4192, 0}, 8192));
+  EXPECT_EQ(batch.count, 2u);
+  EXPECT_EQ(batch.pages(4096), 2u);
+  Batch empty;
+  EXPECT_FALSE(empty.try_add(Request{0, 1, 0, 8193, 0}, 8192));
+  EXPECT_EQ(empty.count, 0u);
+  EXPECT_EQ(empty.pages(4096), 0u);
+}
+
+TEST(RequestBatch, StagingPagesRoundUp) {
+  EXPECT_EQ(staging_pages_for(0, 4096), 0u);
+  EXPECT_EQ(staging_pages_for(1, 4096), 1u);
+  EXPECT_EQ(staging_pages_for(4096, 4096), 1u);
+  EXPECT_EQ(staging_pages_for(4097, 4096), 2u);
+  EXPECT_EQ(staging_pages_for(16 * 4096, 4096), 16u);
+}
+
+TEST(RequestLease, DrainsAfterEveryReader) {
+  StagingLease lease{};
+  lease_open(lease, 5, 3, 2);
+  EXPECT_FALSE(lease_drained(lease));
+  lease_finish_reading(lease);
+  EXPECT_FALSE(lease_drained(lease));
+  lease_finish_reading(lease);
+  EXPECT_TRUE(lease_drained(lease));
+  EXPECT_EQ(lease.first_page, 5u);
+  EXPECT_EQ(lease.pages, 3u);
+}
+
+TEST(RequestWaiter, AwaitBacksOffFromEightToTwoHundredFiftySixNanoseconds) {
+  Waiter w{};
+  waiter_arm(w);
+  std::vector<std::uint32_t> pauses;
+  EXPECT_FALSE(waiter_await(w, 9, [&](std::uint32_t ns) { pauses.push_back(ns); }));
+  EXPECT_EQ(pauses, (std::vector<std::uint32_t>{8, 16, 32, 64, 128, 256, 256, 256}));  // none after the last poll
+  pauses.clear();
+  EXPECT_FALSE(waiter_await(w, 0, [&](std::uint32_t ns) { pauses.push_back(ns); }));
+  EXPECT_TRUE(pauses.empty());
+}
+
+TEST(RequestWaiter, WakeCarriesTheAnswer) {
+  Waiter w{};
+  waiter_arm(w);
+  EXPECT_FALSE(waiter_is_ready(w));
+  waiter_wake(w, 3, 8192);
+  std::uint32_t pauses = 0;
+  EXPECT_TRUE(waiter_await(w, 5, [&](std::uint32_t) { ++pauses; }));
+  EXPECT_EQ(pauses, 0u);
+  EXPECT_EQ(w.lease, 3u);
+  EXPECT_EQ(w.staging_offset, 8192u);
+  waiter_arm(w);  // the next request
+  EXPECT_FALSE(waiter_is_ready(w));
+}
+
+TEST(RequestWaiter, ParkedThreadWakesAndSeesTheData) {
+  for (int round = 0; round < 200; ++round) {
+    Waiter w{};
+    std::uint64_t payload = 0;
+    waiter_arm(w);
+    std::thread activator([&] {
+      payload = 0xfeedfaceull + static_cast<std::uint64_t>(round);
+      waiter_wake(w, 0, 0);
+    });
+    while (!waiter_await(w, 1000, yield_pause)) {
+    }
+    EXPECT_EQ(payload, 0xfeedfaceull + static_cast<std::uint64_t>(round));
+    activator.join();
+  }
+}
+
+/// A whole channel on host threads. Producers fill 64-byte records and publish one tag per
+/// record, in random order. Consumer "warps" ask for runs of 1-4 consecutive records, park, and
+/// check every byte they get, twice (a yield in between): a staging run reused before its
+/// readers finished would change under them. One monitor drains the queue, keeps waiting
+/// requests with their first missing tag, batches ready ones (at most 16, at most the largest
+/// free run), copies, wakes, and recycles drained leases. At the end every staging page is free.
+TEST(RequestChannel, EveryConsumerGetsItsBytesAndStagingIsRecycled) {
+  constexpr std::uint32_t record_bytes = 64;
+  constexpr std::uint32_t tags = 512;
+  constexpr std::uint32_t producers = 2;
+  constexpr std::uint32_t consumers = 20;  // more than a batch holds
+  constexpr std::uint32_t requests_per_consumer = 100;
+  constexpr std::uint32_t page_bytes = 256;
+  constexpr std::uint32_t staging_pages = 12;  // small: batches wait for runs to come back
+  constexpr std::uint32_t lease_slots = 4;
+
+  std::vector<std::uint8_t> source(tags * record_bytes, 0);
+  std::vector<std::uint64_t> dab_words(AvailabilityBitmap<>::words_required(tags));
+  const AvailabilityBitmap<> dab(dab_words.data(), tags);
+  dab.clear();
+  OwnedQueue pfq(8);  // fewer places than consumers: posts meet a full queue
+  std::vector<StagingTreeNode> tree_nodes(StagingPageTree::nodes_required(staging_pages));
+  const StagingPageTree tree(tree_nodes.data(), staging_pages);
+  tree.reset();
+  std::vector<std::uint8_t> staging(staging_pages * page_bytes, 0);
+  std::vector<StagingLease> leases(lease_slots);
+  std::vector<Waiter> waiters(consumers, Waiter{});
+  const auto expected_byte = [](std::uint64_t at) { return static_cast<std::uint8_t>(at * 131 + at / 251 + 7); };
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  const auto late = [&] { return std::chrono::steady_clock::now() > deadline; };
+
+  std::vector<std::thread> threads;
+  for (std::uint32_t p = 0; p < producers; ++p)
+    threads.emplace_back([&, p] {
+      std::vector<std::uint32_t> mine;
+      for (std::uint32_t tag = p; tag < tags; tag += producers) mine.push_back(tag);
+      std::shuffle(mine.begin(), mine.end(), std::mt19937(p + 100));
+      for (const std::uint32_t tag : mine) {
+        for (std::uint32_t b = 0; b < record_bytes; ++b)
+          source[tag * record_bytes + b] = expected_byte(tag * record_bytes + b);
+        ASSERT_TRUE(dab.publish(tag));
+        if (tag % 8 == 0) std::this_thread::sleep_for(20us);  // consumers often ask first
+      }
+    });
+
+  std::atomic<std::uint32_t> bad_bytes{0};
+  for (std::uint32_t c = 0; c < consumers; ++c)
+    threads.emplace_back([&, c] {
+      std::mt19937 rng(c + 1);
+      for (std::uint32_t i = 0; i < requests_per_consumer && !late(); ++i) {
+        const std::uint32_t count = 1 + rng() % 4;
+        const std::uint32_t first = rng() % (tags - count + 1);
+        const Request request{first, count, c, count * record_bytes, std::uint64_t{first} * record_bytes};
+        waiter_arm(waiters[c]);
+        while (!pfq.queue.try_post(request) && !late()) std::this_thread::yield();
+        while (!waiter_await(waiters[c], 1u << 10, yield_pause) && !late()) {
+        }
+        if (late()) break;
+        const std::uint8_t* data = staging.data() + waiters[c].staging_offset;
+        for (int pass = 0; pass < 2; ++pass) {
+          for (std::uint32_t b = 0; b < request.bytes; ++b)
+            if (data[b] != expected_byte(request.source_offset + b)) bad_bytes.fetch_add(1);
+          std::this_thread::yield();
+        }
+        lease_finish_reading(leases[waiters[c].lease]);
+      }
+    });
+
+  // The monitor.
+  struct Pending {
+    Request request;
+    std::uint32_t next_tag;  ///< tags before this one were seen set
+  };
+  std::vector<Pending> pending;
+  std::vector<bool> lease_in_use(lease_slots, false);
+  std::uint32_t served = 0, batches = 0, largest_batch = 0, passes_without_batch = 0;
+  bool double_free = false;
+  while (served < consumers * requests_per_consumer && !late()) {
+    for (Request r{}; pfq.queue.try_take(r);) pending.push_back({r, r.first_tag});
+    for (std::uint32_t l = 0; l < lease_slots; ++l)
+      if (lease_in_use[l] && lease_drained(leases[l])) {
+        double_free |= !tree.release(leases[l].first_page, leases[l].pages);
+        lease_in_use[l] = false;
+      }
+    const auto free_lease = std::find(lease_in_use.begin(), lease_in_use.end(), false);
+    if (free_lease == lease_in_use.end()) {
+      std::this_thread::yield();
+      continue;
+    }
+    Batch batch;
+    const std::uint64_t max_bytes = std::uint64_t{tree.largest_free_run()} * page_bytes;
+    for (auto it = pending.begin(); it != pending.end();) {
+      const std::uint32_t end = it->request.first_tag + it->request.tag_count;
+      it->next_tag = dab.first_missing(it->next_tag, end - it->next_tag);
+      if (it->next_tag == end && batch.try_add(it->request, max_bytes)) it = pending.erase(it);
+      else ++it;
+    }
+    if (batch.count == 0) {
+      passes_without_batch += pending.empty() ? 0u : 1u;
+      std::this_thread::yield();
+      continue;
+    }
+    const std::uint32_t pages = batch.pages(page_bytes);
+    const std::uint32_t first_page = tree.allocate(pages);
+    if (first_page == StagingPageTree::no_run) {  // cannot happen: the batch fits the largest run
+      ADD_FAILURE() << "no run of " << pages << " pages";
+      break;
+    }
+    const auto lease = static_cast<std::uint32_t>(free_lease - lease_in_use.begin());
+    lease_open(leases[lease], first_page, pages, batch.count);
+    lease_in_use[lease] = true;
+    for (std::uint32_t i = 0; i < batch.count; ++i) {  // the activator
+      const Request& r = batch.requests[i];
+      const std::uint64_t at = std::uint64_t{first_page} * page_bytes + batch.offsets[i];
+      std::memcpy(staging.data() + at, source.data() + r.source_offset, r.bytes);
+      waiter_wake(waiters[r.waiter], lease, at);
+    }
+    served += batch.count;
+    ++batches;
+    largest_batch = std::max(largest_batch, batch.count);
+  }
+  for (auto& th : threads) th.join();
+  for (std::uint32_t l = 0; l < lease_slots; ++l)
+    if (lease_in_use[l]) {
+      ASSERT_TRUE(lease_drained(leases[l]));
+      double_free |= !tree.release(leases[l].first_page, leases[l].pages);
+    }
+
+  EXPECT_FALSE(late()) << "the channel stalled";
+  EXPECT_EQ(served, consumers * requests_per_consumer);
+  EXPECT_EQ(bad_bytes.load(), 0u);
+  EXPECT_FALSE(double_free);
+  EXPECT_EQ(tree.free_pages(), staging_pages);
+  EXPECT_EQ(tree.largest_free_run(), staging_pages);
+  EXPECT_TRUE(pending.empty());
+  EXPECT_GT(batches, 0u);
+  EXPECT_LE(largest_batch, batch_max_requests);
+  RecordProperty("batches", static_cast<int>(batches));
+  RecordProperty("largest_batch", static_cast<int>(largest_batch));
+  RecordProperty("passes_without_batch", static_cast<int>(passes_without_batch));
+}
+
+}  // namespace
+}  // namespace warpvm::detail
