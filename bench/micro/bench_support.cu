@@ -26,9 +26,10 @@ namespace {
   std::fprintf(stderr,
                "%s\nusage: warpvm-bench [--workloads a,b] [--modes m,n] [--cache-fractions 1,0.5] "
                "[--bytes 16GiB] [--repeats 3] [--eviction clock|fifo] [--out file.jsonl] "
-               "[--commit SHA] [--driver VER] [--suite NAME]\n"
+               "[--commit SHA] [--driver VER] [--suite NAME] [--trace batches.csv]\n"
                "workloads: stream, vadd, random_page, sparse_read, resident\n"
-               "modes: explicit, uvm, uvm_prefetch, zero_copy, warpvm, warpvm_remote, device\n",
+               "modes: explicit, uvm, uvm_prefetch, zero_copy, warpvm, warpvm_uvm, warpvm_remote, device\n"
+               "--trace writes the fault batches of the warpvm_uvm runs (the uvm preset) as CSV\n",
                message);
   std::exit(2);
 }
@@ -70,6 +71,7 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--commit") o.commit = value;
     else if (flag == "--driver") o.driver = value;
     else if (flag == "--suite") o.suite = value;
+    else if (flag == "--trace") o.trace = value;
     else usage(("unknown option " + flag).c_str());
   }
   if (o.repeats < 1) usage("--repeats must be at least 1");

@@ -25,6 +25,7 @@ struct Options {
   std::string commit = "unknown";
   std::string driver = "unknown";
   std::string suite = "paging";
+  std::string trace;  ///< batch trace CSV of the uvm-preset runs (empty: none)
   bool wants(const std::string& workload) const;
   bool wants_mode(const std::string& mode) const;
 };

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <fstream>
+#include <stdexcept>
 #include <memory>
 #include <optional>
 
@@ -238,6 +240,11 @@ class Bench {
   explicit Bench(const Options& o) : o_(o), recorder_(o) {
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
     check(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, 0), "SM count");
+    if (!o_.trace.empty()) {
+      trace_.open(o_.trace);
+      if (!trace_) throw std::runtime_error("cannot write " + o_.trace);
+      write_batch_trace_header(trace_);
+    }
   }
 
   void run() {
@@ -267,6 +274,47 @@ class Bench {
     r.mode = mode;
     r.dataset_bytes = dataset;
     r.useful_bytes = useful;
+    return r;
+  }
+
+  /// The uvm preset (host_batched transport) with a cache of whole 2 MB chunks for each object.
+  static Config uvm_config(std::initializer_list<std::uint64_t> object_bytes) {
+    constexpr std::uint64_t chunk = 2ull << 20;
+    Config config = Config::preset(Preset::uvm);
+    config.cache_bytes = 0;
+    for (const std::uint64_t bytes : object_bytes) config.cache_bytes += (bytes + chunk - 1) / chunk * chunk;
+    return config;
+  }
+
+  /// warpvm_point() for the uvm preset, then one more cold run whose fault batches are
+  /// summarised in the record and written to the trace.
+  template <class Launch>
+  Record uvm_point(Record r, Runtime& rt, Launch&& launch, const std::function<bool()>& verify) {
+    r = warpvm_point(std::move(r), rt, 1.0, launch, verify);
+    r.policy = "uvm";
+    rt.drop_cached();
+    rt.clear_fault_batches();
+    launch();
+    const std::vector<FaultBatch> batches = rt.fault_batches();
+    double faults = 0, unique = 0, flushed = 0, prefetched = 0, duration = 0, transfer = 0;
+    for (const FaultBatch& b : batches) {
+      faults += b.faults;
+      unique += b.unique_faults;
+      flushed += b.faults_flushed;
+      prefetched += b.pages_prefetched;
+      duration += static_cast<double>(b.duration_ns);
+      transfer += static_cast<double>(b.transfer_ns);
+    }
+    r.extra["batches"] = static_cast<double>(batches.size());
+    r.extra["faults_per_batch"] = batches.empty() ? 0 : faults / batches.size();
+    r.extra["unique_faults_per_batch"] = batches.empty() ? 0 : unique / batches.size();
+    r.extra["faults_flushed"] = flushed;
+    r.extra["pages_prefetched"] = prefetched;
+    r.extra["service_s"] = duration * 1e-9;
+    r.extra["transfer_share"] = duration > 0 ? transfer / duration : 0;
+    if (trace_.is_open())
+      write_batch_trace_rows(trace_, BatchRun{r.workload, 1.0, rt.config().fault_batch_size, rt.config().prefetch, true},
+                             batches);
     return r;
   }
 
@@ -342,6 +390,14 @@ class Bench {
         }, verify));
       }
     }
+    if (o_.wants_mode("warpvm_uvm")) {
+      Runtime rt(uvm_config({n * 4}));
+      auto a = rt.adopt(host.as<std::uint32_t>(), n, Placement::migrate, "stream");
+      recorder_.write(uvm_point(base("stream", "warpvm_uvm", n * 4, n * 4), rt, [&] {
+        total.zero(rt.stream());
+        rt.launch(sum_pages, grid(rt), dim3(block_threads), 0, a.device(), total.value);
+      }, verify));
+    }
   }
 
   void vector_add() {
@@ -415,6 +471,19 @@ class Bench {
         }, [&] { return verify_on(c.as<std::uint32_t>()); }));
       }
     }
+    if (o_.wants_mode("warpvm_uvm")) {
+      Runtime rt(uvm_config({bytes, bytes, bytes}));
+      auto oa = rt.adopt(a.as<std::uint32_t>(), n4, Placement::migrate, "A");
+      auto ob = rt.adopt(b.as<std::uint32_t>(), n4, Placement::migrate, "B");
+      auto oc = rt.adopt(c.as<std::uint32_t>(), n4, Placement::migrate, "C");
+      poison();
+      Record r = base("vadd", "warpvm_uvm", 3 * bytes, useful);
+      r.extra["result_on_host"] = 1;
+      recorder_.write(uvm_point(r, rt, [&] {
+        rt.launch(vadd_pages, grid(rt), dim3(block_threads), 0, oa.device(), ob.device(), oc.device());
+        rt.flush();
+      }, [&] { return verify_on(c.as<std::uint32_t>()); }));
+    }
   }
 
   void random_page() {
@@ -451,6 +520,14 @@ class Bench {
           rt.launch(touch_pages, grid(rt), dim3(block_threads), 0, a.device(), pages, touches, total.value);
         }, verify));
       }
+    }
+    if (o_.wants_mode("warpvm_uvm")) {
+      Runtime rt(uvm_config({n * 4}));
+      auto a = rt.adopt(host.as<std::uint32_t>(), n, Placement::migrate, "pages");
+      finish(uvm_point(base("random_page", "warpvm_uvm", n * 4, useful), rt, [&] {
+        total.zero(rt.stream());
+        rt.launch(touch_pages, grid(rt), dim3(block_threads), 0, a.device(), pages, touches, total.value);
+      }, verify));
     }
   }
 
@@ -552,6 +629,7 @@ class Bench {
 
   const Options& o_;
   Recorder recorder_;
+  std::ofstream trace_;
   cudaStream_t stream_ = nullptr;
   int sms_ = 0;
 };

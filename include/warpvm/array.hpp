@@ -21,6 +21,7 @@
 
 #if defined(__CUDACC__)
 #include "warpvm/detail/core/acquire.cuh"
+#include "warpvm/detail/transport/host_batched.cuh"
 #include "warpvm/error.hpp"
 
 #include <cuda/atomic>
@@ -147,9 +148,10 @@ class array {
       return h;
     }
     bool held = true;
-    // Overwrite spans always hold: write_behind() needs the holder count.
-    const std::uint32_t frame = mode == access::overwrite ? detail::acquire_page(cache_, object_, page, intent_of(mode))
-                                                          : pin(page, intent_of(mode), held);
+    // GPU-initiated overwrite spans always hold: write_behind() needs the holder count.
+    const bool must_hold = mode == access::overwrite && cache_.transport == Transport::gpu_initiated;
+    const std::uint32_t frame = must_hold ? detail::acquire_page(cache_, object_, page, intent_of(mode))
+                                          : pin(page, intent_of(mode), held);
     h.data = reinterpret_cast<T*>(cache_.frame_data(frame));
     h.frame = frame;
     if (held) {
@@ -231,6 +233,10 @@ class array {
     std::uint32_t frame = 0;
     held = !detail::peek_resident_unheld(cache_, object_, page, frame) &&
            !detail::recheck_resident_unheld(cache_, object_, page, frame);
+    if (held && cache_.transport == Transport::host_batched) {
+      frame = detail::await_host_service(cache_, object_, page);
+      held = false;
+    }
     if (held) return detail::acquire_page(cache_, object_, page, intent);
     if (intent != detail::Intent::read) cache_.table.set_dirty(frame, true);
     return frame;

@@ -1,6 +1,7 @@
 #pragma once
 /// @file
-/// Runtime configuration: cache size, page size, eviction policy, checked mode, progress bound.
+/// Runtime configuration: cache size, page size, eviction policy, fault transport, checked mode,
+/// progress bound; and the named presets (warpvm's default, DREAM's, UVM's).
 
 #include <cstddef>
 #include <cstdint>
@@ -20,8 +21,28 @@ enum class Placement : std::uint8_t {
   remote,   ///< every access goes to pinned host memory over the link (zero-copy); nothing cached
 };
 
+/// Who serves a fault.
+enum class Transport : std::uint8_t {
+  /// The faulting warp copies the page itself, out of pinned host memory (default).
+  gpu_initiated,
+  /// As UVM does: the faulting warp posts the fault to a buffer in pinned memory and waits; a
+  /// host thread takes batches of up to `fault_batch_size` faults, drops duplicates, services
+  /// them per 2 MB block with UVM's tree prefetcher, copies with cudaMemcpyAsync and replays.
+  /// 4 KB pages; the cache must hold every migrate object (eviction is not implemented yet).
+  host_batched,
+};
+
+/// Named configurations (Config::preset).
+enum class Preset : std::uint8_t {
+  warpvm,  ///< GPU-initiated transfers, CLOCK eviction
+  dream,   ///< DREAM's choices: GPU-initiated transfers, FIFO with reference counts, no prefetch
+  uvm,     ///< UVM's policy: host-batched faults, tree prefetch, 4 KB pages
+};
+
 const char* to_string(EvictionPolicy policy) noexcept;
 const char* to_string(Placement placement) noexcept;
+const char* to_string(Transport transport) noexcept;
+const char* to_string(Preset preset) noexcept;
 
 /// Everything a Runtime needs to know up front. Validated by Runtime's constructor.
 struct Config {
@@ -32,6 +53,11 @@ struct Config {
   /// Page (and frame) size: a power of two from 512 B (one 16-byte load per lane) to 2 MiB.
   std::size_t page_bytes = 4096;
   EvictionPolicy eviction = EvictionPolicy::clock;
+  Transport transport = Transport::gpu_initiated;
+  /// host_batched: faults taken per batch (the driver's default is 256).
+  std::uint32_t fault_batch_size = 256;
+  /// host_batched: UVM's tree prefetcher on or off.
+  bool prefetch = true;
   /// Bounds-check every element access; an out-of-range index is raised as a warpvm::Error.
   bool checked = false;
   /// Pages one thread may hold at once (live page spans or cursors, plus one element access).
@@ -44,6 +70,9 @@ struct Config {
   int device = 0;
   /// A warp that finds no evictable frame for this long records a no_progress error and traps.
   double watchdog_seconds = 20.0;
+
+  /// The settings of a named preset; the other fields keep their defaults.
+  [[nodiscard]] static Config preset(Preset preset);
 
   /// Throws warpvm::Error(invalid_config) naming the first field that cannot work.
   void validate() const;

@@ -16,6 +16,7 @@
 #include "warpvm/config.hpp"
 #include "warpvm/error.hpp"
 #include "warpvm/stats.hpp"
+#include "warpvm/trace.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -160,6 +161,10 @@ class Runtime {
 
   [[nodiscard]] Stats stats() const;
   void reset_stats();
+  /// host_batched transport: the fault batches served since the last clear_fault_batches(),
+  /// with their timings (empty with GPU-initiated transfers). Waits for device work first.
+  [[nodiscard]] std::vector<FaultBatch> fault_batches() const;
+  void clear_fault_batches();
 
   [[nodiscard]] const Config& config() const;
   [[nodiscard]] std::uint32_t frame_count() const;

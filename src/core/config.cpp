@@ -15,6 +15,33 @@ const char* to_string(Placement placement) noexcept {
   return placement == Placement::migrate ? "migrate" : "remote";
 }
 
+const char* to_string(Transport transport) noexcept {
+  return transport == Transport::gpu_initiated ? "gpu_initiated" : "host_batched";
+}
+
+const char* to_string(Preset preset) noexcept {
+  switch (preset) {
+    case Preset::dream: return "dream";
+    case Preset::uvm: return "uvm";
+    default: return "warpvm";
+  }
+}
+
+Config Config::preset(Preset preset) {
+  Config config;
+  switch (preset) {
+    case Preset::warpvm: break;
+    case Preset::dream: config.eviction = EvictionPolicy::fifo; break;
+    case Preset::uvm:
+      config.transport = Transport::host_batched;
+      config.page_bytes = 4096;
+      config.fault_batch_size = 256;
+      config.prefetch = true;
+      break;
+  }
+  return config;
+}
+
 void Config::validate() const {
   WARPVM_EXPECTS(detail::is_power_of_two(page_bytes) && page_bytes >= detail::min_page_bytes &&
                      page_bytes <= detail::max_page_bytes,
@@ -40,6 +67,13 @@ void Config::validate() const {
                  "watchdog_seconds must be in (0, 86400]");
   WARPVM_EXPECTS(eviction == EvictionPolicy::clock || eviction == EvictionPolicy::fifo, ErrorKind::invalid_config,
                  "eviction must be EvictionPolicy::clock or EvictionPolicy::fifo");
+  WARPVM_EXPECTS(transport == Transport::gpu_initiated || transport == Transport::host_batched,
+                 ErrorKind::invalid_config, "transport must be Transport::gpu_initiated or Transport::host_batched");
+  WARPVM_EXPECTS(transport != Transport::host_batched || page_bytes == 4096, ErrorKind::invalid_config,
+                 "the host_batched transport serves 4 KB pages, as UVM does; page_bytes = " +
+                     std::to_string(page_bytes));
+  WARPVM_EXPECTS(fault_batch_size >= 1 && fault_batch_size <= 65536, ErrorKind::invalid_config,
+                 "fault_batch_size = " + std::to_string(fault_batch_size) + " must be in [1, 65536]");
   WARPVM_EXPECTS(device >= 0, ErrorKind::invalid_config, "device must be a CUDA ordinal >= 0");
 }
 
@@ -51,7 +85,10 @@ std::string Config::describe() const {
   else
     out << cache_fraction_of_free * 100.0 << "% of free";
   out << " page=" << page_bytes << " B eviction=" << to_string(eviction)
-      << " checked=" << (checked ? "on" : "off") << " holds/thread=" << max_pages_held_per_thread;
+      << " transport=" << to_string(transport);
+  if (transport == Transport::host_batched)
+    out << " batch=" << fault_batch_size << " prefetch=" << (prefetch ? "on" : "off");
+  out << " checked=" << (checked ? "on" : "off") << " holds/thread=" << max_pages_held_per_thread;
   return out.str();
 }
 

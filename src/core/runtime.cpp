@@ -93,6 +93,11 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
   view_.watchdog_ns = static_cast<std::uint64_t>(config.watchdog_seconds * 1e9);
   view_.page_shift = log2_exact(config.page_bytes);
   view_.eviction = config.eviction;
+  view_.transport = config.transport;
+  if (config.transport == Transport::host_batched) {
+    service_ = std::make_unique<HostBatchedService>(config, frame_data_.get(), owner_.get(), frames);
+    view_.faults = service_->ring();
+  }
   slots_.resize(config.max_objects);
   WARPVM_CUDA_TRY(cudaDeviceSynchronize());
 }
@@ -150,6 +155,7 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
   *free_slot = std::move(slot);
   try {
     publish_descriptor(id);
+    if (service_) update_served(id, service_->pause());
   } catch (...) {
     slots_[id] = ObjectSlot{};
     throw;
@@ -169,6 +175,13 @@ void RuntimeState::publish_descriptor(std::uint32_t id) {
   WARPVM_CUDA_TRY(cudaMemcpy(never_evicts_.get(), &never_evicts, sizeof never_evicts, cudaMemcpyHostToDevice));
 }
 
+void RuntimeState::update_served(std::uint32_t id, const std::unique_lock<std::mutex>& paused) {
+  const ObjectSlot& slot = slots_[id];
+  service_->remove_object(paused, id);
+  if (slot.in_use && slot.descriptor.placement == Placement::migrate)
+    service_->add_object(paused, id, ServedObject{slot.host, slot.descriptor.bytes, slot.descriptor.pages});
+}
+
 void RuntimeState::mark_pages_absent(std::uint32_t id) {
   const ObjectSlot& slot = slots_[id];
   const std::uint64_t pages = view_.geometry().pages_for(slot.descriptor.bytes);
@@ -181,6 +194,7 @@ void RuntimeState::unregister_object(std::uint32_t id) noexcept {
     write_back(id, /*write_back=*/false, /*drop=*/true);  // a dying object's cached pages are discarded
     slots_[id] = ObjectSlot{};
     publish_descriptor(id);
+    if (service_) update_served(id, service_->pause());
   } catch (const Error&) {
     // A destructor must not throw; a broken context is reported by the next checked call.
     slots_[id] = ObjectSlot{};
@@ -193,15 +207,27 @@ void RuntimeState::set_placement(std::uint32_t id, Placement placement) {
   if (slot.descriptor.placement == Placement::migrate) write_back(id, /*write_back=*/true, /*drop=*/true);
   slot.descriptor.placement = placement;
   publish_descriptor(id);
+  if (service_) update_served(id, service_->pause());
 }
 
 void RuntimeState::write_back(std::uint32_t object_filter, bool write_back, bool drop) {
   const DeviceGuard on_device(config.device);
   synchronize();
-  launch_write_back(view_, object_filter, write_back, drop, stream());
-  if (drop) {
-    for (std::uint32_t id = 0; id < slots_.size(); ++id)
-      if (slots_[id].in_use && (object_filter == all_objects || object_filter == id)) mark_pages_absent(id);
+  {
+    // No host_batched batch may land between the drop's steps (it would map a page into a
+    // frame the service then forgets): the service stays paused until they are done.
+    std::unique_lock<std::mutex> paused;
+    if (service_ && drop) paused = service_->pause();
+    launch_write_back(view_, object_filter, write_back, drop, stream());
+    if (drop) {
+      for (std::uint32_t id = 0; id < slots_.size(); ++id) {
+        if (!slots_[id].in_use || (object_filter != all_objects && object_filter != id)) continue;
+        mark_pages_absent(id);
+        if (service_ && object_filter != all_objects) update_served(id, paused);
+      }
+      if (service_ && object_filter == all_objects) service_->forget_pages(paused);
+    }
+    WARPVM_CUDA_TRY(cudaStreamSynchronize(stream()));
   }
   synchronize();
 }
@@ -210,6 +236,7 @@ void RuntimeState::synchronize() {
   const DeviceGuard on_device(config.device);
   const cudaError_t status = cudaDeviceSynchronize();
   raise_device_error();
+  if (service_) service_->raise_failure();
   WARPVM_CUDA_TRY(status);
 }
 
@@ -234,6 +261,13 @@ void RuntimeState::raise_device_error() {
       what << "a kernel used a handle of " << name << " taken before its placement changed; call device() again "
            << "after set_placement()";
       break;
+    case ErrorKind::no_progress:
+      if (limit == 0) {  // host_batched: a warp waited for the service thread
+        what << "for " << config.watchdog_seconds << " s a warp waited for the host_batched service to bring in page "
+             << index << " of " << name;
+        break;
+      }
+      [[fallthrough]];
     default:
       what << "for " << config.watchdog_seconds << " s a warp found no frame to evict among all " << limit
            << " frames: the pages held by resident threads fill the cache. Use a larger cache, fewer resident "
@@ -249,6 +283,10 @@ Stats RuntimeState::stats() {
                              cudaMemcpyDeviceToHost));
   std::array<std::uint64_t, counter_count> total{};
   for (std::size_t i = 0; i < shards.size(); ++i) total[i % counter_count] += shards[i];
+  if (service_) {  // pages the host brought in
+    total[static_cast<std::size_t>(Counter::misses)] += service_->pages_in();
+    total[static_cast<std::size_t>(Counter::bytes_in)] += service_->bytes_in();
+  }
   auto at = [&](Counter c) { return total[static_cast<std::size_t>(c)]; };
   return Stats{at(Counter::hits),      at(Counter::misses),   at(Counter::waits),    at(Counter::evictions),
                at(Counter::writebacks), at(Counter::bytes_in), at(Counter::bytes_out)};
@@ -257,6 +295,7 @@ Stats RuntimeState::stats() {
 void RuntimeState::reset_stats() {
   synchronize();
   WARPVM_CUDA_TRY(cudaMemset(counters_.get(), 0, std::size_t{counter_shards} * counter_count * sizeof(std::uint64_t)));
+  if (service_) service_->reset_totals();
 }
 
 // ---- ObjectHandle ----------------------------------------------------------------------------
@@ -310,6 +349,17 @@ void Runtime::check_launch(const void* kernel, dim3 grid, dim3 block, std::size_
                                                                 static_cast<int>(threads_per_block), shared_bytes));
   const std::uint64_t resident_blocks =
       std::min<std::uint64_t>(blocks, std::uint64_t(blocks_per_sm) * state_->multiprocessors);
+  if (const detail::HostBatchedService* service = state_->service()) {
+    const std::uint64_t chunks_needed = service->chunks_needed();
+    if (chunks_needed > service->chunks()) {
+      std::ostringstream what;
+      what << "the host_batched transport does not evict yet: its cache holds " << service->chunks()
+           << " chunks of 2 MiB, and the migrate objects need " << chunks_needed
+           << ". Use a larger cache or the gpu_initiated transport";
+      detail::throw_error(ErrorKind::invalid_config, what.str(), __FILE__, __LINE__);
+    }
+    return;  // nothing is held: any grid makes progress
+  }
   const std::uint64_t needed = detail::frames_required(resident_blocks * threads_per_block, holds);
   if (needed <= state_->frames) return;
   const std::uint64_t fitting_blocks = state_->frames / (threads_per_block * holds);
@@ -339,6 +389,13 @@ void Runtime::drop_cached() {
 void Runtime::synchronize() { state_->synchronize(); }
 Stats Runtime::stats() const { return state_->stats(); }
 void Runtime::reset_stats() { state_->reset_stats(); }
+std::vector<FaultBatch> Runtime::fault_batches() const {
+  state_->synchronize();
+  return state_->service() ? state_->service()->batches() : std::vector<FaultBatch>{};
+}
+void Runtime::clear_fault_batches() {
+  if (state_->service()) state_->service()->clear_batches();
+}
 const Config& Runtime::config() const { return state_->config; }
 std::uint32_t Runtime::frame_count() const { return state_->frames; }
 std::size_t Runtime::cache_bytes() const { return state_->config.cache_bytes; }

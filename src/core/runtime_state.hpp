@@ -3,6 +3,7 @@
 // Runtime and its objects are used from one host thread at a time.
 
 #include "cuda_buffers.hpp"
+#include "../transport/host_batched_service.hpp"
 
 #include "warpvm/config.hpp"
 #include "warpvm/detail/core/cache_view.hpp"
@@ -12,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,6 +53,8 @@ class RuntimeState {
   [[nodiscard]] const ObjectSlot& slot(std::uint32_t id) const { return slots_.at(id); }
 
   [[nodiscard]] cudaStream_t stream() const { return stream_.get(); }
+  /// The host_batched transport's service; null with GPU-initiated transfers.
+  [[nodiscard]] HostBatchedService* service() const { return service_.get(); }
 
   Config config;
   int multiprocessors = 0;
@@ -63,6 +67,8 @@ class RuntimeState {
   /// for all device work first: both are read by running kernels.
   void publish_descriptor(std::uint32_t id);
   void mark_pages_absent(std::uint32_t id);
+  /// Tells the host_batched service (if any) which objects it serves: the migrate ones.
+  void update_served(std::uint32_t id, const std::unique_lock<std::mutex>& paused);
   void raise_device_error();
 
   device_ptr<std::byte> frame_data_;
@@ -79,6 +85,7 @@ class RuntimeState {
   stream_ptr stream_;
   CacheView view_{};
   std::vector<ObjectSlot> slots_;
+  std::unique_ptr<HostBatchedService> service_;  // last: its thread stops before the buffers go
 };
 
 /// Launches the write-back / drop kernel over all frames (maintenance.cu).

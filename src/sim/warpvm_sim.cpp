@@ -1,13 +1,15 @@
 // warpvm-sim: replays the benchmark access patterns on the CPU, at any cache size, through
 // warpvm's own device-cache policy code (page table, CLOCK/FIFO victim search) or through UVM's
 // policy as the open driver states it (--model uvm: 256-fault batches, duplicates dropped,
-// per-2 MB-block tree prefetch, chunk eviction by last migration), and reports faults,
+// per-2 MB-block tree prefetch, chunk eviction by last migration; --batch-size and
+// --no-prefetch change the batch limit and turn the prefetcher off), and reports faults,
 // batches, evictions and bytes moved as JSON Lines. No GPU needed; no timings.
 
 #include "cli_args.hpp"
 #include "warpvm/sim/page_cache_model.hpp"
 #include "warpvm/sim/patterns.hpp"
 #include "warpvm/sim/uvm_model.hpp"
+#include "warpvm/trace.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -26,6 +28,9 @@ using warpvm::sim::ModelCounts;
 using warpvm::sim::PageCacheModel;
 using warpvm::sim::UvmBatch;
 using warpvm::sim::UvmModel;
+using warpvm::BatchRun;
+using warpvm::write_batch_trace_header;
+using warpvm::write_batch_trace_rows;
 
 struct Options {
   std::vector<std::string> workloads{"stream", "vadd", "random_page", "hotset"};
@@ -36,6 +41,9 @@ struct Options {
   std::string commit = "unknown";
   std::string model = "warpvm";
   std::string trace;  ///< --model uvm: per-batch CSV (docs/tracing.md)
+  unsigned batch_size = 256;  ///< --model uvm: most faults taken per batch
+  bool prefetch = true;       ///< --model uvm: tree prefetch within 2 MB blocks
+  bool uvm_options = false;   ///< --batch-size or --no-prefetch given
 };
 
 constexpr std::uint64_t uvm_chunk_bytes = 2u << 20;
@@ -44,8 +52,9 @@ constexpr std::uint64_t uvm_chunk_bytes = 2u << 20;
   std::fprintf(stderr,
                "%s\nusage: warpvm-sim [--workloads stream,vadd,random_page,hotset] [--bytes 1GiB] "
                "[--cache-fractions 1,0.5,0.25,0.125] [--model warpvm|uvm] [--eviction clock|fifo] [--page-bytes 4096] "
-               "[--commit SHA] [--trace batches.csv]\n"
-               "Prints one JSON Lines record per workload and cache size on stdout.\n",
+               "[--commit SHA] [--trace batches.csv] [--batch-size 256] [--no-prefetch]\n"
+               "Prints one JSON Lines record per workload and cache size on stdout.\n"
+               "--trace, --batch-size and --no-prefetch apply to --model uvm.\n",
                message.c_str());
   std::exit(2);
 }
@@ -55,6 +64,11 @@ Options parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") usage("warpvm-sim: the paging policy replayed on the CPU");
+    if (flag == "--no-prefetch") {
+      o.prefetch = false;
+      o.uvm_options = true;
+      continue;
+    }
     if (i + 1 >= argc) usage("missing value after " + flag);
     const std::string value = argv[++i];
     if (flag == "--workloads") o.workloads = warpvm::tools::split_list(value);
@@ -67,6 +81,14 @@ Options parse(int argc, char** argv) {
     else if (flag == "--commit") o.commit = value;
     else if (flag == "--model") o.model = value;
     else if (flag == "--trace") o.trace = value;
+    else if (flag == "--batch-size") {
+      std::size_t used = 0;
+      const unsigned long n = std::stoul(value, &used);
+      if (used != value.size() || value[0] == '-' || n < 1 || n > (1ul << 20))
+        usage("--batch-size must be a whole number of faults from 1 to 1048576");
+      o.batch_size = static_cast<unsigned>(n);
+      o.uvm_options = true;
+    }
     else if (flag != "--out") usage("unknown option " + flag);  // --out - is accepted: output is stdout
   }
   return o;
@@ -163,12 +185,12 @@ int main(int argc, char** argv) {
   if (o.model != "warpvm" && o.model != "uvm") usage("--model must be warpvm or uvm");
   if (o.model == "uvm" && o.page_bytes != 4096) usage("--model uvm works in the driver's 4 KB pages");
   if (!o.trace.empty() && o.model != "uvm") usage("--trace records UVM fault batches: use it with --model uvm");
+  if (o.uvm_options && o.model != "uvm") usage("--batch-size and --no-prefetch set UVM's fault path: use them with --model uvm");
   std::ofstream trace;
   if (!o.trace.empty()) {
     trace.open(o.trace);
     if (!trace) usage("cannot write " + o.trace);
-    trace << "workload,cache_fraction,batch,faults,unique_faults,blocks,pages_faulted,pages_prefetched,"
-             "chunks_evicted,pages_evicted\n";
+    write_batch_trace_header(trace);  // docs/tracing.md
   }
   const std::time_t now = std::time(nullptr);
   char date[32];
@@ -182,16 +204,13 @@ int main(int argc, char** argv) {
       std::cout << header << ",\"workload\":\"" << workload << "\",\"cache_fraction\":" << fraction
                 << ",\"dataset_bytes\":" << pages * o.page_bytes;
       if (o.model == "uvm") {
-        UvmModel model(cache_bytes / uvm_chunk_bytes);
+        UvmModel model(cache_bytes / uvm_chunk_bytes, o.prefetch, o.batch_size);
         UvmSink sink{model};
         const Replay r = replay(workload, sink, pages, o.page_bytes);
         std::uint64_t faults = 0, unique = 0, faulted = 0, prefetched = 0, chunks = 0, evicted = 0;
-        for (std::size_t i = 0; i < model.batches().size() && trace; ++i) {
-          const UvmBatch& b = model.batches()[i];
-          trace << workload << ',' << fraction << ',' << i << ',' << b.faults << ',' << b.unique_faults << ','
-                << b.blocks << ',' << b.pages_faulted << ',' << b.pages_prefetched << ',' << b.chunks_evicted << ','
-                << b.pages_evicted << '\n';
-        }
+        // The simulator has no time: the timing columns stay empty.
+        if (trace.is_open())
+          write_batch_trace_rows(trace, BatchRun{workload, fraction, o.batch_size, o.prefetch, false}, model.batches());
         for (const UvmBatch& b : model.batches()) {
           faults += b.faults;
           unique += b.unique_faults;

@@ -50,6 +50,29 @@ TEST(Config, DescribeNamesTheChoices) {
   EXPECT_NE(text.find("1073741824"), std::string::npos);
 }
 
+TEST(Config, PresetsSetTheirPolicies) {
+  EXPECT_EQ(Config::preset(Preset::warpvm).eviction, EvictionPolicy::clock);
+  EXPECT_EQ(Config::preset(Preset::warpvm).transport, Transport::gpu_initiated);
+  EXPECT_EQ(Config::preset(Preset::dream).eviction, EvictionPolicy::fifo);
+  EXPECT_EQ(Config::preset(Preset::dream).transport, Transport::gpu_initiated);
+  const Config uvm = Config::preset(Preset::uvm);
+  EXPECT_EQ(uvm.transport, Transport::host_batched);
+  EXPECT_EQ(uvm.page_bytes, 4096u);
+  EXPECT_EQ(uvm.fault_batch_size, 256u);
+  EXPECT_TRUE(uvm.prefetch);
+  for (Preset p : {Preset::warpvm, Preset::dream, Preset::uvm}) EXPECT_NO_THROW(Config::preset(p).validate()) << to_string(p);
+  EXPECT_NE(uvm.describe().find("transport=host_batched batch=256 prefetch=on"), std::string::npos) << uvm.describe();
+}
+
+TEST(Config, HostBatchedServesFourKilobytePagesInSaneBatches) {
+  Config big_pages = Config::preset(Preset::uvm);
+  big_pages.page_bytes = 65536;
+  expect_invalid(big_pages, "4 KB pages");
+  Config empty_batches = Config::preset(Preset::uvm);
+  empty_batches.fault_batch_size = 0;
+  expect_invalid(empty_batches, "fault_batch_size");
+}
+
 TEST(Error, CarriesKindAndLocation) {
   try {
     WARPVM_EXPECTS(false, ErrorKind::invalid_argument, "bad thing");

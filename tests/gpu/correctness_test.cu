@@ -82,6 +82,7 @@ struct Case {
   Api api;
   EvictionPolicy policy;
   double cache_fraction;  ///< of the three objects' bytes; 0 means the minimum legal cache
+  Transport transport = Transport::gpu_initiated;
 };
 
 class RandomWorkload : public GpuTest, public ::testing::WithParamInterface<Case> {};
@@ -111,8 +112,13 @@ TEST_P(RandomWorkload, MatchesHostReplay) {
     threads = std::min<std::uint64_t>(8192, frames / holds) / 32 * 32;
   }
   ASSERT_GE(threads, 32u);
-  Runtime rt(Config{.cache_bytes = frames * page, .page_bytes = page, .eviction = param.policy,
-                    .max_pages_held_per_thread = holds});
+  Config config{.cache_bytes = frames * page, .page_bytes = page, .eviction = param.policy,
+                .max_pages_held_per_thread = holds};
+  if (param.transport == Transport::host_batched) {
+    config.transport = Transport::host_batched;  // UVM's policy; the objects are whole 2 MB blocks
+    threads = 8192;
+  }
+  Runtime rt(config);
   auto reads = rt.alloc<std::uint32_t>(n, Placement::migrate, "reads");
   auto writes = rt.alloc<std::uint32_t>(n, Placement::migrate, "writes");
   auto counts = rt.alloc<std::uint32_t>(n, Placement::migrate, "counts");
@@ -169,6 +175,8 @@ std::vector<Case> all_cases() {
   for (Api api : {Api::element, Api::span, Api::cursor})
     for (EvictionPolicy policy : {EvictionPolicy::clock, EvictionPolicy::fifo})
       for (double fraction : {1.0, 0.5, 0.125, 0.015, 0.0}) cases.push_back({api, policy, fraction});
+  for (Api api : {Api::element, Api::span, Api::cursor})
+    cases.push_back({api, EvictionPolicy::clock, 1.0, Transport::host_batched});
   return cases;
 }
 
@@ -176,6 +184,7 @@ INSTANTIATE_TEST_SUITE_P(AllApis, RandomWorkload, ::testing::ValuesIn(all_cases(
   const Case& c = test.param;
   const std::string cache = c.cache_fraction == 0.0 ? std::string("min_legal")
                                                     : "cache" + std::to_string(static_cast<int>(c.cache_fraction * 1000)) + "pm";
+  if (c.transport == Transport::host_batched) return std::string(to_string(c.api)) + "_host_batched_" + cache;
   return std::string(to_string(c.api)) + "_" + warpvm::to_string(c.policy) + "_" + cache;
 });
 

@@ -89,5 +89,40 @@ TEST(UvmModel, EvictsTheChunkMigratedIntoLongestAgoEvenIfUsedSince) {
   EXPECT_EQ(evicted, 2u);
 }
 
+TEST(UvmModel, ServicePlansTheCopiesOfFaultedAndPrefetchedPages) {
+  sim::UvmModel plain(/*chunks=*/4, /*prefetch=*/false);
+  const sim::UvmPlan one = plain.service({515, 3, 515});  // page 3 of block 0, page 3 of block 1 twice
+  EXPECT_EQ(one.batch.faults, 3u);
+  EXPECT_EQ(one.batch.unique_faults, 2u);
+  ASSERT_EQ(one.migrations.size(), 2u);
+  EXPECT_EQ(one.migrations[0].block, 0u);
+  EXPECT_EQ(one.migrations[0].pages.count(), 1u);
+  EXPECT_TRUE(one.migrations[0].pages.test(3));
+  EXPECT_EQ(one.migrations[1].block, 1u);
+  EXPECT_TRUE(plain.resident_pages(1).test(3));
+  EXPECT_TRUE(plain.service({3}).migrations.empty());  // resident already: nothing to copy
+
+  sim::UvmModel prefetching(/*chunks=*/4, /*prefetch=*/true);
+  const sim::UvmPlan big = prefetching.service({20});
+  ASSERT_EQ(big.migrations.size(), 1u);
+  EXPECT_EQ(big.migrations[0].pages.count_in(16, 16), 16u);  // the faulted page and its 64 KB big page
+  EXPECT_EQ(big.migrations[0].pages.count(), 16u);
+  EXPECT_EQ(big.batch.pages_faulted, 1u);
+  EXPECT_EQ(big.batch.pages_prefetched, 15u);
+}
+
+TEST(UvmModel, PlanNamesTheEvictedChunkAndForgottenBlocksFreeTheirs) {
+  sim::UvmModel uvm(/*chunks=*/1, /*prefetch=*/false);
+  (void)uvm.service({1, 2});
+  const sim::UvmPlan second = uvm.service({512});
+  ASSERT_EQ(second.evictions.size(), 1u);
+  EXPECT_EQ(second.evictions[0].block, 0u);
+  EXPECT_EQ(second.evictions[0].pages.count(), 2u);
+  uvm.forget_blocks([](std::uint64_t block) { return block == 1; });
+  EXPECT_EQ(uvm.chunks_in_use(), 0u);
+  EXPECT_TRUE(uvm.service({1024}).evictions.empty());  // the forgotten block's chunk was free
+  EXPECT_FALSE(uvm.resident(512));
+}
+
 }  // namespace
 }  // namespace warpvm::detail

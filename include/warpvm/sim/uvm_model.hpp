@@ -9,6 +9,7 @@
 /// The simulator replays access patterns through it; a host-serviced transport can share it.
 
 #include "warpvm/detail/policy/uvm_prefetch.hpp"
+#include "warpvm/trace.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -18,15 +19,19 @@
 
 namespace warpvm::sim {
 
-/// What servicing one batch did.
-struct UvmBatch {
-  std::uint32_t faults = 0;           ///< entries taken from the buffer
-  std::uint32_t unique_faults = 0;    ///< after duplicates were dropped
-  std::uint32_t blocks = 0;           ///< 2 MB VA blocks serviced
-  std::uint32_t pages_faulted = 0;    ///< pages migrated because they faulted
-  std::uint32_t pages_prefetched = 0; ///< pages migrated by the prefetcher
-  std::uint32_t chunks_evicted = 0;
-  std::uint32_t pages_evicted = 0;    ///< resident pages copied back with evicted chunks
+using UvmBatch = FaultBatch;
+
+/// Pages of one 2 MB VA block (global page / 512) to copy in, or evicted.
+struct BlockPages {
+  std::uint64_t block = 0;
+  detail::BlockMask pages;
+};
+
+/// What servicing one batch decided: its record, and the copies that carry it out.
+struct UvmPlan {
+  UvmBatch batch;
+  std::vector<BlockPages> migrations;  ///< pages to copy in (faulted and prefetched)
+  std::vector<BlockPages> evictions;   ///< chunks given up, with the pages they held
 };
 
 class UvmModel {
@@ -55,9 +60,49 @@ class UvmModel {
     const auto it = blocks_.find(page / detail::uvm_block_pages);
     return it != blocks_.end() && it->second.resident.test(static_cast<unsigned>(page % detail::uvm_block_pages));
   }
+  /// The resident pages of a 2 MB block.
+  [[nodiscard]] detail::BlockMask resident_pages(std::uint64_t block) const {
+    const auto it = blocks_.find(block);
+    return it == blocks_.end() ? detail::BlockMask{} : it->second.resident;
+  }
   [[nodiscard]] const std::vector<UvmBatch>& batches() const { return batches_; }
   [[nodiscard]] std::uint64_t hits() const { return hits_; }
   [[nodiscard]] std::uint64_t chunks_in_use() const { return chunks_in_use_; }
+
+  /// Services one batch of faults (global 4 KB page numbers, duplicates allowed): drops the
+  /// duplicates, sorts, and services each 2 MB block once. The host_batched transport calls
+  /// this directly with the faults it took from the GPU's buffer.
+  [[nodiscard]] UvmPlan service(std::vector<std::uint64_t> faults) {
+    UvmPlan plan;
+    plan.batch.faults = static_cast<std::uint32_t>(faults.size());
+    std::sort(faults.begin(), faults.end());
+    faults.erase(std::unique(faults.begin(), faults.end()), faults.end());
+    plan.batch.unique_faults = static_cast<std::uint32_t>(faults.size());
+    for (std::size_t i = 0; i < faults.size();) {
+      const std::uint64_t block_id = faults[i] / detail::uvm_block_pages;
+      detail::BlockMask faulted;
+      for (; i < faults.size() && faults[i] / detail::uvm_block_pages == block_id; ++i)
+        faulted.set(static_cast<unsigned>(faults[i] % detail::uvm_block_pages));
+      service_block(block_id, faulted, plan);
+    }
+    return plan;
+  }
+  /// Forgets every block `drop(block)` names, as if it had never been migrated (its data was
+  /// dropped from the GPU), giving its chunk back.
+  template <class Predicate>
+  void forget_blocks(Predicate&& drop) {
+    for (auto it = blocks_.begin(); it != blocks_.end();) {
+      if (!drop(it->first)) {
+        ++it;
+        continue;
+      }
+      if (it->second.last_migration != 0) {
+        lru_.erase(it->second.last_migration);
+        --chunks_in_use_;
+      }
+      it = blocks_.erase(it);
+    }
+  }
 
  private:
   struct Block {
@@ -69,24 +114,13 @@ class UvmModel {
     const std::size_t taken = std::min<std::size_t>(buffer_.size(), batch_size_);
     std::vector<std::uint64_t> faults(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(taken));
     buffer_.clear();  // replay after the batch; what was not taken faults again (flush policy)
-    UvmBatch batch;
-    batch.faults = static_cast<std::uint32_t>(taken);
-    std::sort(faults.begin(), faults.end());
-    faults.erase(std::unique(faults.begin(), faults.end()), faults.end());
-    batch.unique_faults = static_cast<std::uint32_t>(faults.size());
-    for (std::size_t i = 0; i < faults.size();) {
-      const std::uint64_t block_id = faults[i] / detail::uvm_block_pages;
-      detail::BlockMask faulted;
-      for (; i < faults.size() && faults[i] / detail::uvm_block_pages == block_id; ++i)
-        faulted.set(static_cast<unsigned>(faults[i] % detail::uvm_block_pages));
-      service_block(block_id, faulted, batch);
-    }
-    batches_.push_back(batch);
+    batches_.push_back(service(std::move(faults)).batch);
   }
 
-  void service_block(std::uint64_t block_id, const detail::BlockMask& faulted, UvmBatch& batch) {
+  void service_block(std::uint64_t block_id, const detail::BlockMask& faulted, UvmPlan& plan) {
+    UvmBatch& batch = plan.batch;
     ++batch.blocks;
-    if (blocks_[block_id].last_migration == 0) take_chunk(block_id, batch);
+    if (blocks_[block_id].last_migration == 0) take_chunk(block_id, plan);
     Block& block = blocks_[block_id];
     const detail::BlockMask new_faulted = faulted.without(block.resident);
     const detail::BlockMask prefetched =
@@ -94,20 +128,23 @@ class UvmModel {
                   : detail::BlockMask{};
     batch.pages_faulted += new_faulted.count();
     batch.pages_prefetched += prefetched.count();
-    block.resident |= new_faulted;
-    block.resident |= prefetched;
+    BlockPages migration{block_id, new_faulted};
+    migration.pages |= prefetched;
+    if (migration.pages.count() != 0) plan.migrations.push_back(migration);
+    block.resident |= migration.pages;
     lru_.erase(block.last_migration);
     block.last_migration = ++clock_;
     lru_[block.last_migration] = block_id;
   }
 
   /// Gives the block a 2 MB chunk, evicting the chunk migrated into longest ago when full.
-  void take_chunk(std::uint64_t block_id, UvmBatch& batch) {
+  void take_chunk(std::uint64_t block_id, UvmPlan& plan) {
     if (chunks_in_use_ >= capacity_ && !lru_.empty()) {
       const auto oldest = lru_.begin();
       Block& victim = blocks_[oldest->second];
-      batch.pages_evicted += victim.resident.count();
-      ++batch.chunks_evicted;
+      plan.batch.pages_evicted += victim.resident.count();
+      ++plan.batch.chunks_evicted;
+      plan.evictions.push_back(BlockPages{oldest->second, victim.resident});
       victim = Block{};
       lru_.erase(oldest);
       --chunks_in_use_;

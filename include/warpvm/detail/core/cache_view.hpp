@@ -42,6 +42,25 @@ struct ErrorRecord {
 inline constexpr std::uint32_t error_state_none = 0;
 inline constexpr std::uint32_t error_state_set = 1;
 
+/// What the host_batched service tells waiting warps after every batch (device memory, copied
+/// in by the host, so that warps poll L2 rather than the link).
+struct ReplayState {
+  std::uint64_t consumed;  ///< fault buffer positions below this have been taken
+  std::uint32_t epoch;     ///< bumped after every batch (replay)
+  std::uint32_t pad;
+};
+
+/// The host_batched transport's fault buffer: warps post page keys (plus one; 0 marks an empty
+/// slot) into mapped pinned memory, at positions taken from a device counter; the host service
+/// thread takes them in position order and bumps the replay epoch after every batch, when it
+/// also drops (flushes) what is left: warps still waiting then post again.
+struct FaultRing {
+  std::uint64_t* slots;          ///< mapped pinned host memory, `capacity` entries
+  std::uint64_t* next_position;  ///< device word
+  const ReplayState* replay;     ///< device memory
+  std::uint32_t capacity;        ///< a power of two
+};
+
 struct CacheView {
   std::byte* frames;              ///< frame f is frames + (f << page_shift)
   FrameTable table;
@@ -53,6 +72,8 @@ struct CacheView {
   std::uint64_t watchdog_ns;
   unsigned page_shift;
   EvictionPolicy eviction;
+  Transport transport;
+  FaultRing faults;                   ///< host_batched only
 
   [[nodiscard]] WARPVM_HD PageGeometry geometry() const { return {page_shift}; }
   [[nodiscard]] WARPVM_HD std::byte* frame_data(std::uint32_t f) const {

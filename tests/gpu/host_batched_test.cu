@@ -1,0 +1,161 @@
+// The host_batched transport (UVM's policy, served by a host thread): exact data, the batch
+// records it keeps, prefetch on and off, flush and drop, and the launches it refuses.
+
+#include "gpu_test_support.cuh"
+
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace warpvm::testing {
+namespace {
+
+/// Sums the object in a grid-stride loop: every page is touched, in address order per warp.
+__global__ void sum_all(array<std::uint32_t> a, unsigned long long* total) {
+  unsigned long long s = 0;
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < a.size();
+       i += std::uint64_t{gridDim.x} * blockDim.x)
+    s += a[i];
+  atomicAdd(total, s);
+}
+
+/// Touches one word of every `stride`-th page.
+__global__ void touch_strided_pages(array<std::uint32_t> a, std::uint64_t stride, unsigned long long* total) {
+  const std::uint64_t per_page = a.elements_per_page();
+  const std::uint64_t pages = a.size() / per_page;
+  unsigned long long s = 0;
+  for (std::uint64_t p = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) * stride; p < pages;
+       p += std::uint64_t{gridDim.x} * blockDim.x * stride)
+    s += a[p * per_page];
+  atomicAdd(total, s);
+}
+
+/// v' = v + i through read_write spans.
+__global__ void add_index(array<std::uint32_t> a) {
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < a.size();
+       i += std::uint64_t{gridDim.x} * blockDim.x)
+    a.store(i, a[i] + static_cast<std::uint32_t>(i));
+}
+
+Config uvm_preset(std::size_t cache_bytes, bool prefetch = true) {
+  Config config = Config::preset(Preset::uvm);
+  config.cache_bytes = cache_bytes;
+  config.prefetch = prefetch;
+  return config;
+}
+
+std::uint64_t host_sum(const object<std::uint32_t>& a) {
+  const auto host = a.host();
+  return std::accumulate(host.begin(), host.end(), std::uint64_t{0});
+}
+
+class HostBatched : public GpuTest {};
+
+TEST_F(HostBatched, StreamReadIsExactAndEveryPageComesInOnce) {
+  constexpr std::uint64_t n = 16u << 20;  // 64 MiB: 32 blocks of 2 MB
+  Runtime rt(uvm_preset(64ull << 20));
+  auto a = rt.alloc<std::uint32_t>(n, Placement::migrate, "stream");
+  fill_initial(a, 5);
+  DeviceVector<unsigned long long> total(1);
+  rt.launch(sum_all, dim3(264), dim3(256), 0, a.device(), total.get());
+  rt.synchronize();
+  EXPECT_EQ(total.to_host()[0], host_sum(a));
+
+  const Stats stats = rt.stats();
+  EXPECT_EQ(stats.misses, n * 4 / 4096);  // each page once, faulted or prefetched
+  EXPECT_EQ(stats.bytes_in, n * 4);
+  const std::vector<FaultBatch> batches = rt.fault_batches();
+  ASSERT_FALSE(batches.empty());
+  std::uint64_t pages = 0;
+  for (const FaultBatch& b : batches) {
+    EXPECT_LE(b.faults, 256u);
+    EXPECT_LE(b.unique_faults, b.faults);
+    EXPECT_GE(b.blocks, 1u);
+    EXPECT_LE(b.blocks, b.unique_faults);
+    EXPECT_GT(b.duration_ns, 0u);
+    EXPECT_LE(b.transfer_ns, b.duration_ns);
+    EXPECT_EQ(b.chunks_evicted, 0u);
+    pages += b.pages_faulted + b.pages_prefetched;
+  }
+  EXPECT_EQ(pages, n * 4 / 4096);
+  EXPECT_GT(batches.back().start_ns, 0u);
+}
+
+TEST_F(HostBatched, PrefetchOffMigratesOnlyFaultedPages) {
+  constexpr std::uint64_t n = 8u << 20;  // 32 MiB
+  for (const bool prefetch : {true, false}) {
+    Runtime rt(uvm_preset(32ull << 20, prefetch));
+    auto a = rt.alloc<std::uint32_t>(n);
+    fill_initial(a, 6);
+    DeviceVector<unsigned long long> total(1);
+    // Every 4th page: under UVM's prefetcher the 64 KB big pages around each fault come in whole.
+    rt.launch(touch_strided_pages, dim3(8), dim3(128), 0, a.device(), std::uint64_t{4}, total.get());
+    rt.synchronize();
+    unsigned long long expected = 0;
+    for (std::uint64_t p = 0; p < n / 1024; p += 4) expected += a.host()[p * 1024];
+    EXPECT_EQ(total.to_host()[0], expected);
+    std::uint64_t faulted = 0, prefetched = 0;
+    for (const FaultBatch& b : rt.fault_batches()) {
+      faulted += b.pages_faulted;
+      prefetched += b.pages_prefetched;
+    }
+    const std::uint64_t touched = n / 1024 / 4;
+    if (prefetch) {  // a touched page may have come in by prefetch before its own fault
+      EXPECT_GT(prefetched, 0u);
+      EXPECT_GE(faulted + prefetched, touched);
+    } else {
+      EXPECT_EQ(faulted, touched);
+      EXPECT_EQ(prefetched, 0u);
+    }
+  }
+}
+
+TEST_F(HostBatched, WritesReachTheHostAfterFlushAndDropStartsOver) {
+  constexpr std::uint64_t n = 4u << 20;  // 16 MiB
+  Runtime rt(uvm_preset(16ull << 20));
+  auto a = rt.alloc<std::uint32_t>(n);
+  fill_initial(a, 7);
+  const std::vector<std::uint32_t> before(a.host().begin(), a.host().end());
+  rt.launch(add_index, dim3(132), dim3(256), 0, a.device());
+  rt.flush();
+  std::uint64_t wrong = 0;
+  for (std::uint64_t i = 0; i < n; ++i) wrong += a.host()[i] != before[i] + static_cast<std::uint32_t>(i);
+  EXPECT_EQ(wrong, 0u);
+
+  rt.drop_cached();
+  rt.reset_stats();
+  rt.clear_fault_batches();
+  for (std::uint64_t i = 0; i < n; ++i) a.host()[i] = static_cast<std::uint32_t>(i * 3 + 1);  // host writes between kernels
+  DeviceVector<unsigned long long> total(1);
+  rt.launch(sum_all, dim3(132), dim3(256), 0, a.device(), total.get());
+  rt.synchronize();
+  EXPECT_EQ(total.to_host()[0], host_sum(a));
+  EXPECT_EQ(rt.stats().misses, n * 4 / 4096);  // all brought in again
+  EXPECT_FALSE(rt.fault_batches().empty());
+}
+
+TEST_F(HostBatched, RefusesWhatItCannotServe) {
+  try {
+    Config config = Config::preset(Preset::uvm);
+    config.page_bytes = 65536;
+    Runtime rt(config);
+    FAIL() << "64 KB pages accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_config);
+    EXPECT_NE(std::string(e.what()).find("4 KB pages"), std::string::npos) << e.what();
+  }
+  Runtime rt(uvm_preset(8ull << 20));  // 4 chunks
+  auto a = rt.alloc<std::uint32_t>(4u << 20);  // 16 MiB: 8 chunks
+  DeviceVector<unsigned long long> total(1);
+  try {
+    rt.launch(sum_all, dim3(1), dim3(32), 0, a.device(), total.get());
+    FAIL() << "a launch needing eviction was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_config);
+    EXPECT_NE(std::string(e.what()).find("does not evict yet"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("need 8"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace warpvm::testing
