@@ -26,10 +26,12 @@ namespace {
   std::fprintf(stderr,
                "%s\nusage: warpvm-bench [--workloads a,b] [--modes m,n] [--cache-fractions 1,0.5] "
                "[--bytes 16GiB] [--repeats 3] [--eviction clock|fifo] [--out file.jsonl] "
-               "[--commit SHA] [--driver VER] [--suite NAME] [--trace batches.csv]\n"
+               "[--commit SHA] [--driver VER] [--suite NAME] [--trace batches.csv] [--uvm-batch-sizes 256] "
+               "[--uvm-prefetch on,off]\n"
                "workloads: stream, vadd, random_page, sparse_read, resident\n"
                "modes: explicit, uvm, uvm_prefetch, zero_copy, warpvm, warpvm_uvm, warpvm_remote, device\n"
-               "--trace writes the fault batches of the warpvm_uvm runs (the uvm preset) as CSV\n",
+               "--trace writes the fault batches of the warpvm_uvm runs (the uvm preset) as CSV; warpvm_uvm runs\n"
+               "every batch size and prefetch setting given (the SC21 study's Figs. 9 and 14)\n",
                message);
   std::exit(2);
 }
@@ -72,6 +74,16 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--driver") o.driver = value;
     else if (flag == "--suite") o.suite = value;
     else if (flag == "--trace") o.trace = value;
+    else if (flag == "--uvm-batch-sizes") {
+      o.uvm_batch_sizes.clear();
+      for (const std::string& n : tools::split_list(value)) o.uvm_batch_sizes.push_back(static_cast<unsigned>(std::stoul(n)));
+    } else if (flag == "--uvm-prefetch") {
+      o.uvm_prefetch.clear();
+      for (const std::string& v : tools::split_list(value)) {
+        if (v != "on" && v != "off") usage("--uvm-prefetch takes on, off or on,off");
+        o.uvm_prefetch.push_back(v == "on");
+      }
+    }
     else usage(("unknown option " + flag).c_str());
   }
   if (o.repeats < 1) usage("--repeats must be at least 1");

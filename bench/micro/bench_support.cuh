@@ -26,6 +26,8 @@ struct Options {
   std::string driver = "unknown";
   std::string suite = "paging";
   std::string trace;  ///< batch trace CSV of the uvm-preset runs (empty: none)
+  std::vector<unsigned> uvm_batch_sizes{256};  ///< warpvm_uvm: fault batch limits to run
+  std::vector<bool> uvm_prefetch{true};        ///< warpvm_uvm: prefetcher on and/or off
   bool wants(const std::string& workload) const;
   bool wants_mode(const std::string& mode) const;
 };

@@ -3,6 +3,7 @@
 // Lines record per point. Modes and record fields: docs/benchmarks.md.
 
 #include "bench_support.cuh"
+#include "uvm_counters.hpp"
 
 #include "warpvm/sim/patterns.hpp"
 
@@ -277,13 +278,41 @@ class Bench {
     return r;
   }
 
-  /// The uvm preset (host_batched transport) with a cache of whole 2 MB chunks for each object.
-  static Config uvm_config(std::initializer_list<std::uint64_t> object_bytes) {
+  /// measure() for real UVM, then one more run under CUPTI's unified-memory counters (which
+  /// slow UVM down, so the timed runs go without them): its traffic goes into the record.
+  Record measure_uvm(Record r, const std::function<void()>& before, const std::function<void()>& run,
+                     const std::function<bool()>& verify) {
+    r = measure(std::move(r), before, run, verify);
+    before();
+    check(cudaDeviceSynchronize(), "before the counted UVM run");
+    UvmCounters counters;
+    run();
+    check(cudaDeviceSynchronize(), "the counted UVM run");
+    const UvmTraffic traffic = counters.stop();
+    r.bytes_moved = static_cast<std::int64_t>(traffic.bytes_to_device + traffic.bytes_to_host);
+    r.faults = static_cast<std::int64_t>(traffic.gpu_fault_records);
+    r.extra["uvm_bytes_to_device"] = static_cast<double>(traffic.bytes_to_device);
+    r.extra["uvm_bytes_to_host"] = static_cast<double>(traffic.bytes_to_host);
+    r.extra["uvm_fault_groups"] = static_cast<double>(traffic.gpu_fault_groups);
+    return r;
+  }
+
+  /// The uvm preset (host_batched transport) with a cache of whole 2 MB chunks for each object,
+  /// once per batch size and prefetch setting asked for.
+  std::vector<Config> uvm_configs(std::initializer_list<std::uint64_t> object_bytes) const {
     constexpr std::uint64_t chunk = 2ull << 20;
     Config config = Config::preset(Preset::uvm);
     config.cache_bytes = 0;
     for (const std::uint64_t bytes : object_bytes) config.cache_bytes += (bytes + chunk - 1) / chunk * chunk;
-    return config;
+    std::vector<Config> configs;
+    for (const unsigned batch : o_.uvm_batch_sizes) {
+      for (const bool prefetch : o_.uvm_prefetch) {
+        config.fault_batch_size = batch;
+        config.prefetch = prefetch;
+        configs.push_back(config);
+      }
+    }
+    return configs;
   }
 
   /// warpvm_point() for the uvm preset, then one more cold run whose fault batches are
@@ -291,7 +320,13 @@ class Bench {
   template <class Launch>
   Record uvm_point(Record r, Runtime& rt, Launch&& launch, const std::function<bool()>& verify) {
     r = warpvm_point(std::move(r), rt, 1.0, launch, verify);
-    r.policy = "uvm";
+    const Config& config = rt.config();
+    r.policy = "uvm";  // the preset as is; variants name what differs
+    if (config.fault_batch_size != Config::preset(Preset::uvm).fault_batch_size)
+      r.policy += "-batch" + std::to_string(config.fault_batch_size);
+    if (!config.prefetch) r.policy += "-noprefetch";
+    r.extra["batch_limit"] = config.fault_batch_size;
+    r.extra["prefetch"] = config.prefetch ? 1 : 0;
     rt.drop_cached();
     rt.clear_fault_batches();
     launch();
@@ -306,6 +341,8 @@ class Bench {
       transfer += static_cast<double>(b.transfer_ns);
     }
     r.extra["batches"] = static_cast<double>(batches.size());
+    r.extra["faults_taken"] = faults;
+    r.extra["unique_faults"] = unique;
     r.extra["faults_per_batch"] = batches.empty() ? 0 : faults / batches.size();
     r.extra["unique_faults_per_batch"] = batches.empty() ? 0 : unique / batches.size();
     r.extra["faults_flushed"] = flushed;
@@ -375,7 +412,7 @@ class Bench {
       if (!o_.wants_mode(mode)) continue;
       const bool prefetch = std::string(mode) == "uvm_prefetch";
       Managed m(host.as<void>(), n * 4);
-      recorder_.write(measure(base("stream", mode, n * 4, n * 4), [&] { m.to_host(); }, [&] {
+      recorder_.write(measure_uvm(base("stream", mode, n * 4, n * 4), [&] { m.to_host(); }, [&] {
         if (prefetch) m.to_device(stream_);
         raw(m.data);
       }, verify));
@@ -390,8 +427,8 @@ class Bench {
         }, verify));
       }
     }
-    if (o_.wants_mode("warpvm_uvm")) {
-      Runtime rt(uvm_config({n * 4}));
+    for (const Config& config : o_.wants_mode("warpvm_uvm") ? uvm_configs({n * 4}) : std::vector<Config>{}) {
+      Runtime rt(config);
       auto a = rt.adopt(host.as<std::uint32_t>(), n, Placement::migrate, "stream");
       recorder_.write(uvm_point(base("stream", "warpvm_uvm", n * 4, n * 4), rt, [&] {
         total.zero(rt.stream());
@@ -443,7 +480,7 @@ class Bench {
       Managed ma(a.as<void>(), bytes), mb(b.as<void>(), bytes), mc(c.as<void>(), bytes);
       Record r = base("vadd", mode, 3 * bytes, useful);
       r.extra["result_on_host"] = 0;
-      recorder_.write(measure(r, [&] { ma.to_host(); mb.to_host(); mc.to_host(); }, [&] {
+      recorder_.write(measure_uvm(r, [&] { ma.to_host(); mb.to_host(); mc.to_host(); }, [&] {
         if (prefetch) { ma.to_device(stream_); mb.to_device(stream_); mc.to_device(stream_); }
         vadd_raw<<<grid(), block_threads, 0, stream_>>>(static_cast<uint4*>(ma.data), static_cast<uint4*>(mb.data),
                                                         static_cast<uint4*>(mc.data), vectors);
@@ -471,8 +508,8 @@ class Bench {
         }, [&] { return verify_on(c.as<std::uint32_t>()); }));
       }
     }
-    if (o_.wants_mode("warpvm_uvm")) {
-      Runtime rt(uvm_config({bytes, bytes, bytes}));
+    for (const Config& config : o_.wants_mode("warpvm_uvm") ? uvm_configs({bytes, bytes, bytes}) : std::vector<Config>{}) {
+      Runtime rt(config);
       auto oa = rt.adopt(a.as<std::uint32_t>(), n4, Placement::migrate, "A");
       auto ob = rt.adopt(b.as<std::uint32_t>(), n4, Placement::migrate, "B");
       auto oc = rt.adopt(c.as<std::uint32_t>(), n4, Placement::migrate, "C");
@@ -509,7 +546,7 @@ class Bench {
       finish(measure(base("random_page", "zero_copy", n * 4, useful), nullptr, [&] { raw(host.as<void>()); }, verify));
     if (o_.wants_mode("uvm")) {
       Managed m(host.as<void>(), n * 4);
-      finish(measure(base("random_page", "uvm", n * 4, useful), [&] { m.to_host(); }, [&] { raw(m.data); }, verify));
+      finish(measure_uvm(base("random_page", "uvm", n * 4, useful), [&] { m.to_host(); }, [&] { raw(m.data); }, verify));
     }
     if (o_.wants_mode("warpvm")) {
       for (double fraction : o_.cache_fractions) {
@@ -521,8 +558,8 @@ class Bench {
         }, verify));
       }
     }
-    if (o_.wants_mode("warpvm_uvm")) {
-      Runtime rt(uvm_config({n * 4}));
+    for (const Config& config : o_.wants_mode("warpvm_uvm") ? uvm_configs({n * 4}) : std::vector<Config>{}) {
+      Runtime rt(config);
       auto a = rt.adopt(host.as<std::uint32_t>(), n, Placement::migrate, "pages");
       finish(uvm_point(base("random_page", "warpvm_uvm", n * 4, useful), rt, [&] {
         total.zero(rt.stream());
@@ -559,7 +596,7 @@ class Bench {
     }
     if (o_.wants_mode("uvm")) {
       Managed m(host.as<void>(), n * 8);
-      finish(measure(base("sparse_read", "uvm", n * 8, useful), [&] { m.to_host(); }, [&] { raw(m.data); }, verify));
+      finish(measure_uvm(base("sparse_read", "uvm", n * 8, useful), [&] { m.to_host(); }, [&] { raw(m.data); }, verify));
     }
     for (const char* mode : {"warpvm_remote", "warpvm"}) {
       if (!o_.wants_mode(mode)) continue;

@@ -1,6 +1,7 @@
 #include "warpvm/runtime.hpp"
 
 #include "runtime_state.hpp"
+#include "nvtx_range.hpp"
 
 #include "warpvm/detail/core/inspect.hpp"
 #include "warpvm/detail/policy/victim.hpp"
@@ -211,6 +212,8 @@ void RuntimeState::set_placement(std::uint32_t id, Placement placement) {
 }
 
 void RuntimeState::write_back(std::uint32_t object_filter, bool write_back, bool drop) {
+  const NvtxRange range(drop ? (write_back ? "warpvm: drop cached (write back first)" : "warpvm: drop cached")
+                             : "warpvm: flush");
   const DeviceGuard on_device(config.device);
   synchronize();
   {
@@ -377,6 +380,7 @@ std::uint64_t Runtime::max_resident_threads() const {
 }
 
 void Runtime::launch_raw(const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes, void** args) {
+  const detail::NvtxRange range("warpvm: launch");
   check_launch(kernel, grid, block, shared_bytes);
   const detail::DeviceGuard on_device(state_->config.device);
   WARPVM_CUDA_TRY(cudaLaunchKernel(kernel, grid, block, args, shared_bytes, state_->stream()));

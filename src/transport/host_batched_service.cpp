@@ -1,5 +1,7 @@
 #include "host_batched_service.hpp"
 
+#include "nvtx_range.hpp"
+
 #include "warpvm/detail/core/geometry.hpp"
 #include "warpvm/error.hpp"
 
@@ -182,6 +184,7 @@ std::uint32_t HostBatchedService::chunk_for(std::uint64_t block) {
 }
 
 void HostBatchedService::serve(std::vector<std::uint64_t> faults, Clock::time_point started) {
+  const NvtxRange range("warpvm: uvm fault batch", faults.size());
   if (!run_started_) {
     run_start_ = started;
     run_started_ = true;
