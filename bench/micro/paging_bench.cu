@@ -241,6 +241,9 @@ class Bench {
   explicit Bench(const Options& o) : o_(o), recorder_(o) {
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
     check(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, 0), "SM count");
+    // CUPTI counts UVM traffic only for managed memory allocated after its counters were first
+    // enabled (seen on the H200: a run on older memory counted nothing), so arm them now.
+    if (o_.wants_mode("uvm") || o_.wants_mode("uvm_prefetch")) UvmCounters().stop();
     if (!o_.trace.empty()) {
       trace_.open(o_.trace);
       if (!trace_) throw std::runtime_error("cannot write " + o_.trace);
