@@ -218,6 +218,8 @@ void HostBatchedService::serve(std::vector<std::uint64_t> faults, Clock::time_po
     const std::uint64_t object_pages = (object.bytes + page_bytes - 1) / page_bytes;
     const auto in_object = static_cast<unsigned>(std::min<std::uint64_t>(uvm_block_pages, object_pages - block_page));
     const std::uint64_t first_frame = std::uint64_t{chunk_for(migration.block)} * chunk_frames;
+    // The model sees whole blocks: what it prefetched past the object's end is not copied.
+    plan.batch.pages_prefetched -= migration.pages.count_in(in_object, uvm_block_pages - in_object);
     for (unsigned p = 0; p < in_object;) {
       if (!migration.pages.test(p)) {
         ++p;

@@ -81,6 +81,22 @@ TEST_F(HostBatched, StreamReadIsExactAndEveryPageComesInOnce) {
   EXPECT_GT(batches.back().start_ns, 0u);
 }
 
+TEST_F(HostBatched, BatchRecordsCountOnlyPagesInsideTheObject) {
+  constexpr std::uint64_t n = (3u << 20) / 4 + 1024 + 7;  // 3 MiB, one page more and a partial one
+  Runtime rt(uvm_preset(4ull << 20));
+  auto a = rt.alloc<std::uint32_t>(n);
+  fill_initial(a, 8);
+  DeviceVector<unsigned long long> total(1);
+  rt.launch(sum_all, dim3(16), dim3(256), 0, a.device(), total.get());
+  rt.synchronize();
+  EXPECT_EQ(total.to_host()[0], host_sum(a));
+  std::uint64_t pages = 0;
+  for (const FaultBatch& b : rt.fault_batches()) pages += b.pages_faulted + b.pages_prefetched;
+  const std::uint64_t object_pages = (n * 4 + 4095) / 4096;
+  EXPECT_EQ(pages, object_pages);  // the prefetcher's whole-block view stops at the object's end
+  EXPECT_EQ(rt.stats().misses, object_pages);
+}
+
 TEST_F(HostBatched, PrefetchOffMigratesOnlyFaultedPages) {
   constexpr std::uint64_t n = 8u << 20;  // 32 MiB
   for (const bool prefetch : {true, false}) {

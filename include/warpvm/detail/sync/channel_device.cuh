@@ -1,0 +1,126 @@
+#pragma once
+/// @file
+/// The consumer side of a warpvm::channel, in device code: post a request, park on the warp's
+/// waiter word in device memory, read the data in staging, say so. docs/channels.md has the
+/// protocol and its memory-ordering argument.
+
+#include "warpvm/detail/core/device_support.cuh"
+#include "warpvm/detail/sync/channel_view.hpp"
+#include "warpvm/detail/sync/request_queue.hpp"
+
+#include <cuda/atomic>
+
+#include <cstdint>
+
+namespace warpvm::detail {
+
+/// This warp's id across the grid (any block shape): its waiter's index.
+__device__ __forceinline__ std::uint32_t channel_global_warp() {
+  const std::uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  const std::uint32_t threads = blockDim.x * blockDim.y * blockDim.z;
+  const std::uint32_t thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  return block * ((threads + 31) / 32) + thread / 32;
+}
+
+/// Records the first failure of the channel (later ones are dropped) and traps: the host raises
+/// it as a warpvm::Error from channel::synchronize().
+__device__ inline void channel_fail(const ChannelView& view, ChannelFault fault, std::uint32_t warp,
+                                    std::uint32_t first_tag, std::uint64_t value, std::uint64_t source_offset) {
+  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device> claim(*view.error_claim);
+  if (claim.exchange(1u, cuda::std::memory_order_relaxed) == 0u) {
+    volatile ChannelErrorRecord* record = view.error;
+    record->fault = static_cast<std::uint32_t>(fault);
+    record->warp = warp;
+    record->first_tag = first_tag;
+    record->value = value;
+    record->source_offset = source_offset;
+    __threadfence_system();
+    record->state = 1;
+    __threadfence_system();
+    claim.store(2u, cuda::std::memory_order_release);
+  } else {
+    // A trap ends the whole kernel: wait (boundedly) until the first failure is on record.
+    const std::uint64_t started = global_timer_ns();
+    while (claim.load(cuda::std::memory_order_acquire) != 2u && global_timer_ns() - started < 1000000000ull)
+      __nanosleep(1000);
+  }
+  __trap();
+}
+
+/// Wrap-safe "a is at or after b" for 32-bit sequence numbers.
+__device__ __forceinline__ bool channel_seq_reached(std::uint32_t a, std::uint32_t b) {
+  return static_cast<std::int32_t>(a - b) >= 0;
+}
+
+/// What acquire returns to every lane: where the data is and what to release.
+struct ChannelGrant {
+  const std::byte* data;
+  std::uint32_t warp;
+  std::uint32_t seq;
+};
+
+/// Warp-collective: every active lane calls with the same arguments. One lane posts one request
+/// for the warp and parks; the others wait for it at the shuffle (taking no issue slots).
+__device__ inline ChannelGrant channel_acquire(const ChannelView& view, std::uint32_t first_tag,
+                                               std::uint32_t tag_count, std::uint32_t bytes,
+                                               std::uint64_t source_offset) {
+  const unsigned mask = __activemask();
+  const unsigned leader = static_cast<unsigned>(__ffs(mask) - 1);
+  const std::uint32_t warp = channel_global_warp();
+  int uniform = 0;
+  __match_all_sync(mask, (std::uint64_t{first_tag} << 32 | tag_count) ^ (source_offset * 0x9e3779b97f4a7c15ull) ^
+                             (std::uint64_t{bytes} << 17),
+                   &uniform);
+  if (!uniform) channel_fail(view, ChannelFault::not_uniform, warp, first_tag, bytes, source_offset);
+  if (warp >= view.waiters) channel_fail(view, ChannelFault::bad_warp, warp, first_tag, warp, source_offset);
+  if (bytes == 0 || bytes > view.staging_bytes || source_offset > view.buffer_bytes ||
+      bytes > view.buffer_bytes - source_offset || first_tag > view.tag_count || tag_count > view.tag_count - first_tag)
+    channel_fail(view, ChannelFault::bad_request, warp, first_tag, bytes, source_offset);
+
+  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device> served(view.served[warp]);
+  std::uint32_t seq = 0;
+  if (lane_id() == leader) {
+    // The warp's previous request (if any) was served before it could ask again, so this is the
+    // count the monitor will write when it serves this one.
+    seq = served.load(cuda::std::memory_order_relaxed) + 1;
+    const RequestQueue<cuda::thread_scope_system> queue(view.cursors, view.slots, view.queue_capacity);
+    const Request request{first_tag, tag_count, warp, bytes, source_offset};
+    const std::uint64_t started = global_timer_ns();
+    std::uint32_t backoff_ns = waiter_backoff_min_ns;
+    while (!queue.try_post(request)) {  // full: capacity requests not yet taken
+      if (global_timer_ns() - started > view.watchdog_ns)
+        channel_fail(view, ChannelFault::post_timeout, warp, first_tag, tag_count, source_offset);
+      __nanosleep(backoff_ns);
+      backoff_ns = backoff_ns * 2 < waiter_backoff_max_ns ? backoff_ns * 2 : waiter_backoff_max_ns;
+    }
+    // Park: relaxed device-scope loads are served by L2 (the copy engine's writes land there) and
+    // leave L1 alone for the warps that compute meanwhile.
+    backoff_ns = waiter_backoff_min_ns;
+    std::uint32_t polls = 0;
+    while (!channel_seq_reached(served.load(cuda::std::memory_order_relaxed), seq)) {
+      if ((++polls & 63u) == 0 && global_timer_ns() - started > view.watchdog_ns)
+        channel_fail(view, ChannelFault::wait_timeout, warp, first_tag, tag_count, source_offset);
+      __nanosleep(backoff_ns);
+      backoff_ns = backoff_ns * 2 < waiter_backoff_max_ns ? backoff_ns * 2 : waiter_backoff_max_ns;
+    }
+  }
+  seq = __shfl_sync(mask, seq, static_cast<int>(leader));
+  // Every lane acquires on the waiter word itself: the copy engine wrote the data and the offset
+  // before it (stream order), and the acquire (with the fence: L1 invalidated) keeps this SM
+  // from serving the data from L1 lines left by an earlier use of the same staging pages.
+  const std::uint32_t now = served.load(cuda::std::memory_order_acquire);
+  cuda::atomic_thread_fence(cuda::std::memory_order_acquire, cuda::thread_scope_device);
+  const std::uint64_t offset = __ldcg(view.offsets + warp) + (channel_seq_reached(now, seq) ? 0 : 1);
+  return ChannelGrant{view.staging + offset, warp, seq};
+}
+
+/// Warp-collective: every lane that acquired has finished reading. One release store per warp,
+/// into pinned host memory where the monitor reads it (a store, not an atomic: PCIe needs none).
+__device__ inline void channel_release(std::uint32_t* released, std::uint32_t seq) {
+  const unsigned mask = __activemask();
+  __syncwarp(mask);  // every lane's reads of the data happen before the leader's release
+  if (lane_id() == static_cast<unsigned>(__ffs(mask) - 1))
+    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(*released).store(seq, cuda::std::memory_order_release);
+}
+
+}  // namespace warpvm::detail

@@ -1,0 +1,64 @@
+#pragma once
+/// @file
+/// What a kernel sees of a warpvm::channel (CPU-to-GPU direction, one GPU): plain pointers into
+/// memory the channel owns, copied by value into every channel_handle. docs/channels.md has the
+/// protocol; in short, per consumer warp w:
+///
+///   served[w]    device memory, written only by the monitor's copy engine: the number of
+///                requests of warp w served so far. Warp w parks on it (its waiter word).
+///   offsets[w]   device memory, written only by the copy engine, before served[w]: where in
+///                staging the data of w's last served request starts.
+///   released[w]  mapped pinned host memory, written only by warp w (release store): the last
+///                request whose staging data w has finished reading. The monitor reads it.
+///
+/// Requests travel in a RequestQueue (request_queue.hpp): slots in mapped pinned host memory,
+/// the producers' tail cursor in device memory (a device atomic among the consumer warps; the
+/// monitor keeps its own head), so no atomic ever crosses PCIe.
+
+#include "warpvm/detail/sync/request_queue.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace warpvm::detail {
+
+/// Why a channel kernel stopped.
+enum class ChannelFault : std::uint32_t {
+  none = 0,
+  wait_timeout = 1,  ///< a parked warp was not served within the watchdog (first_tag, value: tag count)
+  post_timeout = 2,  ///< the request queue stayed full for the watchdog time
+  bad_warp = 3,      ///< the warp's global id is not below ChannelConfig::max_warps (value: the id)
+  bad_request = 4,   ///< tags, offset or bytes out of range (first_tag, value: bytes)
+  not_uniform = 5,   ///< the lanes of a warp passed different arguments to acquire
+};
+
+/// First device-side failure of a channel, in mapped pinned host memory so that the host reads it
+/// even after the kernel trapped. Claimed through a device word; `state` is set last.
+struct ChannelErrorRecord {
+  std::uint32_t state;  ///< 0, or 1 once every field is written
+  std::uint32_t fault;  ///< ChannelFault
+  std::uint32_t warp;   ///< global warp id
+  std::uint32_t first_tag;
+  std::uint64_t value;
+  std::uint64_t source_offset;
+};
+
+struct ChannelView {
+  RequestSlot* slots;                ///< mapped pinned host memory, `queue_capacity` cells
+  RequestQueueCursors* cursors;      ///< device memory: the consumers' tail
+  std::uint32_t* served;             ///< device memory, [waiters]
+  std::uint64_t* offsets;            ///< device memory, [waiters]
+  std::uint32_t* released;           ///< mapped pinned host memory, [waiters]
+  const std::byte* staging;          ///< device memory, `staging_bytes`
+  ChannelErrorRecord* error;         ///< mapped pinned host memory
+  std::uint32_t* error_claim;        ///< device word
+  std::uint64_t watchdog_ns;
+  std::uint64_t buffer_bytes;        ///< the producers' buffer: source offsets index into it
+  std::uint64_t staging_bytes;
+  std::uint32_t queue_capacity;
+  std::uint32_t waiters;             ///< consumer warps a launch may have (global warp ids below this)
+  std::uint32_t tag_count;
+};
+
+
+}  // namespace warpvm::detail

@@ -1,0 +1,453 @@
+// The host side of warpvm::channel: the owned buffers and the monitor thread (Monitor +
+// Activator of the WIC design). docs/channels.md has the protocol.
+
+#include "warpvm/channel.hpp"
+
+#include "../core/cuda_buffers.hpp"
+
+#include "warpvm/detail/sync/availability.hpp"
+#include "warpvm/detail/sync/request_queue.hpp"
+#include "warpvm/detail/sync/segment_tree.hpp"
+#include "warpvm/error.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace warpvm::detail {
+namespace {
+
+template <class T>
+pinned_ptr<T> make_pinned_zeroed(std::size_t count, unsigned flags, const char* what) {
+  void* p = nullptr;
+  expect_success(cudaHostAlloc(&p, count * sizeof(T), flags), ErrorKind::out_of_memory,
+                 "pinned allocation of " + std::to_string(count * sizeof(T)) + " B for " + what);
+  std::memset(p, 0, count * sizeof(T));
+  return pinned_ptr<T>(static_cast<T*>(p));
+}
+
+template <class T>
+T* on_device(T* mapped) {
+  void* device = nullptr;
+  WARPVM_CUDA_TRY(cudaHostGetDevicePointer(&device, mapped, 0));
+  return static_cast<T*>(device);
+}
+
+std::uint32_t next_power_of_two(std::uint32_t n) {
+  std::uint32_t p = 2;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+bool seq_reached(std::uint32_t a, std::uint32_t b) { return static_cast<std::int32_t>(a - b) >= 0; }
+
+/// Waiter entries whose indices lie this close share one copy (the words between are copied
+/// with the values the device already has: only the copy engine writes them).
+constexpr std::uint32_t waiter_merge_gap = 64;
+
+}  // namespace
+
+class ChannelState {
+ public:
+  explicit ChannelState(const ChannelConfig& config);
+  ~ChannelState();
+  ChannelState(const ChannelState&) = delete;
+  ChannelState& operator=(const ChannelState&) = delete;
+
+  void publish(std::uint32_t first_tag, std::uint32_t tag_count);
+  void synchronize();
+  void reset();
+  [[nodiscard]] ChannelStats stats() const {
+    const std::lock_guard lock(mutex_);
+    return stats_;
+  }
+
+  ChannelConfig config;
+  ChannelView view{};
+  pinned_ptr<std::byte> buffer;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  struct Pending {
+    Request request;
+    std::uint32_t next_tag;  ///< the tags before it were seen set
+  };
+  struct Reader {
+    std::uint32_t waiter;
+    std::uint32_t seq;
+    bool done;
+  };
+  struct InFlight {
+    StagingLease lease;
+    Reader readers[batch_max_requests];
+  };
+
+  void run();
+  bool step();  // one pass of the monitor; true when it did something
+  void recycle(bool& busy);
+  void copy_waiter_ranges();
+  void raise_device_error();
+
+  stream_ptr stream_;
+  std::vector<std::uint64_t> dab_words_;
+  AvailabilityBitmap<> dab_;
+  pinned_ptr<RequestSlot> slots_;
+  device_ptr<RequestQueueCursors> device_cursors_;
+  RequestQueueCursors host_cursors_{};
+  RequestQueue<> queue_;
+  device_ptr<std::byte> staging_;
+  device_ptr<std::uint32_t> served_;
+  device_ptr<std::uint64_t> offsets_;
+  pinned_ptr<std::uint32_t> released_;
+  pinned_ptr<std::uint32_t> served_mirror_;
+  pinned_ptr<std::uint64_t> offsets_mirror_;
+  pinned_ptr<ChannelErrorRecord> error_;
+  device_ptr<std::uint32_t> error_claim_;
+  std::vector<StagingTreeNode> tree_nodes_;
+  StagingPageTree tree_;
+
+  mutable std::mutex mutex_;  // held for each monitor pass, and by reset() and stats()
+  std::vector<Pending> pending_;
+  std::vector<InFlight> in_flight_;
+  std::vector<std::uint32_t> woken_;
+  ChannelStats stats_;
+  std::string failure_;  // guarded by mutex_
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+ChannelState::ChannelState(const ChannelConfig& cfg)
+    : config(cfg),
+      dab_words_(AvailabilityBitmap<>::words_required(std::max(cfg.tag_count, 1u)), 0),
+      dab_(dab_words_.data(), cfg.tag_count),
+      queue_(nullptr, nullptr, 2),
+      tree_nodes_(StagingPageTree::nodes_required(std::max(cfg.staging_pages, 1u))),
+      tree_(tree_nodes_.data(), std::max(cfg.staging_pages, 1u)) {
+  WARPVM_EXPECTS(cfg.tag_count >= 1, ErrorKind::invalid_config, "a channel needs at least one tag");
+  WARPVM_EXPECTS(cfg.buffer_bytes >= 1, ErrorKind::invalid_config, "a channel needs a producer buffer");
+  WARPVM_EXPECTS(cfg.staging_pages >= 1 && cfg.staging_pages < (1u << 31), ErrorKind::invalid_config,
+                 "staging_pages must be 1 to 2^31-1");
+  WARPVM_EXPECTS(cfg.staging_page_bytes >= staging_alignment && cfg.staging_page_bytes % staging_alignment == 0,
+                 ErrorKind::invalid_config, "staging_page_bytes must be a positive multiple of 16");
+  WARPVM_EXPECTS(cfg.max_warps >= 1 && cfg.max_warps <= (1u << 30), ErrorKind::invalid_config,
+                 "max_warps must be 1 to 2^30");
+  WARPVM_EXPECTS(cfg.watchdog_seconds > 0, ErrorKind::invalid_config, "watchdog_seconds must be positive");
+  const DeviceGuard on_device_guard(cfg.device);
+
+  cudaStream_t created = nullptr;
+  WARPVM_CUDA_TRY(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
+  stream_.reset(created);
+  buffer = make_pinned_zeroed<std::byte>(cfg.buffer_bytes, cudaHostAllocPortable, "the channel's producer buffer");
+  const std::uint32_t capacity = next_power_of_two(cfg.max_warps);  // a warp posts one request at a time
+  slots_ = make_pinned_zeroed<RequestSlot>(capacity, cudaHostAllocMapped, "the channel's request queue");
+  device_cursors_ = make_device_zeroed<RequestQueueCursors>(1, "the channel's queue cursors");
+  queue_ = RequestQueue<>(&host_cursors_, slots_.get(), capacity);
+  queue_.reset();  // turns in pinned memory; the device's tail starts at 0 (zeroed)
+  const std::uint64_t staging_bytes = std::uint64_t{cfg.staging_pages} * cfg.staging_page_bytes;
+  staging_ = make_device_zeroed<std::byte>(staging_bytes, "the channel's staging pages");
+  served_ = make_device_zeroed<std::uint32_t>(cfg.max_warps, "the channel's waiter words");
+  offsets_ = make_device_zeroed<std::uint64_t>(cfg.max_warps, "the channel's staging offsets");
+  released_ = make_pinned_zeroed<std::uint32_t>(cfg.max_warps, cudaHostAllocMapped, "the channel's release words");
+  served_mirror_ = make_pinned_zeroed<std::uint32_t>(cfg.max_warps, cudaHostAllocDefault, "waiter words (host copy)");
+  offsets_mirror_ = make_pinned_zeroed<std::uint64_t>(cfg.max_warps, cudaHostAllocDefault, "offsets (host copy)");
+  error_ = make_pinned_zeroed<ChannelErrorRecord>(1, cudaHostAllocMapped, "the channel's error record");
+  error_claim_ = make_device_zeroed<std::uint32_t>(1, "the channel's error claim");
+  tree_.reset();
+  dab_.clear();
+
+  view.slots = on_device(slots_.get());
+  view.cursors = device_cursors_.get();
+  view.served = served_.get();
+  view.offsets = offsets_.get();
+  view.released = on_device(released_.get());
+  view.staging = staging_.get();
+  view.error = on_device(error_.get());
+  view.error_claim = error_claim_.get();
+  view.watchdog_ns = static_cast<std::uint64_t>(cfg.watchdog_seconds * 1e9);
+  view.buffer_bytes = cfg.buffer_bytes;
+  view.staging_bytes = staging_bytes;
+  view.queue_capacity = capacity;
+  view.waiters = cfg.max_warps;
+  view.tag_count = cfg.tag_count;
+  WARPVM_CUDA_TRY(cudaDeviceSynchronize());  // the zero fills are done before any kernel reads them
+  thread_ = std::thread([this] { run(); });
+}
+
+ChannelState::~ChannelState() {
+  stop_.store(true);
+  thread_.join();
+  cudaDeviceSynchronize();  // kernels may still use what is freed next; nothing to do about an error
+}
+
+void ChannelState::publish(std::uint32_t first_tag, std::uint32_t tag_count) {
+  WARPVM_EXPECTS(dab_.publish(first_tag, tag_count), ErrorKind::invalid_argument,
+                 "channel::publish: tags [" + std::to_string(first_tag) + ", +" + std::to_string(tag_count) +
+                     ") reach past the channel's " + std::to_string(config.tag_count) + " tags");
+}
+
+void ChannelState::run() {
+  if (cudaSetDevice(config.device) != cudaSuccess) {
+    const std::lock_guard lock(mutex_);
+    failure_ = "cudaSetDevice failed in the channel monitor";
+    return;
+  }
+  auto idle_since = Clock::now();
+  while (!stop_.load(std::memory_order_relaxed)) {
+    bool busy = false;
+    {
+      const std::lock_guard lock(mutex_);
+      if (failure_.empty()) {
+        try {
+          busy = step();
+        } catch (const Error& e) {
+          failure_ = e.what();
+        }
+      }
+    }
+    if (busy) {
+      idle_since = Clock::now();
+    } else if (Clock::now() - idle_since > std::chrono::milliseconds(2)) {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));  // gentler after a quiet spell
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
+void ChannelState::recycle(bool& busy) {
+  for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+    const std::uint32_t readers = it->lease.readers_left;
+    for (std::uint32_t i = 0, seen = 0; seen < readers && i < batch_max_requests; ++i) {
+      Reader& reader = it->readers[i];
+      if (reader.done) continue;
+      ++seen;
+      // Acquire: the warp's reads of its data happen before the pages are handed out again.
+      const std::uint32_t released = std::atomic_ref<std::uint32_t>(released_.get()[reader.waiter]).load(std::memory_order_acquire);
+      if (seq_reached(released, reader.seq)) {
+        reader.done = true;
+        lease_finish_reading(it->lease);
+      }
+    }
+    if (lease_drained(it->lease)) {
+      WARPVM_EXPECTS(tree_.release(it->lease.first_page, it->lease.pages), ErrorKind::cuda,
+                     "channel monitor: a staging run was freed twice");
+      it = in_flight_.erase(it);
+      busy = true;
+    } else {
+      ++it;
+    }
+  }
+}
+
+bool ChannelState::step() {
+  bool busy = false;
+  for (Request r{}; queue_.try_take(r);) {
+    WARPVM_EXPECTS(r.waiter < config.max_warps && r.tag_count <= config.tag_count &&
+                       r.first_tag <= config.tag_count - r.tag_count,
+                   ErrorKind::invalid_argument, "channel monitor: a malformed request");
+    pending_.push_back({r, r.first_tag});
+    ++stats_.requests;
+    busy = true;
+  }
+  recycle(busy);
+  if (pending_.empty()) return busy;
+
+  // Ready requests, oldest first, into batches of up to 16 on one contiguous staging run each.
+  woken_.clear();
+  const std::uint32_t page_bytes = config.staging_page_bytes;
+  std::vector<bool> taken(pending_.size(), false);
+  std::size_t scan = 0;
+  bool staging_short = false;
+  while (!staging_short) {
+    Batch batch;
+    std::size_t members[batch_max_requests];
+    const std::uint64_t max_bytes = std::uint64_t{tree_.largest_free_run()} * page_bytes;
+    for (; scan < pending_.size(); ++scan) {
+      Pending& p = pending_[scan];
+      const std::uint32_t end = p.request.first_tag + p.request.tag_count;
+      p.next_tag = dab_.first_missing(p.next_tag, end - p.next_tag);
+      if (p.next_tag != end) continue;
+      const std::uint32_t at = batch.count;
+      if (!batch.try_add(p.request, max_bytes)) break;  // full, or staging is short: next batch
+      members[at] = scan;
+    }
+    if (batch.count == 0) {
+      staging_short = scan < pending_.size();  // a ready request that no free run can hold yet
+      break;
+    }
+    const std::uint32_t first_page = tree_.allocate(batch.pages(page_bytes));
+    WARPVM_EXPECTS(first_page != StagingPageTree::no_run, ErrorKind::cuda,
+                   "channel monitor: no staging run although the batch fits the largest");
+    InFlight flight{};
+    lease_open(flight.lease, first_page, batch.pages(page_bytes), batch.count);
+    const std::uint64_t base = std::uint64_t{first_page} * page_bytes;
+
+    // The data: one copy per run of requests contiguous in both the buffer and staging.
+    std::uint64_t run_source = 0, run_target = 0, run_bytes = 0;
+    auto flush_run = [&] {
+      if (run_bytes == 0) return;
+      WARPVM_CUDA_TRY(cudaMemcpyAsync(staging_.get() + run_target, buffer.get() + run_source, run_bytes,
+                                      cudaMemcpyHostToDevice, stream_.get()));
+      ++stats_.copies;
+      stats_.bytes += run_bytes;
+      run_bytes = 0;
+    };
+    for (std::uint32_t i = 0; i < batch.count; ++i) {
+      const Request& r = batch.requests[i];
+      const std::uint64_t target = base + batch.offsets[i];
+      if (run_bytes != 0 && r.source_offset == run_source + run_bytes && target == run_target + run_bytes) {
+        run_bytes += r.bytes;
+      } else {
+        flush_run();
+        run_source = r.source_offset;
+        run_target = target;
+        run_bytes = r.bytes;
+      }
+      const std::uint32_t w = r.waiter;
+      served_mirror_.get()[w] += 1;
+      offsets_mirror_.get()[w] = target;
+      flight.readers[i] = Reader{w, served_mirror_.get()[w], false};
+      woken_.push_back(w);
+      taken[members[i]] = true;
+    }
+    flush_run();
+    in_flight_.push_back(flight);
+    ++stats_.batches;
+    stats_.largest_batch = std::max(stats_.largest_batch, batch.count);
+  }
+  if (woken_.empty()) return busy;
+
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < pending_.size(); ++i)
+    if (!taken[i]) pending_[kept++] = pending_[i];
+  pending_.resize(kept);
+  copy_waiter_ranges();
+  // The mirrors and the answers are reused by the next pass: wait until these copies are done.
+  WARPVM_CUDA_TRY(cudaStreamSynchronize(stream_.get()));
+  return true;
+}
+
+void ChannelState::copy_waiter_ranges() {
+  std::sort(woken_.begin(), woken_.end());
+  struct Range {
+    std::uint32_t first, end;
+  };
+  std::vector<Range> ranges;
+  for (const std::uint32_t w : woken_) {
+    if (!ranges.empty() && w < ranges.back().end + waiter_merge_gap) ranges.back().end = std::max(ranges.back().end, w + 1);
+    else ranges.push_back({w, w + 1});
+  }
+  // Offsets first, then the waiter words: stream order puts every answer (and, before it, every
+  // batch's data) in device memory before any warp can see its request served.
+  for (const Range& r : ranges)
+    WARPVM_CUDA_TRY(cudaMemcpyAsync(offsets_.get() + r.first, offsets_mirror_.get() + r.first,
+                                    std::size_t{r.end - r.first} * sizeof(std::uint64_t), cudaMemcpyHostToDevice,
+                                    stream_.get()));
+  for (const Range& r : ranges)
+    WARPVM_CUDA_TRY(cudaMemcpyAsync(served_.get() + r.first, served_mirror_.get() + r.first,
+                                    std::size_t{r.end - r.first} * sizeof(std::uint32_t), cudaMemcpyHostToDevice,
+                                    stream_.get()));
+}
+
+void ChannelState::synchronize() {
+  const DeviceGuard on_device_guard(config.device);
+  const cudaError_t status = cudaDeviceSynchronize();
+  raise_device_error();
+  std::string failure;
+  {
+    const std::lock_guard lock(mutex_);
+    failure.swap(failure_);
+  }
+  if (!failure.empty()) throw_error(ErrorKind::cuda, "the channel monitor failed: " + failure, __FILE__, __LINE__);
+  WARPVM_CUDA_TRY(status);
+}
+
+void ChannelState::raise_device_error() {
+  volatile ChannelErrorRecord* record = error_.get();
+  if (record->state == 0) return;
+  const auto fault = static_cast<ChannelFault>(record->fault);
+  const std::uint32_t warp = record->warp;
+  const std::uint32_t first_tag = record->first_tag;
+  const std::uint64_t value = record->value;
+  const std::uint64_t source_offset = record->source_offset;
+  record->state = 0;
+  cudaMemset(error_claim_.get(), 0, sizeof(std::uint32_t));  // best effort: the context may be gone
+  std::ostringstream what;
+  ErrorKind kind = ErrorKind::invalid_argument;
+  switch (fault) {
+    case ChannelFault::wait_timeout:
+      kind = ErrorKind::no_progress;
+      what << "channel: for " << config.watchdog_seconds << " s warp " << warp << " waited for tags [" << first_tag
+           << ", " << first_tag + value << "), never all published (or the monitor stopped)";
+      break;
+    case ChannelFault::post_timeout:
+      kind = ErrorKind::no_progress;
+      what << "channel: for " << config.watchdog_seconds << " s warp " << warp
+           << " found the request queue full (is the monitor running?)";
+      break;
+    case ChannelFault::bad_warp:
+      what << "channel: warp " << value << " acquired, but the channel serves warps below max_warps = "
+           << config.max_warps;
+      break;
+    case ChannelFault::bad_request:
+      what << "channel: warp " << warp << " asked for tags from " << first_tag << ", " << value << " bytes at offset "
+           << source_offset << ": out of range (" << config.tag_count << " tags, buffer " << config.buffer_bytes
+           << " B, staging " << view.staging_bytes << " B, at least 1 byte)";
+      break;
+    case ChannelFault::not_uniform:
+      what << "channel: the lanes of warp " << warp << " passed different arguments to acquire (it is warp-uniform)";
+      break;
+    default:
+      what << "channel: unknown device failure " << static_cast<std::uint32_t>(fault);
+  }
+  throw_error(kind, what.str(), __FILE__, __LINE__);
+}
+
+void ChannelState::reset() {
+  synchronize();
+  const std::lock_guard lock(mutex_);
+  for (Request r{}; queue_.try_take(r);) {
+  }
+  pending_.clear();
+  for (const InFlight& f : in_flight_) (void)tree_.release(f.lease.first_page, f.lease.pages);
+  in_flight_.clear();
+  dab_.clear();
+}
+
+}  // namespace warpvm::detail
+
+namespace warpvm {
+
+channel::channel(const ChannelConfig& config) : state_(std::make_unique<detail::ChannelState>(config)) {}
+channel::~channel() = default;
+channel::channel(channel&&) noexcept = default;
+channel& channel::operator=(channel&&) noexcept = default;
+
+channel_handle channel::device() const { return channel_handle(state_->view); }
+std::span<std::byte> channel::buffer() const { return {state_->buffer.get(), state_->config.buffer_bytes}; }
+
+void channel::publish(std::uint32_t first_tag, std::uint32_t tag_count) { state_->publish(first_tag, tag_count); }
+
+void channel::publish(std::uint32_t first_tag, std::uint32_t tag_count, std::uint64_t offset, const void* data,
+                      std::size_t bytes) {
+  WARPVM_EXPECTS(offset <= state_->config.buffer_bytes && bytes <= state_->config.buffer_bytes - offset,
+                 ErrorKind::invalid_argument,
+                 "channel::publish: " + std::to_string(bytes) + " B at offset " + std::to_string(offset) +
+                     " reach past the buffer of " + std::to_string(state_->config.buffer_bytes) + " B");
+  std::memcpy(state_->buffer.get() + offset, data, bytes);
+  state_->publish(first_tag, tag_count);
+}
+
+void channel::synchronize() { state_->synchronize(); }
+void channel::reset() { state_->reset(); }
+ChannelStats channel::stats() const { return state_->stats(); }
+const ChannelConfig& channel::config() const { return state_->config; }
+
+}  // namespace warpvm

@@ -1,0 +1,294 @@
+// warpvm::channel, CPU to GPU: exact data for many tags and warps, out-of-order publishing,
+// staging recycled under more requests than pages, the watchdog on a tag never published, bad
+// arguments, reuse after reset(), and 1 to 1M consumer threads.
+
+#include "gpu_test_support.cuh"
+
+#include "warpvm/channel.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace warpvm::testing {
+namespace {
+
+/// Word i of tile t of run `salt`: random, never zero.
+std::uint32_t tile_word(std::uint32_t tile, std::uint32_t i, std::uint32_t salt) {
+  return initial_value(std::uint64_t{tile} * 1000003u + i, salt);
+}
+
+/// A checksum that notices misplaced words, not only wrong ones.
+__host__ __device__ inline std::uint64_t word_term(std::uint32_t word, std::uint32_t i) {
+  return std::uint64_t{word} * (2u * i + 1u);
+}
+
+std::uint64_t host_checksum(const std::uint32_t* words, std::uint32_t n) {
+  std::uint64_t s = 0;
+  for (std::uint32_t i = 0; i < n; ++i) s += word_term(words[i], i);
+  return s;
+}
+
+__device__ std::uint64_t warp_sum(std::uint64_t v) {
+  for (int d = 16; d > 0; d /= 2) v += __shfl_xor_sync(0xffffffffu, v, d);
+  return v;
+}
+
+/// Each warp w takes groups g = w, w + warps, ...; group g is tags [g * tags_per_group, +tags_per_group),
+/// `group_words` words at g * group_words * 4 in the buffer. The warp checksums its group
+/// twice, a pause in between (a run reused under a reader would change), into sums[g].
+__global__ void consume_groups(channel_handle ch, std::uint32_t groups, std::uint32_t tags_per_group,
+                               std::uint32_t group_words, std::uint32_t reread_pause_ns, unsigned long long* sums,
+                               unsigned long long* mismatches) {
+  const std::uint32_t warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const std::uint32_t warps = gridDim.x * blockDim.x / 32;
+  const std::uint32_t lane = threadIdx.x % 32;
+  for (std::uint32_t g = warp; g < groups; g += warps) {
+    const std::uint32_t bytes = group_words * 4;
+    const channel_data data = ch.acquire(g * tags_per_group, tags_per_group, bytes, std::uint64_t{g} * bytes);
+    const std::uint32_t* words = data.as<std::uint32_t>();
+    std::uint64_t s = 0;
+    for (std::uint32_t i = lane; i < group_words; i += 32) s += word_term(words[i], i);
+    s = warp_sum(s);
+    {  // the same words through L2 (after a pause): a stale L1 line or a run reused too early shows
+      if (reread_pause_ns != 0) __nanosleep(reread_pause_ns);
+      std::uint64_t again = 0;
+      for (std::uint32_t i = lane; i < group_words; i += 32) again += word_term(__ldcg(words + i), i);
+      again = warp_sum(again);
+      if (lane == 0 && again != s) atomicAdd(mismatches, 1ull);
+    }
+    data.release();
+    if (lane == 0) sums[g] = s;
+  }
+}
+
+/// One lane per warp active (the rest exit at once): acquire works for partial warps.
+__global__ void consume_one_per_thread(channel_handle ch, std::uint32_t threads, std::uint32_t words_per_tag,
+                                       unsigned long long* sums) {
+  const std::uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= threads) return;
+  const std::uint32_t tag = t / 32;  // the warp's tag: every active lane asks for the same
+  const std::uint32_t bytes = words_per_tag * 4;
+  const channel_data data = ch.acquire(tag, 1, bytes, std::uint64_t{tag} * bytes);
+  const std::uint32_t* words = data.as<std::uint32_t>();
+  std::uint64_t s = 0;
+  for (std::uint32_t i = t % 32; i < words_per_tag; i += 32) s += word_term(words[i], i);
+  data.release();
+  atomicAdd(sums + tag, static_cast<unsigned long long>(s));
+}
+
+struct Workload {
+  std::uint32_t groups;
+  std::uint32_t tags_per_group;
+  std::uint32_t group_words;
+};
+
+/// Writes every tag's words into the buffer and publishes the tags in `order`, pausing
+/// `pause_us` every `pause_every` tags.
+void produce(channel& ch, const Workload& w, std::uint32_t salt, const std::vector<std::uint32_t>& order,
+             std::uint32_t pause_every, std::uint32_t pause_us) {
+  const std::uint32_t words_per_tag = w.group_words / w.tags_per_group;
+  auto* buffer = reinterpret_cast<std::uint32_t*>(ch.buffer().data());
+  std::uint32_t n = 0;
+  for (const std::uint32_t tag : order) {
+    for (std::uint32_t i = 0; i < words_per_tag; ++i) {
+      const std::uint32_t word = tag * words_per_tag + i;  // words of a group are its tags' words in order
+      const std::uint32_t group = word / w.group_words;
+      buffer[word] = tile_word(group, word % w.group_words, salt);
+    }
+    ch.publish(tag, 1);
+    if (pause_every != 0 && ++n % pause_every == 0) std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+  }
+}
+
+std::vector<std::uint64_t> expected_sums(const Workload& w, std::uint32_t salt) {
+  std::vector<std::uint64_t> sums(w.groups);
+  std::vector<std::uint32_t> words(w.group_words);
+  for (std::uint32_t g = 0; g < w.groups; ++g) {
+    for (std::uint32_t i = 0; i < w.group_words; ++i) words[i] = tile_word(g, i, salt);
+    sums[g] = host_checksum(words.data(), w.group_words);
+  }
+  return sums;
+}
+
+std::vector<std::uint32_t> in_order(std::uint32_t n) {
+  std::vector<std::uint32_t> v(n);
+  std::iota(v.begin(), v.end(), 0u);
+  return v;
+}
+
+/// Launches the consumers, produces from a host thread while they run, checks every checksum.
+void run_and_check(channel& ch, const Workload& w, std::uint32_t salt, dim3 grid, dim3 block,
+                   const std::vector<std::uint32_t>& order, std::uint32_t pause_every, std::uint32_t pause_us,
+                   std::uint32_t reread_pause_ns = 0) {
+  DeviceVector<unsigned long long> sums(w.groups);
+  DeviceVector<unsigned long long> mismatches(1);
+  consume_groups<<<grid, block>>>(ch.device(), w.groups, w.tags_per_group, w.group_words, reread_pause_ns, sums.get(),
+                                  mismatches.get());
+  WARPVM_CUDA_TRY(cudaGetLastError());
+  std::thread producer([&] { produce(ch, w, salt, order, pause_every, pause_us); });
+  producer.join();
+  ch.synchronize();
+  const std::vector<unsigned long long> got = sums.to_host();
+  const std::vector<std::uint64_t> want = expected_sums(w, salt);
+  std::uint32_t wrong = 0;
+  for (std::uint32_t g = 0; g < w.groups; ++g) wrong += got[g] != want[g] ? 1u : 0u;
+  EXPECT_EQ(wrong, 0u) << "groups with a wrong checksum, of " << w.groups;
+  EXPECT_EQ(mismatches.to_host()[0], 0ull) << "staging data changed under a reader";
+}
+
+class Channel : public GpuTest {};
+
+TEST_F(Channel, DataIsExactForManyTagsAndWarps) {
+  const Workload w{8192, 1, 256};  // 8192 tiles of 1 KiB
+  channel ch({.buffer_bytes = std::uint64_t{w.groups} * w.group_words * 4, .tag_count = w.groups});
+  run_and_check(ch, w, 11, dim3(64), dim3(256), in_order(w.groups), 64, 5);
+  const ChannelStats stats = ch.stats();
+  EXPECT_EQ(stats.requests, w.groups);
+  EXPECT_EQ(stats.bytes, std::uint64_t{w.groups} * w.group_words * 4);
+  EXPECT_LE(stats.largest_batch, 16u);
+  EXPECT_GE(stats.batches, w.groups / 16);
+  EXPECT_LE(stats.copies, w.groups);
+}
+
+TEST_F(Channel, OutOfOrderPublishingOfMultiTagRequests) {
+  const Workload w{1024, 4, 1024};  // each warp asks for 4 tags at once (4 KiB)
+  channel ch({.buffer_bytes = std::uint64_t{w.groups} * w.group_words * 4, .tag_count = w.groups * w.tags_per_group});
+  std::vector<std::uint32_t> order = in_order(w.groups * w.tags_per_group);
+  std::shuffle(order.begin(), order.end(), std::mt19937(7));
+  run_and_check(ch, w, 12, dim3(32), dim3(128), order, 16, 10);
+  EXPECT_EQ(ch.stats().requests, w.groups);
+}
+
+TEST_F(Channel, StagingIsRecycledUnderMoreRequestsThanPages) {
+  const Workload w{4096, 1, 1024};  // 4096 requests of 4 KiB through 8 staging pages of 4 KiB
+  channel ch({.buffer_bytes = std::uint64_t{w.groups} * w.group_words * 4,
+              .tag_count = w.groups,
+              .staging_page_bytes = 4096,
+              .staging_pages = 8});
+  std::vector<std::uint32_t> order = in_order(w.groups);
+  std::shuffle(order.begin(), order.end(), std::mt19937(8));
+  run_and_check(ch, w, 13, dim3(32), dim3(256), order, 0, 0, /*reread_pause_ns=*/2000);
+  const ChannelStats stats = ch.stats();
+  EXPECT_EQ(stats.requests, w.groups);
+  EXPECT_GE(stats.batches, w.groups / 8);  // a run holds at most 8 of these requests
+}
+
+TEST_F(Channel, DataPublishedBeforeTheKernelIsServedToo) {
+  const Workload w{2048, 1, 64};
+  channel ch({.buffer_bytes = std::uint64_t{w.groups} * w.group_words * 4, .tag_count = w.groups});
+  produce(ch, w, 14, in_order(w.groups), 0, 0);
+  DeviceVector<unsigned long long> sums(w.groups), mismatches(1);
+  consume_groups<<<16, 256>>>(ch.device(), w.groups, 1, w.group_words, 0, sums.get(), mismatches.get());
+  WARPVM_CUDA_TRY(cudaGetLastError());
+  ch.synchronize();
+  const auto got = sums.to_host();
+  const auto want = expected_sums(w, 14);
+  EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin()));
+}
+
+TEST_F(Channel, ResetLetsTheChannelServeASecondRun) {
+  const Workload w{2048, 1, 256};
+  channel ch({.buffer_bytes = std::uint64_t{w.groups} * w.group_words * 4, .tag_count = w.groups});
+  run_and_check(ch, w, 21, dim3(16), dim3(256), in_order(w.groups), 32, 5);
+  ch.reset();
+  std::vector<std::uint32_t> order = in_order(w.groups);
+  std::reverse(order.begin(), order.end());
+  run_and_check(ch, w, 22, dim3(16), dim3(256), order, 32, 5);  // the waiter words carry on counting
+  EXPECT_EQ(ch.stats().requests, 2u * w.groups);
+}
+
+class ChannelScale : public GpuTest, public ::testing::WithParamInterface<std::uint32_t> {};
+
+TEST_P(ChannelScale, OneToOneMillionConsumerThreads) {
+  const std::uint32_t threads = GetParam();
+  const std::uint32_t warps = (threads + 31) / 32;
+  constexpr std::uint32_t words_per_tag = 64;  // 256 B per warp
+  channel ch({.buffer_bytes = std::uint64_t{warps} * words_per_tag * 4, .tag_count = warps, .max_warps = warps});
+  DeviceVector<unsigned long long> sums(warps);
+  const std::uint32_t block = std::min(threads, 256u);
+  consume_one_per_thread<<<(threads + block - 1) / block, block>>>(ch.device(), threads, words_per_tag, sums.get());
+  WARPVM_CUDA_TRY(cudaGetLastError());
+  const Workload w{warps, 1, words_per_tag};
+  std::thread producer([&] { produce(ch, w, 31, in_order(warps), 256, 2); });
+  producer.join();
+  ch.synchronize();
+  // Each active lane adds its share of its warp's checksum: the warp total is the checksum.
+  const auto got = sums.to_host();
+  const auto want = expected_sums(w, 31);
+  std::uint32_t wrong = 0;
+  for (std::uint32_t g = 0; g < warps; ++g) {
+    const std::uint32_t lanes = std::min(32u, threads - g * 32);
+    std::uint64_t expect = 0;
+    for (std::uint32_t i = 0; i < words_per_tag; ++i)
+      if (i % 32 < lanes) expect += word_term(tile_word(g, i, 31), i);
+    if (lanes == 32) EXPECT_EQ(expect, want[g]);
+    wrong += got[g] != expect ? 1u : 0u;
+  }
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_EQ(ch.stats().requests, warps);
+}
+
+INSTANTIATE_TEST_SUITE_P(ChannelThreads, ChannelScale, ::testing::Values(1u, 32u, 1000u, 65536u, 1u << 20));
+
+// ---- failures become warpvm::Error (in a child process: a trapped kernel ends the context) ----
+
+__global__ void acquire_tag(channel_handle ch, std::uint32_t tag, std::uint32_t bytes) {
+  const channel_data data = ch.acquire(tag, 1, bytes, 0);
+  data.release();
+}
+
+__global__ void acquire_per_lane_tag(channel_handle ch) {
+  const channel_data data = ch.acquire(threadIdx.x % 32, 1, 64, 0);
+  data.release();
+}
+
+[[noreturn]] void expect_error(void (*launch)(channel&), ErrorKind kind) {
+  try {
+    channel ch({.buffer_bytes = 1 << 20, .tag_count = 64, .max_warps = 64, .watchdog_seconds = 0.5});
+    ch.publish(0, 1);
+    launch(ch);
+    ch.synchronize();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    std::exit(e.kind() == kind ? 0 : 1);
+  }
+  std::exit(2);
+}
+
+TEST_F(Channel, NeverPublishedTagTurnsIntoAnError) {
+  EXPECT_EXIT(expect_error([](channel& ch) { acquire_tag<<<1, 32>>>(ch.device(), 5, 64); }, ErrorKind::no_progress),
+              ::testing::ExitedWithCode(0), "waited for tags \\[5, 6\\), never all published");
+}
+
+TEST_F(Channel, LanesAskingForDifferentTagsAreRefused) {
+  EXPECT_EXIT(expect_error([](channel& ch) { acquire_per_lane_tag<<<1, 32>>>(ch.device()); },
+                           ErrorKind::invalid_argument),
+              ::testing::ExitedWithCode(0), "different arguments");
+}
+
+TEST_F(Channel, MoreWarpsThanConfiguredAreRefused) {
+  EXPECT_EXIT(expect_error([](channel& ch) { acquire_tag<<<3, 1024>>>(ch.device(), 0, 64); },
+                           ErrorKind::invalid_argument),
+              ::testing::ExitedWithCode(0), "max_warps = 64");
+}
+
+TEST_F(Channel, RequestsPastTheBufferAreRefused) {
+  EXPECT_EXIT(expect_error([](channel& ch) { acquire_tag<<<1, 32>>>(ch.device(), 0, 2u << 20); },
+                           ErrorKind::invalid_argument),
+              ::testing::ExitedWithCode(0), "out of range");
+}
+
+TEST(ChannelConfigCheck, RefusesImpossibleSizes) {
+  if (device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
+  EXPECT_THROW(channel({.tag_count = 0}), Error);
+  EXPECT_THROW(channel({.staging_page_bytes = 8}), Error);
+  EXPECT_THROW(channel({.watchdog_seconds = 0}), Error);
+}
+
+}  // namespace
+}  // namespace warpvm::testing
