@@ -27,11 +27,13 @@ namespace {
                "%s\nusage: warpvm-bench [--workloads a,b] [--modes m,n] [--cache-fractions 1,0.5] "
                "[--bytes 16GiB] [--repeats 3] [--eviction clock|fifo] [--out file.jsonl] "
                "[--commit SHA] [--driver VER] [--suite NAME] [--trace batches.csv] [--uvm-batch-sizes 256] "
-               "[--uvm-prefetch on,off]\n"
+               "[--uvm-prefetch on,off] [--fault-events] [--events events.csv]\n"
                "workloads: stream, vadd, random_page, sparse_read, resident\n"
                "modes: explicit, uvm, uvm_prefetch, zero_copy, warpvm, warpvm_uvm, warpvm_remote, device\n"
                "--trace writes the fault batches of the warpvm_uvm runs (the uvm preset) as CSV; warpvm_uvm runs\n"
-               "every batch size and prefetch setting given (the SC21 study's Figs. 9 and 14)\n",
+               "every batch size and prefetch setting given (the SC21 study's Figs. 9 and 14)\n"
+               "--fault-events records fault events in warpvm modes (a WARPVM_FAULT_EVENTS=ON build); --events\n"
+               "also writes each point's last run of them as CSV (warpvm timeline makes a Perfetto trace of it)\n",
                message);
   std::exit(2);
 }
@@ -59,6 +61,10 @@ Options parse_options(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") usage("warpvm-bench: paging micro-benchmarks, JSON Lines out");
+    if (flag == "--fault-events") {
+      o.fault_events = true;
+      continue;
+    }
     if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
     const std::string value = argv[++i];
     if (flag == "--workloads") o.workloads = tools::split_list(value);
@@ -74,7 +80,10 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--driver") o.driver = value;
     else if (flag == "--suite") o.suite = value;
     else if (flag == "--trace") o.trace = value;
-    else if (flag == "--uvm-batch-sizes") {
+    else if (flag == "--events") {
+      o.events = value;
+      o.fault_events = true;
+    } else if (flag == "--uvm-batch-sizes") {
       o.uvm_batch_sizes.clear();
       for (const std::string& n : tools::split_list(value)) o.uvm_batch_sizes.push_back(static_cast<unsigned>(std::stoul(n)));
     } else if (flag == "--uvm-prefetch") {

@@ -28,6 +28,8 @@ struct Options {
   std::string trace;  ///< batch trace CSV of the uvm-preset runs (empty: none)
   std::vector<unsigned> uvm_batch_sizes{256};  ///< warpvm_uvm: fault batch limits to run
   std::vector<bool> uvm_prefetch{true};        ///< warpvm_uvm: prefetcher on and/or off
+  bool fault_events = false;  ///< warpvm modes record fault events (needs WARPVM_FAULT_EVENTS)
+  std::string events;         ///< fault events of each warpvm point's last run as CSV (empty: none)
   bool wants(const std::string& workload) const;
   bool wants_mode(const std::string& mode) const;
 };

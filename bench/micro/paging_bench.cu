@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 namespace warpvm::bench {
 namespace {
@@ -244,6 +245,11 @@ class Bench {
     // CUPTI counts UVM traffic only for managed memory allocated after its counters were first
     // enabled (seen on the H200: a run on older memory counted nothing), so arm them now.
     if (o_.wants_mode("uvm") || o_.wants_mode("uvm_prefetch")) UvmCounters().stop();
+    if (!o_.events.empty()) {
+      events_.open(o_.events);
+      if (!events_) throw std::runtime_error("cannot write " + o_.events);
+      write_fault_event_header(events_);
+    }
     if (!o_.trace.empty()) {
       trace_.open(o_.trace);
       if (!trace_) throw std::runtime_error("cannot write " + o_.trace);
@@ -269,7 +275,12 @@ class Bench {
 
   Config warpvm_config(std::uint64_t footprint, double fraction, std::uint32_t holds) const {
     const std::uint64_t cache = std::max<std::uint64_t>(4096, static_cast<std::uint64_t>(footprint * fraction) / 4096 * 4096);
-    return Config{.cache_bytes = cache, .eviction = o_.eviction, .max_pages_held_per_thread = holds};
+    return Config{.cache_bytes = cache, .eviction = o_.eviction, .fault_event_capacity = event_capacity(footprint),
+                  .max_pages_held_per_thread = holds};
+  }
+  /// Room for every page faulting, waited for and evicted a few times over, per run.
+  std::size_t event_capacity(std::uint64_t footprint) const {
+    return o_.fault_events ? std::min<std::uint64_t>(std::uint64_t{1} << 28, footprint / 4096 * 4 + 4096) : 0;
   }
 
   Record base(const char* workload, const char* mode, std::uint64_t dataset, std::uint64_t useful) const {
@@ -307,6 +318,7 @@ class Bench {
     Config config = Config::preset(Preset::uvm);
     config.cache_bytes = 0;
     for (const std::uint64_t bytes : object_bytes) config.cache_bytes += (bytes + chunk - 1) / chunk * chunk;
+    config.fault_event_capacity = event_capacity(config.cache_bytes);
     std::vector<Config> configs;
     for (const unsigned batch : o_.uvm_batch_sizes) {
       for (const bool prefetch : o_.uvm_prefetch) {
@@ -316,6 +328,19 @@ class Bench {
       }
     }
     return configs;
+  }
+
+  /// The last run's fault events: their count into the record, the events into --events.
+  void record_events(Record& r, const Runtime& rt) {
+    std::uint64_t dropped = 0;
+    const std::vector<FaultEvent> events = rt.fault_events(&dropped);
+    r.extra["fault_events"] = static_cast<double>(events.size());
+    r.extra["fault_events_dropped"] = static_cast<double>(dropped);
+    if (events_.is_open()) {
+      std::ostringstream run;
+      run << r.workload << '/' << r.mode << '/' << r.cache_fraction;
+      write_fault_event_rows(events_, run.str(), events);
+    }
   }
 
   /// warpvm_point() for the uvm preset, then one more cold run whose fault batches are
@@ -375,9 +400,16 @@ class Bench {
     r.cache_fraction = fraction;
     if (!cold) launch();  // warm the cache once; runs then measure the hit path
     rt.reset_stats();
-    r.seconds = time_runs(rt.stream(), o_.repeats, cold ? std::function<void()>([&] { rt.drop_cached(); }) : nullptr,
-                          [&] { launch(); });
+    const bool events = rt.config().fault_event_capacity != 0;
+    std::function<void()> before;  // untimed, ahead of every run: start cold, with an empty event log
+    if (cold || events)
+      before = [&] {
+        if (cold) rt.drop_cached();
+        if (events) rt.clear_fault_events();
+      };
+    r.seconds = time_runs(rt.stream(), o_.repeats, before, [&] { launch(); });
     rt.synchronize();
+    if (events) record_events(r, rt);
     const Stats st = rt.stats();
     const double runs = o_.repeats + 1;
     r.faults = static_cast<std::int64_t>(st.misses / runs);
@@ -670,6 +702,7 @@ class Bench {
   const Options& o_;
   Recorder recorder_;
   std::ofstream trace_;
+  std::ofstream events_;
   cudaStream_t stream_ = nullptr;
   int sms_ = 0;
 };

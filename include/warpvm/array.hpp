@@ -234,7 +234,7 @@ class array {
     held = !detail::peek_resident_unheld(cache_, object_, page, frame) &&
            !detail::recheck_resident_unheld(cache_, object_, page, frame);
     if (held && cache_.transport == Transport::host_batched) {
-      frame = detail::await_host_service(cache_, object_, page);
+      frame = detail::await_host_service(cache_, object_, page, intent != detail::Intent::read);
       held = false;
     }
     if (held) return detail::acquire_page(cache_, object_, page, intent);

@@ -7,6 +7,12 @@
 #include <cstdint>
 #include <string>
 
+/// 1 when the device-side fault-event recorder is compiled in (CMake option WARPVM_FAULT_EVENTS,
+/// which defines it for the library and everything that links it).
+#ifndef WARPVM_FAULT_EVENTS
+#define WARPVM_FAULT_EVENTS 0
+#endif
+
 namespace warpvm {
 
 /// How the device page cache picks a victim frame.
@@ -58,6 +64,9 @@ struct Config {
   std::uint32_t fault_batch_size = 256;
   /// host_batched: UVM's tree prefetcher on or off.
   bool prefetch = true;
+  /// Fault events the device may record (Runtime::fault_events()); 0 turns recording off.
+  /// Each takes 40 bytes of device memory. Needs a build with -DWARPVM_FAULT_EVENTS=ON.
+  std::size_t fault_event_capacity = 0;
   /// Bounds-check every element access; an out-of-range index is raised as a warpvm::Error.
   bool checked = false;
   /// Pages one thread may hold at once (live page spans or cursors, plus one element access).

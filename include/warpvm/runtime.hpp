@@ -165,6 +165,11 @@ class Runtime {
   /// with their timings (empty with GPU-initiated transfers). Waits for device work first.
   [[nodiscard]] std::vector<FaultBatch> fault_batches() const;
   void clear_fault_batches();
+  /// The fault events recorded since the last clear_fault_events(), in no particular order
+  /// (Config::fault_event_capacity; empty when recording is off). Waits for device work
+  /// first; `dropped`, if given, receives how many did not fit.
+  [[nodiscard]] std::vector<FaultEvent> fault_events(std::uint64_t* dropped = nullptr) const;
+  void clear_fault_events();
 
   [[nodiscard]] const Config& config() const;
   [[nodiscard]] std::uint32_t frame_count() const;

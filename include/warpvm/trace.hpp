@@ -1,8 +1,9 @@
 #pragma once
 /// @file
-/// Fault-batch records: what one batch of the host_batched transport (or of UVM's model in the
-/// simulator) did and, on a GPU, how long it took. The columns of the batch traces that
-/// `warpvm trace` analyses (docs/tracing.md).
+/// What the fault path records. Fault events: one per warp-level fault (a page a warp had to
+/// wait for), written by the device when Config::fault_event_capacity is set. Fault batches:
+/// what one batch of the host_batched transport (or of UVM's model in the simulator) did and,
+/// on a GPU, how long it took. docs/tracing.md describes both and the files made from them.
 
 #include <cstddef>
 #include <cstdint>
@@ -10,6 +11,31 @@
 #include <string_view>
 
 namespace warpvm {
+
+/// How a warp got a page it did not have.
+enum class FaultKind : std::uint8_t {
+  fill = 0,  ///< this warp loaded the page (GPU-initiated transfer)
+  wait = 1,  ///< another warp was loading it: a duplicate fault, coalesced across warps
+  host = 2,  ///< posted to the host_batched service and served by it
+};
+
+/// One warp-level fault, as the device records it (40 bytes).
+struct FaultEvent {
+  std::uint64_t start_ns;  ///< %globaltimer when the warp found the page absent
+  std::uint64_t end_ns;    ///< when the page was usable
+  std::uint64_t page;      ///< page index within the object
+  std::uint32_t object;    ///< object id
+  std::uint32_t warp;      ///< global warp index: (block index * warps per block) + warp in block
+  std::uint16_t sm;
+  std::uint8_t lanes;      ///< lanes of the warp that wanted this page (coalesced into one fault)
+  FaultKind kind;
+  std::uint8_t write;      ///< 1 when the lanes meant to write
+  /// fill: 0 the frame was free, 1 a clean page was evicted, 2 a dirty one was written back;
+  /// host: how many times the warp posted (re-posts after flushes), saturating at 255.
+  std::uint8_t detail;
+  std::uint16_t pad;
+};
+static_assert(sizeof(FaultEvent) == 40);
 
 struct FaultBatch {
   std::uint32_t faults = 0;            ///< entries taken from the fault buffer
@@ -53,6 +79,30 @@ void write_batch_trace_rows(std::ostream& out, const BatchRun& run, const Batche
     else
       out << ",,," << '\n';
   }
+}
+
+inline const char* to_string(FaultKind kind) noexcept {
+  switch (kind) {
+    case FaultKind::fill: return "fill";
+    case FaultKind::wait: return "wait";
+    default: return "host";
+  }
+}
+
+/// The header of a fault event CSV (docs/tracing.md).
+inline void write_fault_event_header(std::ostream& out) {
+  out << "workload,start_ns,end_ns,object,page,warp,sm,lanes,kind,write,detail\n";
+}
+
+/// One row per event; times relative to the earliest start among them.
+template <class Events>
+void write_fault_event_rows(std::ostream& out, std::string_view workload, const Events& events) {
+  std::uint64_t origin = ~std::uint64_t{0};
+  for (const FaultEvent& e : events) origin = e.start_ns < origin ? e.start_ns : origin;
+  for (const FaultEvent& e : events)
+    out << workload << ',' << e.start_ns - origin << ',' << e.end_ns - origin << ',' << e.object << ',' << e.page << ','
+        << e.warp << ',' << e.sm << ',' << unsigned{e.lanes} << ',' << to_string(e.kind) << ',' << unsigned{e.write}
+        << ',' << unsigned{e.detail} << '\n';
 }
 
 }  // namespace warpvm

@@ -49,7 +49,7 @@ def test_bench_arguments_and_expected_points() -> None:
     assert args[args.index("--cache-fractions") + 1] == "1,0.5,0.25,0.125"
     assert args[args.index("--workloads") + 1] == "stream,vadd,random_page,sparse_read,resident"
     assert args[-2:] == ["--out", "-"]
-    assert full.expected_points() == 33
+    assert full.expected_points() == 45  # the records of bench/results/h200/paging-16GiB-a5a0fae.jsonl
     subset = runner.BenchSettings(
         workloads=("stream", "sparse_read"), modes=("uvm", "warpvm"), cache_fractions=(1, 0.5)
     )

@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from warpvm import __version__, plots, runner, trace
+from warpvm import timeline as timeline_events
 from warpvm.results import (
     Record,
     ResultsError,
@@ -356,4 +357,37 @@ def trace_command(
     for note in skipped:
         console.print(f"skipped {note}")
     for path in [summary, *written]:
+        typer.echo(f"wrote {path}")
+
+
+@app.command()
+def timeline(
+    file: Annotated[
+        Path, typer.Argument(exists=True, dir_okay=False, help="Fault events (CSV, docs/tracing.md).")
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", dir_okay=False, help="Chrome/Perfetto trace to write (JSON).")
+    ] = Path("timeline.json"),
+    parquet: Annotated[
+        Path | None, typer.Option(dir_okay=False, help="Also write the events as Parquet (needs pyarrow).")
+    ] = None,
+) -> None:
+    """Summarise fault events and write them as a Perfetto timeline: one track per SM, a slice per fault.
+
+    Open the JSON in https://ui.perfetto.dev (or chrome://tracing). The events come from
+    `warpvm-bench --events FILE` built with -DWARPVM_FAULT_EVENTS=ON, or Runtime::fault_events().
+    """
+    console = _console()
+    try:
+        events = timeline_events.load_events(file)
+        if not events:
+            raise ResultsError(f"no events in {file}")
+        _print_table(console, timeline_events.summary_table(events))
+        written = [timeline_events.write_chrome_trace(events, out)]
+        if parquet is not None:
+            written.append(timeline_events.write_parquet(events, parquet))
+    except ResultsError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from None
+    for path in written:
         typer.echo(f"wrote {path}")

@@ -115,7 +115,7 @@ class TextTable:
 
     def numeric(self, column: int) -> bool:
         """Whether a column holds numbers (right-aligned)."""
-        return self.headers[column] not in ("workload", "mode", "policy", "verified")
+        return self.headers[column] not in ("workload", "run", "mode", "policy", "verified")
 
 
 def _check(value: Any, kind: str) -> Any:

@@ -19,16 +19,32 @@ NO_GPU_EXIT = 3
 BUILD_HINT = "cmake --preset default && cmake --build build"
 
 BENCH_WORKLOADS = ("stream", "vadd", "random_page", "sparse_read", "resident")
-BENCH_MODES = ("explicit", "uvm", "uvm_prefetch", "zero_copy", "warpvm", "warpvm_remote", "device")
+BENCH_MODES = (
+    "explicit",
+    "uvm",
+    "uvm_prefetch",
+    "zero_copy",
+    "warpvm",
+    "warpvm_uvm",
+    "warpvm_remote",
+    "device",
+)
 
 # Records warpvm-bench writes per (workload, mode): (count, whether once per cache fraction).
 _BASELINES = {mode: (1, False) for mode in ("explicit", "zero_copy", "uvm", "uvm_prefetch")}
 _BENCH_POINTS: dict[str, dict[str, tuple[int, bool]]] = {
-    "stream": _BASELINES | {"warpvm": (1, True)},
-    "vadd": _BASELINES | {"warpvm": (1, True)},
-    "random_page": {"zero_copy": (1, False), "uvm": (1, False), "warpvm": (1, True)},
+    "stream": _BASELINES | {"warpvm": (1, True), "warpvm_uvm": (1, False)},
+    "vadd": _BASELINES | {"warpvm": (1, True), "warpvm_uvm": (1, False)},
+    "random_page": {
+        "zero_copy": (1, False),
+        "uvm": (1, False),
+        "warpvm": (1, True),
+        "warpvm_uvm": (1, False),
+    },
     "sparse_read": {m: (1, False) for m in ("zero_copy", "device", "uvm", "warpvm_remote", "warpvm")},
-    "resident": {"device": (2, False), "warpvm": (4, False)},
+    # device: vector, element and chunked patterns (the last two also with ILP 4); warpvm: span,
+    # element, cursor (the last two also with ILP 4), each without and with eviction possible.
+    "resident": {"device": (5, False), "warpvm": (10, False)},
 }
 
 # warpvm-bench's line per point: "stream  warpvm  cache=0.500  0.0841 s  51.10 GB/s useful  verified".

@@ -74,6 +74,12 @@ void Config::validate() const {
                      std::to_string(page_bytes));
   WARPVM_EXPECTS(fault_batch_size >= 1 && fault_batch_size <= 65536, ErrorKind::invalid_config,
                  "fault_batch_size = " + std::to_string(fault_batch_size) + " must be in [1, 65536]");
+  WARPVM_EXPECTS(fault_event_capacity == 0 || WARPVM_FAULT_EVENTS, ErrorKind::invalid_config,
+                 "fault_event_capacity needs the fault-event recorder, which this build leaves out: "
+                 "configure with -DWARPVM_FAULT_EVENTS=ON");
+  WARPVM_EXPECTS(fault_event_capacity <= (std::size_t{1} << 32), ErrorKind::invalid_config,
+                 "fault_event_capacity = " + std::to_string(fault_event_capacity) +
+                     " exceeds 2^32 events (160 GiB of device memory)");
   WARPVM_EXPECTS(device >= 0, ErrorKind::invalid_config, "device must be a CUDA ordinal >= 0");
 }
 
@@ -89,6 +95,7 @@ std::string Config::describe() const {
   if (transport == Transport::host_batched)
     out << " batch=" << fault_batch_size << " prefetch=" << (prefetch ? "on" : "off");
   out << " checked=" << (checked ? "on" : "off") << " holds/thread=" << max_pages_held_per_thread;
+  if (fault_event_capacity != 0) out << " fault events=" << fault_event_capacity;
   return out.str();
 }
 

@@ -95,6 +95,11 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
   view_.page_shift = log2_exact(config.page_bytes);
   view_.eviction = config.eviction;
   view_.transport = config.transport;
+  if (config.fault_event_capacity != 0) {
+    fault_events_ = make_device_zeroed<FaultEvent>(config.fault_event_capacity, "the fault event recorder");
+    fault_event_count_ = make_device_zeroed<std::uint64_t>(1, "the fault event count");
+    view_.recorder = FaultRecorder{fault_events_.get(), fault_event_count_.get(), config.fault_event_capacity};
+  }
   if (config.transport == Transport::host_batched) {
     service_ = std::make_unique<HostBatchedService>(config, frame_data_.get(), owner_.get(), frames);
     view_.faults = service_->ring();
@@ -301,6 +306,24 @@ void RuntimeState::reset_stats() {
   if (service_) service_->reset_totals();
 }
 
+std::vector<FaultEvent> RuntimeState::fault_events(std::uint64_t& dropped) {
+  synchronize();
+  dropped = 0;
+  if (!fault_events_) return {};
+  std::uint64_t count = 0;
+  WARPVM_CUDA_TRY(cudaMemcpy(&count, fault_event_count_.get(), sizeof count, cudaMemcpyDeviceToHost));
+  const std::uint64_t kept = std::min<std::uint64_t>(count, config.fault_event_capacity);
+  dropped = count - kept;
+  std::vector<FaultEvent> events(kept);
+  WARPVM_CUDA_TRY(cudaMemcpy(events.data(), fault_events_.get(), kept * sizeof(FaultEvent), cudaMemcpyDeviceToHost));
+  return events;
+}
+
+void RuntimeState::clear_fault_events() {
+  synchronize();
+  if (fault_event_count_) WARPVM_CUDA_TRY(cudaMemset(fault_event_count_.get(), 0, sizeof(std::uint64_t)));
+}
+
 // ---- ObjectHandle ----------------------------------------------------------------------------
 
 ObjectHandle::ObjectHandle(std::shared_ptr<RuntimeState> state, std::uint32_t id) : state_(std::move(state)), id_(id) {}
@@ -397,6 +420,13 @@ std::vector<FaultBatch> Runtime::fault_batches() const {
   state_->synchronize();
   return state_->service() ? state_->service()->batches() : std::vector<FaultBatch>{};
 }
+std::vector<FaultEvent> Runtime::fault_events(std::uint64_t* dropped) const {
+  std::uint64_t past_capacity = 0;
+  std::vector<FaultEvent> events = state_->fault_events(past_capacity);
+  if (dropped != nullptr) *dropped = past_capacity;
+  return events;
+}
+void Runtime::clear_fault_events() { state_->clear_fault_events(); }
 void Runtime::clear_fault_batches() {
   if (state_->service()) state_->service()->clear_batches();
 }

@@ -48,6 +48,9 @@ class RuntimeState {
   void synchronize();
   [[nodiscard]] Stats stats();
   void reset_stats();
+  /// The recorded fault events (waits for device work first); `dropped` gets those past the capacity.
+  [[nodiscard]] std::vector<FaultEvent> fault_events(std::uint64_t& dropped);
+  void clear_fault_events();
 
   [[nodiscard]] const CacheView& view() const { return view_; }
   [[nodiscard]] const ObjectSlot& slot(std::uint32_t id) const { return slots_.at(id); }
@@ -81,6 +84,8 @@ class RuntimeState {
   device_ptr<ObjectDescriptor> objects_;
   device_ptr<std::uint32_t> error_claim_;
   device_ptr<std::uint32_t> never_evicts_;
+  device_ptr<FaultEvent> fault_events_;
+  device_ptr<std::uint64_t> fault_event_count_;
   pinned_ptr<ErrorRecord> error_;
   stream_ptr stream_;
   CacheView view_{};

@@ -73,6 +73,17 @@ TEST(Config, HostBatchedServesFourKilobytePagesInSaneBatches) {
   expect_invalid(empty_batches, "fault_batch_size");
 }
 
+TEST(Config, FaultEventsNeedTheRecorderBuilt) {
+  Config config;
+  config.fault_event_capacity = 1024;
+  if (WARPVM_FAULT_EVENTS)
+    EXPECT_NO_THROW(config.validate());
+  else
+    expect_invalid(config, "-DWARPVM_FAULT_EVENTS=ON");
+  config.fault_event_capacity = (std::size_t{1} << 32) + 1;
+  expect_invalid(config, "fault_event_capacity");
+}
+
 TEST(Error, CarriesKindAndLocation) {
   try {
     WARPVM_EXPECTS(false, ErrorKind::invalid_argument, "bad thing");

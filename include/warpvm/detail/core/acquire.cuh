@@ -10,6 +10,7 @@
 #include "warpvm/detail/core/device_support.cuh"
 #include "warpvm/detail/core/page_table.hpp"
 #include "warpvm/detail/policy/victim.hpp"
+#include "warpvm/detail/trace/fault_recorder.cuh"
 #include "warpvm/detail/transport/warp_copy.cuh"
 
 #include <cstdint>
@@ -64,9 +65,11 @@ __device__ inline void write_back_page(const CacheView& cache, unsigned mask, bo
 }
 
 /// Loads the page named by `key` into a frame; every lane in `mask` helps copy, lane `driver`
-/// owns the page's BUSY bit and does the bookkeeping. Returns the frame.
+/// owns the page's BUSY bit, does the bookkeeping and records the fault (`started`, `lanes`
+/// and `write` are the driver's). Returns the frame.
 __device__ inline std::uint32_t fill_page(const CacheView& cache, unsigned mask, unsigned driver,
-                                          std::uint64_t key, bool load_contents) {
+                                          std::uint64_t key, bool load_contents, std::uint64_t started,
+                                          unsigned lanes, bool write) {
   const bool is_driver = lane_id() == driver;
   Victim victim{};
   if (is_driver) victim = claim_victim(cache);
@@ -98,6 +101,8 @@ __device__ inline std::uint32_t fill_page(const CacheView& cache, unsigned mask,
     page_finish_fetch(object.pages[page].state);
     count_event(cache, Counter::misses, 1);
     count_event(cache, Counter::bytes_in, bytes);
+    const unsigned evicted = evicted_key == empty_page_key ? 0u : evicted_dirty ? 2u : 1u;
+    record_fault(cache, started, key_object(key), page, lanes, FaultKind::fill, write, evicted);
   }
   return frame;
 }
@@ -147,6 +152,7 @@ __device__ inline std::uint32_t acquire_page(const CacheView& cache, const Objec
   const bool is_leader = lane_id() == leader;
   const unsigned overwriters = __ballot_sync(mask, intent == Intent::overwrite);
   const bool group_overwrites = (overwriters & peers) == peers;
+  const std::uint64_t started = event_clock(cache);
   std::uint32_t& word = object.pages[page].state;
 
   Step step = Step::ready;
@@ -171,8 +177,11 @@ __device__ inline std::uint32_t acquire_page(const CacheView& cache, const Objec
   for (;;) {
     for (unsigned fillers = __ballot_sync(mask, step == Step::fill); fillers != 0; fillers &= fillers - 1) {
       const unsigned driver = __ffs(fillers) - 1;
+      // What the fault event says (only computed when recording: it costs registers).
+      const bool group_writes = recording(cache) && (__ballot_sync(mask, intent != Intent::read) & peers) != 0;
       const std::uint32_t filled = fill_page(cache, mask, driver, __shfl_sync(mask, key, driver),
-                                             !__shfl_sync(mask, group_overwrites, driver));
+                                             !__shfl_sync(mask, group_overwrites, driver), started,
+                                             static_cast<unsigned>(__popc(peers)), group_writes);
       if (lane_id() == driver) {
         frame = filled;
         step = Step::ready;
@@ -197,15 +206,18 @@ __device__ inline std::uint32_t acquire_page(const CacheView& cache, const Objec
 
   const unsigned hit_leaders = __ballot_sync(mask, is_leader && hit);
   const unsigned wait_leaders = __ballot_sync(mask, is_leader && waited);
+  const unsigned writers = __ballot_sync(mask, intent != Intent::read);
+  const bool group_writes = (writers & peers) != 0;
+  if (is_leader && waited)
+    record_fault(cache, started, object.id, page, static_cast<unsigned>(__popc(peers)), FaultKind::wait, group_writes, 0);
   if (lane_id() == static_cast<unsigned>(__ffs(mask) - 1)) {
     if (hit_leaders != 0) count_event(cache, Counter::hits, __popc(hit_leaders));
     if (wait_leaders != 0) count_event(cache, Counter::waits, __popc(wait_leaders));
   }
   frame = __shfl_sync(mask, frame, leader);
-  const unsigned writers = __ballot_sync(mask, intent != Intent::read);
   __syncwarp(mask);  // orders every lane's frame accesses after the leader's acquire
   if (is_leader) {
-    if ((writers & peers) != 0) cache.table.set_dirty(frame, true);
+    if (group_writes) cache.table.set_dirty(frame, true);
     if (cache.eviction == EvictionPolicy::clock && !loaded) cache.table.set_referenced(frame, true);
   }
   return frame;

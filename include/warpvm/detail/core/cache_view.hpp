@@ -9,6 +9,7 @@
 #include "warpvm/detail/core/geometry.hpp"
 #include "warpvm/detail/core/page_table.hpp"
 #include "warpvm/detail/host_device.hpp"
+#include "warpvm/trace.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -61,6 +62,14 @@ struct FaultRing {
   std::uint32_t capacity;        ///< a power of two
 };
 
+/// Where the device records fault events (off: `events` is null, and the fault path does not
+/// read the clock for it). `next` counts every event; those past `capacity` are dropped.
+struct FaultRecorder {
+  FaultEvent* events;
+  std::uint64_t* next;
+  std::uint64_t capacity;
+};
+
 struct CacheView {
   std::byte* frames;              ///< frame f is frames + (f << page_shift)
   FrameTable table;
@@ -74,6 +83,7 @@ struct CacheView {
   EvictionPolicy eviction;
   Transport transport;
   FaultRing faults;                   ///< host_batched only
+  FaultRecorder recorder;
 
   [[nodiscard]] WARPVM_HD PageGeometry geometry() const { return {page_shift}; }
   [[nodiscard]] WARPVM_HD std::byte* frame_data(std::uint32_t f) const {

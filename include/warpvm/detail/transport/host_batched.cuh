@@ -11,6 +11,7 @@
 #include "warpvm/detail/core/acquire.cuh"
 #include "warpvm/detail/core/cache_view.hpp"
 #include "warpvm/detail/core/device_support.cuh"
+#include "warpvm/detail/trace/fault_recorder.cuh"
 
 #include <cuda/atomic>
 
@@ -45,18 +46,20 @@ __device__ inline void post_fault(const CacheView& cache, std::uint64_t key) {
 /// migrate object fits in the cache, so a resident page stays in its frame. A warp that waits
 /// longer than the watchdog (no service thread, say) records no_progress and traps.
 __device__ inline std::uint32_t await_host_service(const CacheView& cache, const ObjectDescriptor& object,
-                                                   std::uint64_t page) {
+                                                   std::uint64_t page, bool write) {
   const unsigned mask = __activemask();
   const std::uint64_t key = make_page_key(object.id, page);
   const unsigned peers = __match_any_sync(mask, key);
   const bool is_leader = lane_id() == static_cast<unsigned>(__ffs(peers) - 1);
+  const bool group_writes = (__ballot_sync(mask, write) & peers) != 0;
+  const std::uint64_t started = global_timer_ns();  // for the watchdog and the fault event
+  unsigned posts = 1;
   std::uint32_t epoch = 0;
   if (is_leader) {
     epoch = read_replay_epoch(cache.faults);
     __threadfence_system();  // the epoch is read first: a flush that drops this post bumps it later
     post_fault(cache, key);
   }
-  const std::uint64_t started = global_timer_ns();
   unsigned backoff_ns = backoff_min_ns;
   std::uint32_t frame = 0;
   while (!recheck_resident_unheld(cache, object, page, frame)) {
@@ -66,6 +69,7 @@ __device__ inline std::uint32_t await_host_service(const CacheView& cache, const
         epoch = now;
         __threadfence_system();
         post_fault(cache, key);
+        ++posts;
       }
     }
     if (global_timer_ns() - started > cache.watchdog_ns) {
@@ -75,6 +79,8 @@ __device__ inline std::uint32_t await_host_service(const CacheView& cache, const
     __nanosleep(backoff_ns);
     backoff_ns = backoff_ns * 2 < backoff_max_ns ? backoff_ns * 2 : backoff_max_ns;
   }
+  if (is_leader)
+    record_fault(cache, started, object.id, page, static_cast<unsigned>(__popc(peers)), FaultKind::host, group_writes, posts);
   return frame;
 }
 
