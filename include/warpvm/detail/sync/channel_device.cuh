@@ -108,9 +108,9 @@ __device__ inline ChannelGrant channel_acquire(const ChannelView& view, std::uin
   // Every lane acquires on the waiter word itself: the copy engine wrote the data and the offset
   // before it (stream order), and the acquire (with the fence: L1 invalidated) keeps this SM
   // from serving the data from L1 lines left by an earlier use of the same staging pages.
-  const std::uint32_t now = served.load(cuda::std::memory_order_acquire);
+  (void)served.load(cuda::std::memory_order_acquire);
   cuda::atomic_thread_fence(cuda::std::memory_order_acquire, cuda::thread_scope_device);
-  const std::uint64_t offset = __ldcg(view.offsets + warp) + (channel_seq_reached(now, seq) ? 0 : 1);
+  const std::uint64_t offset = __ldcg(view.offsets + warp);
   return ChannelGrant{view.staging + offset, warp, seq};
 }
 
