@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -70,6 +71,24 @@ device_ptr<T> make_device_zeroed(std::size_t count, const char* what) {
   device_ptr<T> owned(static_cast<T*>(p));
   WARPVM_CUDA_TRY(cudaMemset(p, 0, bytes));
   return owned;
+}
+
+/// cudaHostAlloc of `count` T with `flags`, zero-filled. `what` names the buffer in the error message.
+template <class T>
+pinned_ptr<T> make_pinned_zeroed(std::size_t count, unsigned flags, const char* what) {
+  void* p = nullptr;
+  expect_success(cudaHostAlloc(&p, count * sizeof(T), flags), ErrorKind::out_of_memory,
+                 "pinned allocation of " + std::to_string(count * sizeof(T)) + " B for " + what);
+  std::memset(p, 0, count * sizeof(T));
+  return pinned_ptr<T>(static_cast<T*>(p));
+}
+
+/// The device address of mapped pinned memory.
+template <class T>
+T* on_device(T* mapped) {
+  void* device = nullptr;
+  WARPVM_CUDA_TRY(cudaHostGetDevicePointer(&device, mapped, 0));
+  return static_cast<T*>(device);
 }
 
 }  // namespace warpvm::detail

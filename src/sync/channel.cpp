@@ -23,22 +23,6 @@
 namespace warpvm::detail {
 namespace {
 
-template <class T>
-pinned_ptr<T> make_pinned_zeroed(std::size_t count, unsigned flags, const char* what) {
-  void* p = nullptr;
-  expect_success(cudaHostAlloc(&p, count * sizeof(T), flags), ErrorKind::out_of_memory,
-                 "pinned allocation of " + std::to_string(count * sizeof(T)) + " B for " + what);
-  std::memset(p, 0, count * sizeof(T));
-  return pinned_ptr<T>(static_cast<T*>(p));
-}
-
-template <class T>
-T* on_device(T* mapped) {
-  void* device = nullptr;
-  WARPVM_CUDA_TRY(cudaHostGetDevicePointer(&device, mapped, 0));
-  return static_cast<T*>(device);
-}
-
 std::uint32_t next_power_of_two(std::uint32_t n) {
   std::uint32_t p = 2;
   while (p < n) p <<= 1;

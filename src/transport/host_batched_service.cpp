@@ -17,22 +17,6 @@ constexpr std::uint32_t ring_capacity = 1u << 16;  // far more than the warps a 
 constexpr std::uint64_t chunk_frames = uvm_block_pages;
 constexpr std::uint64_t page_bytes = 4096;
 
-template <class T>
-pinned_ptr<T> make_pinned_zeroed(std::size_t count, unsigned flags, const char* what) {
-  void* p = nullptr;
-  expect_success(cudaHostAlloc(&p, count * sizeof(T), flags), ErrorKind::out_of_memory,
-                 "pinned allocation of " + std::to_string(count * sizeof(T)) + " B for " + what);
-  std::memset(p, 0, count * sizeof(T));
-  return pinned_ptr<T>(static_cast<T*>(p));
-}
-
-template <class T>
-T* on_device(T* mapped) {
-  void* device = nullptr;
-  WARPVM_CUDA_TRY(cudaHostGetDevicePointer(&device, mapped, 0));
-  return static_cast<T*>(device);
-}
-
 std::uint64_t nanoseconds(std::chrono::steady_clock::duration d) {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
 }
