@@ -17,6 +17,7 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -44,7 +45,27 @@ struct Options {
   unsigned batch_size = 256;  ///< --model uvm: most faults taken per batch
   bool prefetch = true;       ///< --model uvm: tree prefetch within 2 MB blocks
   bool uvm_options = false;   ///< --batch-size or --no-prefetch given
+  std::string replay;         ///< fault events recorded on a GPU (docs/tracing.md) to replay
 };
+
+/// The page accesses of one recorded run, in the order the GPU faulted on them.
+struct RecordedRun {
+  struct Access {
+    std::uint64_t start_ns;
+    std::uint32_t object;
+    std::uint64_t page;
+    bool write;
+  };
+  std::vector<Access> accesses;
+  std::map<std::uint32_t, std::uint64_t> object_pages;  ///< pages each object needs (highest page + 1)
+
+  [[nodiscard]] std::uint64_t pages() const {
+    std::uint64_t n = 0;
+    for (const auto& [object, count] : object_pages) n += count;
+    return n;
+  }
+};
+using RecordedRuns = std::map<std::string, RecordedRun>;
 
 constexpr std::uint64_t uvm_chunk_bytes = 2u << 20;
 
@@ -52,9 +73,11 @@ constexpr std::uint64_t uvm_chunk_bytes = 2u << 20;
   std::fprintf(stderr,
                "%s\nusage: warpvm-sim [--workloads stream,vadd,random_page,hotset] [--bytes 1GiB] "
                "[--cache-fractions 1,0.5,0.25,0.125] [--model warpvm|uvm] [--eviction clock|fifo] [--page-bytes 4096] "
-               "[--commit SHA] [--trace batches.csv] [--batch-size 256] [--no-prefetch]\n"
+               "[--commit SHA] [--trace batches.csv] [--batch-size 256] [--no-prefetch] [--replay events.csv]\n"
                "Prints one JSON Lines record per workload and cache size on stdout.\n"
-               "--trace, --batch-size and --no-prefetch apply to --model uvm.\n",
+               "--trace, --batch-size and --no-prefetch apply to --model uvm.\n"
+               "--replay replays the runs of a fault-event file recorded on a GPU (warpvm-bench --events) instead\n"
+               "of the generated workloads; cache fractions are of each run's pages.\n",
                message.c_str());
   std::exit(2);
 }
@@ -81,6 +104,7 @@ Options parse(int argc, char** argv) {
     else if (flag == "--commit") o.commit = value;
     else if (flag == "--model") o.model = value;
     else if (flag == "--trace") o.trace = value;
+    else if (flag == "--replay") o.replay = value;
     else if (flag == "--batch-size") {
       std::size_t used = 0;
       const unsigned long n = std::stoul(value, &used);
@@ -94,6 +118,40 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
+
+/// Reads a fault-event CSV (docs/tracing.md): every event is one access by one warp, in start
+/// order per run. Only faults were recorded, so a replay sees first touches and duplicates but
+/// not the hits of the recorded run: at a cache smaller than the recorded one it undercounts.
+RecordedRuns read_recorded(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) usage("cannot read " + path);
+  std::string line;
+  std::getline(in, line);
+  const std::vector<std::string> header = warpvm::tools::split_list(line);
+  auto column = [&](const char* name) {
+    const auto at = std::find(header.begin(), header.end(), name);
+    if (at == header.end()) usage(path + ": no column " + name + " (a fault-event file: warpvm-bench --events)");
+    return static_cast<std::size_t>(at - header.begin());
+  };
+  const std::size_t run_at = column("workload"), start_at = column("start_ns"), object_at = column("object"),
+                    page_at = column("page"), write_at = column("write");
+  RecordedRuns runs;
+  for (std::size_t number = 2; std::getline(in, line); ++number) {
+    const std::vector<std::string> field = warpvm::tools::split_list(line);
+    if (field.size() != header.size()) usage(path + ":" + std::to_string(number) + ": expected " + std::to_string(header.size()) + " fields");
+    RecordedRun& run = runs[field[run_at]];
+    const RecordedRun::Access access{std::stoull(field[start_at]), static_cast<std::uint32_t>(std::stoul(field[object_at])),
+                                     std::stoull(field[page_at]), field[write_at] == "1"};
+    run.accesses.push_back(access);
+    auto& pages = run.object_pages[access.object];
+    pages = std::max(pages, access.page + 1);
+  }
+  if (runs.empty()) usage(path + " holds no events");
+  for (auto& [name, run] : runs)
+    std::stable_sort(run.accesses.begin(), run.accesses.end(),
+                     [](const RecordedRun::Access& a, const RecordedRun::Access& b) { return a.start_ns < b.start_ns; });
+  return runs;
+}
 
 struct Replay {
   std::uint64_t useful_bytes;
@@ -125,12 +183,20 @@ struct UvmSink {
   void end_kernel(bool) { model.drain(); }
 };
 
-/// Replays `workload` over a dataset of `pages` pages into `sink`.
+/// Replays `workload` (a recorded run, or a generated pattern over `pages` pages) into `sink`.
 template <class Sink>
-Replay replay(const std::string& workload, Sink& sink, std::uint64_t pages, std::uint64_t page_bytes) {
+Replay replay(const std::string& workload, Sink& sink, std::uint64_t pages, std::uint64_t page_bytes,
+              const RecordedRuns& recorded) {
   auto touch = [&](std::uint32_t object, std::uint64_t page, bool write, bool overwrite) {
     sink.touch(object, page, write, overwrite);
   };
+  if (const auto run = recorded.find(workload); run != recorded.end()) {
+    std::map<std::uint32_t, std::uint32_t> object_of;  // recorded object id -> the sink's
+    for (const auto& [object, count] : run->second.object_pages) object_of[object] = sink.add_object(count);
+    for (const RecordedRun::Access& a : run->second.accesses) touch(object_of.at(a.object), a.page, a.write, false);
+    sink.end_kernel(false);
+    return {run->second.accesses.size() * page_bytes};
+  }
   if (workload == "stream") {
     const auto a = sink.add_object(pages);
     for (std::uint64_t p = 0; p < pages; ++p) touch(a, p, false, false);
@@ -180,8 +246,13 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     usage(e.what());
   }
-  const std::uint64_t pages = o.dataset_bytes / o.page_bytes;
-  if (pages < 3) usage("--bytes must cover at least three pages");
+  const RecordedRuns recorded = o.replay.empty() ? RecordedRuns{} : read_recorded(o.replay);
+  if (!recorded.empty()) {
+    o.workloads.clear();
+    for (const auto& [name, run] : recorded) o.workloads.push_back(name);
+  }
+  const std::uint64_t generated_pages = o.dataset_bytes / o.page_bytes;
+  if (recorded.empty() && generated_pages < 3) usage("--bytes must cover at least three pages");
   if (o.model != "warpvm" && o.model != "uvm") usage("--model must be warpvm or uvm");
   if (o.model == "uvm" && o.page_bytes != 4096) usage("--model uvm works in the driver's 4 KB pages");
   if (!o.trace.empty() && o.model != "uvm") usage("--trace records UVM fault batches: use it with --model uvm");
@@ -199,6 +270,8 @@ int main(int argc, char** argv) {
                              o.commit + "\",\"date\":\"" + date + "\",\"simulated\":true,\"verified\":false," +
                              "\"seconds\":null,\"useful_gbps\":null,\"page_bytes\":" + std::to_string(o.page_bytes);
   for (const auto& workload : o.workloads) {
+    const auto run = recorded.find(workload);
+    const std::uint64_t pages = run != recorded.end() ? run->second.pages() : generated_pages;
     for (double fraction : o.cache_fractions) {
       const std::uint64_t cache_bytes = static_cast<std::uint64_t>(std::max<double>(1, pages * fraction)) * o.page_bytes;
       std::cout << header << ",\"workload\":\"" << workload << "\",\"cache_fraction\":" << fraction
@@ -206,7 +279,7 @@ int main(int argc, char** argv) {
       if (o.model == "uvm") {
         UvmModel model(cache_bytes / uvm_chunk_bytes, o.prefetch, o.batch_size);
         UvmSink sink{model};
-        const Replay r = replay(workload, sink, pages, o.page_bytes);
+        const Replay r = replay(workload, sink, pages, o.page_bytes, recorded);
         std::uint64_t faults = 0, unique = 0, faulted = 0, prefetched = 0, chunks = 0, evicted = 0;
         // The simulator has no time: the timing columns stay empty.
         if (trace.is_open())
@@ -228,7 +301,7 @@ int main(int argc, char** argv) {
       } else {
         PageCacheModel model(static_cast<std::uint32_t>(cache_bytes / o.page_bytes), o.eviction);
         WarpvmSink sink{model};
-        const Replay r = replay(workload, sink, pages, o.page_bytes);
+        const Replay r = replay(workload, sink, pages, o.page_bytes, recorded);
         const ModelCounts n = model.counts();
         std::cout << ",\"mode\":\"warpvm_sim\",\"policy\":\"" << warpvm::to_string(o.eviction)
                   << "\",\"useful_bytes\":" << r.useful_bytes << ",\"faults\":" << n.misses
