@@ -56,6 +56,41 @@ bool Options::wants_mode(const std::string& mode) const {
   return modes.empty() || std::find(modes.begin(), modes.end(), mode) != modes.end();
 }
 
+namespace {
+
+/// Applies one option with a value; std::stoi and friends throw std::logic_error on bad numbers.
+void parse_value(Options& o, const std::string& flag, const std::string& value) {
+  if (flag == "--workloads") o.workloads = tools::split_list(value);
+  else if (flag == "--modes") o.modes = tools::split_list(value);
+  else if (flag == "--cache-fractions") {
+    o.cache_fractions.clear();
+    for (const auto& f : tools::split_list(value)) o.cache_fractions.push_back(std::stod(f));
+  } else if (flag == "--bytes") o.dataset_bytes = tools::parse_bytes(value);
+  else if (flag == "--repeats") o.repeats = std::stoi(value);
+  else if (flag == "--eviction") o.eviction = value == "fifo" ? EvictionPolicy::fifo : EvictionPolicy::clock;
+  else if (flag == "--out") o.out = value;
+  else if (flag == "--commit") o.commit = value;
+  else if (flag == "--driver") o.driver = value;
+  else if (flag == "--suite") o.suite = value;
+  else if (flag == "--trace") o.trace = value;
+  else if (flag == "--events") {
+    o.events = value;
+    o.fault_events = true;
+  } else if (flag == "--uvm-batch-sizes") {
+    o.uvm_batch_sizes.clear();
+    for (const std::string& n : tools::split_list(value)) o.uvm_batch_sizes.push_back(static_cast<unsigned>(std::stoul(n)));
+  } else if (flag == "--uvm-prefetch") {
+    o.uvm_prefetch.clear();
+    for (const std::string& v : tools::split_list(value)) {
+      if (v != "on" && v != "off") usage("--uvm-prefetch takes on, off or on,off");
+      o.uvm_prefetch.push_back(v == "on");
+    }
+  }
+  else usage(("unknown option " + flag).c_str());
+}
+
+}  // namespace
+
 Options parse_options(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
@@ -67,33 +102,11 @@ Options parse_options(int argc, char** argv) {
     }
     if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
     const std::string value = argv[++i];
-    if (flag == "--workloads") o.workloads = tools::split_list(value);
-    else if (flag == "--modes") o.modes = tools::split_list(value);
-    else if (flag == "--cache-fractions") {
-      o.cache_fractions.clear();
-      for (const auto& f : tools::split_list(value)) o.cache_fractions.push_back(std::stod(f));
-    } else if (flag == "--bytes") o.dataset_bytes = tools::parse_bytes(value);
-    else if (flag == "--repeats") o.repeats = std::stoi(value);
-    else if (flag == "--eviction") o.eviction = value == "fifo" ? EvictionPolicy::fifo : EvictionPolicy::clock;
-    else if (flag == "--out") o.out = value;
-    else if (flag == "--commit") o.commit = value;
-    else if (flag == "--driver") o.driver = value;
-    else if (flag == "--suite") o.suite = value;
-    else if (flag == "--trace") o.trace = value;
-    else if (flag == "--events") {
-      o.events = value;
-      o.fault_events = true;
-    } else if (flag == "--uvm-batch-sizes") {
-      o.uvm_batch_sizes.clear();
-      for (const std::string& n : tools::split_list(value)) o.uvm_batch_sizes.push_back(static_cast<unsigned>(std::stoul(n)));
-    } else if (flag == "--uvm-prefetch") {
-      o.uvm_prefetch.clear();
-      for (const std::string& v : tools::split_list(value)) {
-        if (v != "on" && v != "off") usage("--uvm-prefetch takes on, off or on,off");
-        o.uvm_prefetch.push_back(v == "on");
-      }
+    try {
+      parse_value(o, flag, value);
+    } catch (const std::logic_error&) {  // not a number, or out of range
+      usage(("bad value for " + flag + ": " + value).c_str());
     }
-    else usage(("unknown option " + flag).c_str());
   }
   if (o.repeats < 1) usage("--repeats must be at least 1");
   return o;

@@ -23,7 +23,7 @@ void check_cupti(CUptiResult status, const char* what) {
 
 void CUPTIAPI give_buffer(std::uint8_t** buffer, std::size_t* size, std::size_t* max_records) {
   *buffer = static_cast<std::uint8_t*>(std::aligned_alloc(record_alignment, buffer_bytes));
-  *size = buffer_bytes;
+  *size = *buffer != nullptr ? buffer_bytes : 0;  // CUPTI drops records it has no room for
   *max_records = 0;  // as many as fit
 }
 

@@ -90,8 +90,8 @@ class array {
     const std::uint64_t page = page_of(i);
     std::uint32_t frame = 0;
     const bool unheld = detail::peek_resident_unheld(cache_, object_, page, frame);
-    // Read before the answer is known (`frame` is valid either way): with no branch between the
-    // entry's load and this one, the compiler overlaps it with the caller's next access.
+    // Read before the answer is known (`frame` is the scratch frame on a miss): with no branch
+    // between the entry's load and this one, the compiler overlaps it with the caller's next access.
     const T seen = *frame_slot(frame, i);
     if (unheld) return seen;
     bool held = false;
@@ -181,11 +181,11 @@ class array {
     sole_holders = __shfl_sync(mask, sole_holders, __ffs(peers) - 1);
     if (sole_holders) detail::write_back_page(cache_, peers, is_leader, h.frame, h.key);
   }
-  /// A hold of nothing whose data still points at readable memory (frame 0), for readers that
-  /// load before they check.
+  /// A hold of nothing whose data still points at readable memory (the scratch frame), for
+  /// readers that load before they check.
   [[nodiscard]] __device__ detail::PageHold<T> empty_hold() const {
     detail::PageHold<T> h;
-    h.data = reinterpret_cast<T*>(cache_.frame_data(0));
+    h.data = reinterpret_cast<T*>(cache_.frame_data(detail::scratch_frame(cache_)));
     return h;
   }
   __device__ static void release(detail::PageHold<T>& h) {

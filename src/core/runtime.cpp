@@ -66,7 +66,9 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
   frames = static_cast<std::uint32_t>(frame_count);
   config.cache_bytes = std::size_t{frames} * config.page_bytes;
 
-  frame_data_ = make_device_zeroed<std::byte>(config.cache_bytes, "the page cache frames");
+  // One frame more than the cache: the scratch frame, never filled, which readers that load
+  // before they know whether a page is resident read instead (see peek_resident_unheld).
+  frame_data_ = make_device_zeroed<std::byte>(config.cache_bytes + config.page_bytes, "the page cache frames");
   owner_ = make_device_zeroed<std::uint64_t>(frames, "frame owners");
   WARPVM_CUDA_TRY(cudaMemset(owner_.get(), 0xff, std::size_t{frames} * sizeof(std::uint64_t)));  // empty_page_key
   lock_ = make_device_zeroed<std::uint32_t>(frames, "frame locks");
@@ -204,6 +206,7 @@ void RuntimeState::unregister_object(std::uint32_t id) noexcept {
   } catch (const Error&) {
     // A destructor must not throw; a broken context is reported by the next checked call.
     slots_[id] = ObjectSlot{};
+    if (service_) update_served(id, service_->pause());  // the service must not keep its pointers
   }
 }
 
@@ -243,8 +246,8 @@ void RuntimeState::write_back(std::uint32_t object_filter, bool write_back, bool
 void RuntimeState::synchronize() {
   const DeviceGuard on_device(config.device);
   const cudaError_t status = cudaDeviceSynchronize();
+  if (service_) service_->raise_failure();  // first: a failed service is why warps timed out
   raise_device_error();
-  if (service_) service_->raise_failure();
   WARPVM_CUDA_TRY(status);
 }
 
@@ -428,6 +431,7 @@ std::vector<FaultEvent> Runtime::fault_events(std::uint64_t* dropped) const {
 }
 void Runtime::clear_fault_events() { state_->clear_fault_events(); }
 void Runtime::clear_fault_batches() {
+  state_->synchronize();
   if (state_->service()) state_->service()->clear_batches();
 }
 const Config& Runtime::config() const { return state_->config; }

@@ -8,12 +8,17 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <exception>
+#include <new>
 #include <string>
+#include <vector>
 
 namespace warpvm::detail {
 namespace {
 
-constexpr std::uint32_t ring_capacity = 1u << 16;  // far more than the warps a GPU keeps resident
+// Posts outstanding at once: one per page per warp, so up to 32 per resident warp (270 K on an
+// H200 at full occupancy); past this, posters wait for the host to take older ones.
+constexpr std::uint32_t ring_capacity = 1u << 18;
 constexpr std::uint64_t chunk_frames = uvm_block_pages;
 constexpr std::uint64_t page_bytes = 4096;
 
@@ -39,7 +44,8 @@ HostBatchedService::HostBatchedService(const Config& config, std::byte* frames, 
   replay_ = make_device_zeroed<ReplayState>(1, "the replay state");
   staged_replay_ = make_pinned_zeroed<ReplayState>(1, cudaHostAllocDefault, "the staged replay state");
   next_position_ = make_device_zeroed<std::uint64_t>(1, "the fault buffer position");
-  staged_capacity_ = std::size_t{config.fault_batch_size} * uvm_block_pages;
+  // A batch touches at most one block per fault, and at most as many blocks as there are chunks.
+  staged_capacity_ = std::size_t{std::min<std::uint64_t>(config.fault_batch_size, chunks_)} * uvm_block_pages;
   staged_owners_ = make_pinned_zeroed<std::uint64_t>(staged_capacity_, cudaHostAllocDefault, "staged frame owners");
   staged_entries_ = make_pinned_zeroed<PageEntry>(staged_capacity_, cudaHostAllocDefault, "staged page entries");
   ring_ = FaultRing{on_device(slots_.get()), next_position_.get(), replay_.get(), ring_capacity};
@@ -55,10 +61,15 @@ HostBatchedService::~HostBatchedService() {
 
 void HostBatchedService::add_object(const std::unique_lock<std::mutex>& /*paused*/, std::uint32_t id,
                                     const ServedObject& object) {
+  drop_stale_posts();
   objects_[id] = object;
+  std::uint64_t needed = 0;
+  for (const auto& [served, o] : objects_) needed += (o.bytes + chunk_frames * page_bytes - 1) / (chunk_frames * page_bytes);
+  chunks_needed_.store(needed);
 }
 
 void HostBatchedService::remove_object(const std::unique_lock<std::mutex>& /*paused*/, std::uint32_t id) {
+  drop_stale_posts();
   auto of_object = [id](std::uint64_t block) { return key_object(block * uvm_block_pages) == id; };
   model_.forget_blocks(of_object);
   for (auto it = chunk_of_block_.begin(); it != chunk_of_block_.end();) {
@@ -69,23 +80,18 @@ void HostBatchedService::remove_object(const std::unique_lock<std::mutex>& /*pau
       ++it;
     }
   }
-  objects_.erase(id);
+  if (const auto found = objects_.find(id); found != objects_.end()) {
+    const std::uint64_t bytes = found->second.bytes;
+    chunks_needed_ -= (bytes + chunk_frames * page_bytes - 1) / (chunk_frames * page_bytes);
+    objects_.erase(found);
+  }
 }
 
 void HostBatchedService::forget_pages(const std::unique_lock<std::mutex>& /*paused*/) {
+  drop_stale_posts();
   model_.forget_blocks([](std::uint64_t) { return true; });
   for (const auto& [block, chunk] : chunk_of_block_) free_chunks_.push_back(chunk);
   chunk_of_block_.clear();
-  // Posts left from the last kernel (duplicates of served faults) must not be served later.
-  std::vector<std::uint64_t> stale;
-  while (take_faults(stale, ring_capacity) != 0) stale.clear();
-}
-
-std::uint64_t HostBatchedService::chunks_needed() const {
-  const std::lock_guard lock(mutex_);
-  std::uint64_t needed = 0;
-  for (const auto& [id, object] : objects_) needed += (object.bytes + uvm_block_pages * page_bytes - 1) / (uvm_block_pages * page_bytes);
-  return needed;
 }
 
 std::vector<FaultBatch> HostBatchedService::batches() const {
@@ -95,22 +101,38 @@ std::vector<FaultBatch> HostBatchedService::batches() const {
 
 void HostBatchedService::clear_batches() {
   const std::lock_guard lock(mutex_);
+  drop_stale_posts();
   batches_.clear();
   run_started_ = false;
 }
 
 void HostBatchedService::reset_totals() {
+  const std::lock_guard lock(mutex_);
+  drop_stale_posts();
   pages_in_.store(0);
   bytes_in_.store(0);
 }
 
-void HostBatchedService::raise_failure() {
-  std::string failure;
-  {
-    const std::lock_guard lock(mutex_);
-    failure.swap(failure_);
-  }
-  if (!failure.empty()) throw_error(ErrorKind::cuda, "the host_batched service thread failed: " + failure, __FILE__, __LINE__);
+void HostBatchedService::raise_failure() const {
+  const std::lock_guard lock(mutex_);
+  if (!failure_.empty())
+    throw_error(failure_kind_, "the host_batched service thread failed: " + failure_, __FILE__, __LINE__);
+}
+
+void HostBatchedService::fail(ErrorKind kind, const std::string& what) {
+  const std::lock_guard lock(mutex_);
+  if (!failure_.empty()) return;
+  failure_kind_ = kind;
+  failure_ = what;
+}
+
+void HostBatchedService::drop_stale_posts() {
+  std::vector<std::uint64_t> stale;
+  while (take_faults(stale, ring_capacity) != 0) stale.clear();
+  staged_replay_->consumed = taken_position_;
+  WARPVM_CUDA_TRY(cudaMemcpyAsync(replay_.get(), staged_replay_.get(), sizeof(ReplayState), cudaMemcpyHostToDevice,
+                                  stream_.get()));
+  WARPVM_CUDA_TRY(cudaStreamSynchronize(stream_.get()));
 }
 
 std::size_t HostBatchedService::take_faults(std::vector<std::uint64_t>& out, std::size_t limit) {
@@ -127,27 +149,37 @@ std::size_t HostBatchedService::take_faults(std::vector<std::uint64_t>& out, std
 }
 
 void HostBatchedService::run() {
-  if (cudaSetDevice(config_.device) != cudaSuccess) {
-    const std::lock_guard lock(mutex_);
-    failure_ = "cudaSetDevice failed";
+  if (const cudaError_t status = cudaSetDevice(config_.device); status != cudaSuccess) {
+    fail(ErrorKind::cuda, "cudaSetDevice(" + std::to_string(config_.device) + "): " + cudaGetErrorString(status));
     return;
   }
   auto idle_since = Clock::now();
   std::vector<std::uint64_t> faults;
   while (!stop_.load(std::memory_order_relaxed)) {
     {
-      const std::lock_guard lock(mutex_);
+      std::unique_lock lock(mutex_);
       faults.clear();
       const auto started = Clock::now();
       if (take_faults(faults, config_.fault_batch_size) != 0) {
+        std::string failure;
+        ErrorKind kind = ErrorKind::cuda;
         try {
           serve(std::move(faults), started);
         } catch (const Error& e) {
-          if (failure_.empty()) failure_ = e.what();
+          kind = e.kind();
+          failure = e.what();
+        } catch (const std::bad_alloc&) {
+          kind = ErrorKind::out_of_memory;
+          failure = "out of host memory while serving a batch";
+        } catch (const std::exception& e) {
+          failure = e.what();
         }
         faults = {};
         idle_since = Clock::now();
-        continue;
+        if (failure.empty()) continue;
+        lock.unlock();
+        fail(kind, failure);  // the waiting warps time out; synchronize() raises this first
+        return;
       }
     }
     // Spin briefly after activity (faults come in bursts), then poll at a gentler rate.
@@ -169,6 +201,12 @@ std::uint32_t HostBatchedService::chunk_for(std::uint64_t block) {
 
 void HostBatchedService::serve(std::vector<std::uint64_t> faults, Clock::time_point started) {
   const NvtxRange range("warpvm: uvm fault batch", faults.size());
+  // Posts for objects that are no longer served, or past an object's end (a stale post whose
+  // object id was reused), must not reach the model: it would think their blocks resident.
+  std::erase_if(faults, [&](std::uint64_t key) {
+    const auto object = objects_.find(key_object(key));
+    return object == objects_.end() || key_page(key) >= (object->second.bytes + page_bytes - 1) / page_bytes;
+  });
   if (!run_started_) {
     run_start_ = started;
     run_started_ = true;
@@ -195,9 +233,7 @@ void HostBatchedService::serve(std::vector<std::uint64_t> faults, Clock::time_po
   std::vector<BlockUpdate> updates;
   for (const sim::BlockPages& migration : plan.migrations) {
     const std::uint64_t first_key = migration.block * uvm_block_pages;
-    const auto found = objects_.find(key_object(first_key));
-    if (found == objects_.end()) continue;  // a stale post for an object gone since
-    const ServedObject& object = found->second;
+    const ServedObject& object = objects_.at(key_object(first_key));  // posts were filtered above
     const std::uint64_t block_page = key_page(first_key);
     const std::uint64_t object_pages = (object.bytes + page_bytes - 1) / page_bytes;
     const auto in_object = static_cast<unsigned>(std::min<std::uint64_t>(uvm_block_pages, object_pages - block_page));

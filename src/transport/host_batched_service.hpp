@@ -40,27 +40,31 @@ class HostBatchedService {
   /// What kernels use to post faults.
   [[nodiscard]] FaultRing ring() const { return ring_; }
 
-  /// Holds the service between batches; the calls below that take the lock need it held, and
-  /// the runtime holds it across a drop so that no batch lands between its steps.
+  /// Holds the service between batches. The three calls below take the returned lock as proof
+  /// that it is held; the runtime holds it across a drop so that no batch lands between its
+  /// steps. They run only while no kernel does, so every post still in the buffer is stale
+  /// (a duplicate of a served fault, or for an object going away): each call drops them.
   [[nodiscard]] std::unique_lock<std::mutex> pause() { return std::unique_lock(mutex_); }
   void add_object(const std::unique_lock<std::mutex>& paused, std::uint32_t id, const ServedObject& object);
   /// Forgets the object's pages (dropped from the cache) and the object.
   void remove_object(const std::unique_lock<std::mutex>& paused, std::uint32_t id);
-  /// Forgets every served page (the runtime dropped the cache) and the posts still buffered.
+  /// Forgets every served page (the runtime dropped the cache).
   void forget_pages(const std::unique_lock<std::mutex>& paused);
 
   [[nodiscard]] std::uint64_t chunks() const { return chunks_; }
   /// 2 MB chunks the registered objects need to be resident whole.
-  [[nodiscard]] std::uint64_t chunks_needed() const;
+  [[nodiscard]] std::uint64_t chunks_needed() const { return chunks_needed_.load(); }
 
-  /// The batches served since the last clear_batches().
+  /// The batches served since the last clear_batches() (call it with no kernel running).
   [[nodiscard]] std::vector<FaultBatch> batches() const;
   void clear_batches();
   [[nodiscard]] std::uint64_t pages_in() const { return pages_in_.load(); }
   [[nodiscard]] std::uint64_t bytes_in() const { return bytes_in_.load(); }
+  /// Zeroes pages_in and bytes_in (call it with no kernel running).
   void reset_totals();
-  /// Throws the first failure of the service thread (a CUDA error while serving), if any.
-  void raise_failure();
+  /// Throws the service thread's failure, if it had one. A failed service serves nothing more,
+  /// so every later call throws it again.
+  void raise_failure() const;
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -68,6 +72,10 @@ class HostBatchedService {
   void run();
   /// Takes up to `limit` faults in position order; stops at a slot not yet written.
   std::size_t take_faults(std::vector<std::uint64_t>& out, std::size_t limit);
+  /// Drops every buffered post and tells the device how far the buffer has been taken. Lock held.
+  void drop_stale_posts();
+  /// Records the first failure; the thread then stops serving.
+  void fail(ErrorKind kind, const std::string& what);
   void serve(std::vector<std::uint64_t> faults, Clock::time_point started);
   std::uint32_t chunk_for(std::uint64_t block);
 
@@ -95,7 +103,9 @@ class HostBatchedService {
   Clock::time_point run_start_{};
   bool run_started_ = false;
 
-  std::string failure_;  // guarded by mutex_
+  ErrorKind failure_kind_ = ErrorKind::cuda;  // guarded by mutex_, with failure_
+  std::string failure_;
+  std::atomic<std::uint64_t> chunks_needed_{0};
   std::atomic<std::uint64_t> pages_in_{0};
   std::atomic<std::uint64_t> bytes_in_{0};
   std::atomic<bool> stop_{false};

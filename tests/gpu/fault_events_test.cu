@@ -122,16 +122,19 @@ TEST_F(FaultEvents, HostBatchedFaultsAreRecordedWithTheirPosts) {
   rt.launch(sum_pages, dim3(32), dim3(256), 0, a.device(), total.get());
   rt.synchronize();
   std::uint64_t posts = 0;
+  bool saturated = false;  // `detail` counts posts up to 255
   const std::vector<FaultEvent> events = rt.fault_events();
   ASSERT_FALSE(events.empty());
   for (const FaultEvent& e : events) {
     EXPECT_EQ(e.kind, FaultKind::host);
     EXPECT_GE(e.detail, 1u);
     posts += e.detail;
+    saturated |= e.detail == 255;
   }
   std::uint64_t taken = 0;
   for (const FaultBatch& b : rt.fault_batches()) taken += b.faults + b.faults_flushed;
-  EXPECT_GE(posts, taken);  // every post was taken or flushed, or is still in the buffer
+  EXPECT_GE(taken, events.size());  // each recorded fault posted at least once, and posts are taken or flushed
+  if (!saturated) EXPECT_LE(taken, posts);  // a post is taken or flushed at most once
 }
 
 }  // namespace

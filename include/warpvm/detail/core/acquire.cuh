@@ -116,17 +116,23 @@ __device__ __forceinline__ std::uint32_t resident_frame(const ObjectDescriptor& 
 /// a page loaded for a group of overwriters is not read from host memory first.
 enum class Intent : std::uint8_t { read, write, overwrite };
 
+/// The frame past the cache's last: allocated, never filled, never read for data. Readers that
+/// load before they know whether a page is resident read it instead of a real frame, so they
+/// cannot leave an L1 line of a frame that is filled later in the kernel.
+__device__ __forceinline__ std::uint32_t scratch_frame(const CacheView& cache) { return cache.table.count; }
+
 /// When no page can be evicted (every migrate object fits in the cache), a resident page needs
 /// no holder count: its frame cannot change before the kernel ends. The page's entry (state and
 /// frame together) is read through L1: a line cached before the page became resident can only
-/// say "absent", never a wrong frame; recheck_resident_unheld() then asks L2. `frame` is always
-/// a valid frame index (entries start at frame 0 and keep their last frame), so a caller may
-/// read from it before it knows the answer and discard the value on false.
+/// say "absent", never a wrong frame; recheck_resident_unheld() then asks L2. On false `frame`
+/// is the scratch frame, so a caller may read from it before it knows the answer and discard
+/// the value.
 __device__ __forceinline__ bool peek_resident_unheld(const CacheView& cache, const ObjectDescriptor& object,
                                                      std::uint64_t page, std::uint32_t& frame) {
   const PageEntry seen = object.pages[page];
-  frame = seen.frame;
-  return (*cache.never_evicts != 0u) & page_word::is_resident(seen.state);
+  const bool resident = (*cache.never_evicts != 0u) & page_word::is_resident(seen.state);
+  frame = resident ? seen.frame : scratch_frame(cache);
+  return resident;
 }
 
 /// The slow side of peek_resident_unheld(): the entry read from L2. False: acquire the page.
@@ -208,7 +214,7 @@ __device__ inline std::uint32_t acquire_page(const CacheView& cache, const Objec
   const unsigned wait_leaders = __ballot_sync(mask, is_leader && waited);
   const unsigned writers = __ballot_sync(mask, intent != Intent::read);
   const bool group_writes = (writers & peers) != 0;
-  if (is_leader && waited)
+  if (is_leader && waited && !loaded)  // a waiter that ended up loading recorded a fill
     record_fault(cache, started, object.id, page, static_cast<unsigned>(__popc(peers)), FaultKind::wait, group_writes, 0);
   if (lane_id() == static_cast<unsigned>(__ffs(mask) - 1)) {
     if (hit_leaders != 0) count_event(cache, Counter::hits, __popc(hit_leaders));

@@ -56,8 +56,10 @@ __device__ inline std::uint32_t await_host_service(const CacheView& cache, const
   unsigned posts = 1;
   std::uint32_t epoch = 0;
   if (is_leader) {
+    // The epoch is read before the post (the post's release store orders it too), so a flush
+    // that drops this post bumps the epoch after this read, and the warp posts again.
     epoch = read_replay_epoch(cache.faults);
-    __threadfence_system();  // the epoch is read first: a flush that drops this post bumps it later
+    __threadfence_system();
     post_fault(cache, key);
   }
   unsigned backoff_ns = backoff_min_ns;
