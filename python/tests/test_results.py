@@ -154,6 +154,17 @@ def test_latest_points_keeps_the_last_record_of_each_point() -> None:
     assert [(r.mode, r.useful_gbps) for r in latest_points(records)] == [("uvm", 3.0), ("warpvm", 2.0)]
 
 
+def test_each_bfs_root_is_a_point_with_its_teps() -> None:
+    raw = [
+        record(workload="bfs", mode="warpvm", useful_gbps=g, root=root, teps=t)
+        for g, root, t in [(1.0, 5, 2e9), (2.0, 9, 3e9), (4.0, 5, 4e9)]
+    ]
+    records = [parse_line(json.dumps(r), "x", i) for i, r in enumerate(raw, 1)]
+    points = latest_points(records)
+    assert [(r.extra["root"], r.useful_gbps) for r in points] == [(5, 4.0), (9, 2.0)]
+    assert [row.rate for row in measured_rows(points)] == [(4e9, "TEPS"), (3e9, "TEPS")]
+
+
 def test_markdown_summary_grouped_by_device(tmp_path: Path) -> None:
     h100 = [record(device="NVIDIA H100", mode="uvm", useful_gbps=8.0), record(device="NVIDIA H100")]
     path = write_jsonl(tmp_path / "r.jsonl", [*sample_records(), *h100])

@@ -32,6 +32,7 @@ REQUIRED_FIELDS: dict[str, str] = {
 RATE_FIELDS: dict[str, tuple[str, str]] = {
     "random_page": ("pages_per_s", "pages/s"),
     "sparse_read": ("reads_per_s", "reads/s"),
+    "bfs": ("teps", "TEPS"),
 }
 
 MEASURED_HEADERS = ("workload", "mode", "cache", "useful GB/s", "rate", "x UVM", "verified")
@@ -177,10 +178,20 @@ def load_records(paths: Iterable[Path]) -> list[Record]:
 
 
 def latest_points(records: Iterable[Record]) -> list[Record]:
-    """The last record of each point (device, suite, workload, mode, policy, cache, size)."""
+    """The last record of each point (device, suite, workload, mode, policy, cache, size, and the
+    BFS root where there is one: each root is a point of its own)."""
     points: dict[tuple[Any, ...], Record] = {}
     for r in records:
-        key = (r.device, r.suite, r.workload, r.mode, r.policy, r.cache_fraction, r.dataset_bytes)
+        key = (
+            r.device,
+            r.suite,
+            r.workload,
+            r.mode,
+            r.policy,
+            r.cache_fraction,
+            r.dataset_bytes,
+            r.extra.get("root"),
+        )
         points[key] = r
     return list(points.values())
 
