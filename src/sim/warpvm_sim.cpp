@@ -8,6 +8,7 @@
 #include "cli_args.hpp"
 #include "warpvm/sim/page_cache_model.hpp"
 #include "warpvm/sim/patterns.hpp"
+#include "warpvm/sim/rmat.hpp"
 #include "warpvm/sim/uvm_model.hpp"
 #include "warpvm/trace.hpp"
 
@@ -71,7 +72,7 @@ constexpr std::uint64_t uvm_chunk_bytes = 2u << 20;
 
 [[noreturn]] void usage(const std::string& message) {
   std::fprintf(stderr,
-               "%s\nusage: warpvm-sim [--workloads stream,vadd,random_page,hotset] [--bytes 1GiB] "
+               "%s\nusage: warpvm-sim [--workloads stream,vadd,random_page,hotset,bfs] [--bytes 1GiB] "
                "[--cache-fractions 1,0.5,0.25,0.125] [--model warpvm|uvm] [--eviction clock|fifo] [--page-bytes 4096] "
                "[--commit SHA] [--trace batches.csv] [--batch-size 256] [--no-prefetch] [--replay events.csv]\n"
                "Prints one JSON Lines record per workload and cache size on stdout.\n"
@@ -220,6 +221,53 @@ Replay replay(const std::string& workload, Sink& sink, std::uint64_t pages, std:
     for (std::uint64_t k = 0; k < touches; ++k) touch(a, warpvm::sim::touched_page(k, pages), false, false);
     sink.end_kernel(false);
     return {touches * page_bytes};
+  }
+  if (workload == "bfs") {
+    // Breadth-first search over an R-MAT graph (Graph500's parameters, edge factor 16) whose CSR
+    // and level array about fill the dataset, from one root, level by level in queue order:
+    // each vertex reads its row bounds, walks its adjacency list a page at a time (as a warp's
+    // page span does) and reads, and for unreached neighbours writes, their levels.
+    warpvm::sim::RmatParams graph;
+    graph.scale = 4;
+    while (graph.scale < 31) {
+      warpvm::sim::RmatParams bigger = graph;
+      ++bigger.scale;
+      if (bigger.csr_bytes() + bigger.vertices() * 4 > pages * page_bytes) break;
+      graph = bigger;
+    }
+    const std::uint64_t n = graph.vertices();
+    std::vector<std::uint64_t> offsets(n + 1);
+    std::vector<std::uint32_t> columns(graph.directed_edges());
+    warpvm::sim::build_rmat_csr(graph, offsets, columns);
+    const auto pages_of = [&](std::uint64_t bytes) { return (bytes + page_bytes - 1) / page_bytes; };
+    const auto offsets_object = sink.add_object(pages_of((n + 1) * 8));
+    const auto columns_object = sink.add_object(pages_of(columns.size() * 4));
+    const auto levels_object = sink.add_object(pages_of(n * 4));
+    std::vector<std::uint32_t> level(n, warpvm::sim::bfs_unreached);
+    const std::uint32_t root = warpvm::sim::pick_roots(offsets, columns, 1, graph.seed).at(0);
+    level[root] = 0;
+    std::vector<std::uint32_t> frontier{root}, next;
+    std::uint64_t touched_bytes = 0;
+    for (std::uint32_t depth = 0; !frontier.empty(); ++depth, frontier.swap(next)) {
+      next.clear();
+      for (const std::uint32_t v : frontier) {
+        touch(offsets_object, v * 8 / page_bytes, false, false);
+        touch(offsets_object, (v + 1) * 8 / page_bytes, false, false);
+        touched_bytes += 16 + (offsets[v + 1] - offsets[v]) * 4;
+        for (std::uint64_t e = offsets[v]; e < offsets[v + 1]; ++e) {
+          if (e == offsets[v] || e * 4 % page_bytes == 0) touch(columns_object, e * 4 / page_bytes, false, false);
+          const std::uint32_t u = columns[e];
+          const bool claims = level[u] == warpvm::sim::bfs_unreached;
+          touch(levels_object, u * std::uint64_t{4} / page_bytes, claims, false);
+          if (claims) {
+            level[u] = depth + 1;
+            next.push_back(u);
+          }
+        }
+      }
+    }
+    sink.end_kernel(true);  // the levels end on the host (warpvm)
+    return {touched_bytes};
   }
   if (workload == "hotset") {  // 80% of touches on 10% of the pages: where CLOCK beats FIFO
     const auto a = sink.add_object(pages);

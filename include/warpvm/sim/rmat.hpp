@@ -64,17 +64,14 @@ struct SerialFor {
   }
 };
 
-namespace detail {
-
-/// SplitMix64's output function: a counter-based source of 64 random bits.
+/// SplitMix64's output function: a counter-based source of 64 random bits. (Not in a nested
+/// `detail` namespace: inside warpvm::sim that would hide warpvm::detail from the other headers.)
 inline std::uint64_t mix64(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
-
-}  // namespace detail
 
 /// The graph's undirected edges: edge(k) is the k-th (u, v), vertex ids relabelled. A pure
 /// function of the parameters and k, so any split of the edges over threads gives the same graph.
@@ -87,14 +84,14 @@ class RmatEdges {
         ta_(static_cast<std::uint64_t>(p.a * 4294967296.0)),
         tab_(static_cast<std::uint64_t>((p.a + p.b) * 4294967296.0)),
         tabc_(static_cast<std::uint64_t>((p.a + p.b + p.c) * 4294967296.0)),
-        stream_(detail::mix64(p.seed) ^ 0x5851f42d4c957f2dull) {
-    for (std::uint64_t round = 0; round < 3; ++round) keys_[round] = detail::mix64(p.seed * 4 + round);
+        stream_(mix64(p.seed) ^ 0x5851f42d4c957f2dull) {
+    for (std::uint64_t round = 0; round < 3; ++round) keys_[round] = mix64(p.seed * 4 + round);
   }
 
   [[nodiscard]] std::pair<std::uint32_t, std::uint32_t> operator()(std::uint64_t k) const {
     std::uint64_t u = 0, v = 0, bits = 0;
     for (unsigned level = 0; level < scale_; ++level) {
-      if (level % 2 == 0) bits = detail::mix64(stream_ + (k * 16 + level / 2) * 0x9e3779b97f4a7c15ull);
+      if (level % 2 == 0) bits = mix64(stream_ + (k * 16 + level / 2) * 0x9e3779b97f4a7c15ull);
       const std::uint64_t r = level % 2 == 0 ? bits & 0xffffffffu : bits >> 32;
       // Quadrants a (0, 0), b (0, 1), c (1, 0), d (1, 1) in that order along [0, 2^32).
       const std::uint64_t past_a = r >= ta_, past_b = r >= tab_, past_c = r >= tabc_;
@@ -266,7 +263,7 @@ inline std::vector<std::uint32_t> pick_roots(std::span<const std::uint64_t> offs
   const std::uint64_t n = offsets.size() - 1;
   std::vector<std::uint32_t> roots;
   for (std::uint64_t attempt = 0; roots.size() < count && attempt < 64 * std::uint64_t{count} + n; ++attempt) {
-    const auto v = static_cast<std::uint32_t>(detail::mix64(seed * 0x2545f4914f6cdd1dull + attempt) % n);
+    const auto v = static_cast<std::uint32_t>(mix64(seed * 0x2545f4914f6cdd1dull + attempt) % n);
     bool has_neighbour = false;
     for (std::uint64_t e = offsets[v]; e < offsets[v + 1] && !has_neighbour; ++e) has_neighbour = columns[e] != v;
     if (has_neighbour && std::find(roots.begin(), roots.end(), v) == roots.end()) roots.push_back(v);
