@@ -266,7 +266,7 @@ def bench_run(
 @app.command()
 def sim(
     workloads: Annotated[
-        str, typer.Option(help="Comma-separated workloads.")
+        str, typer.Option(help="Comma-separated workloads: stream, vadd, random_page, hotset, bfs.")
     ] = "stream,vadd,random_page,hotset",
     size: Size = "1GiB",
     cache_fractions: Fractions = "1,0.5,0.25,0.125",
