@@ -105,10 +105,18 @@ __device__ inline ChannelGrant channel_acquire(const ChannelView& view, std::uin
     }
   }
   seq = __shfl_sync(mask, seq, static_cast<int>(leader));
-  // Every lane acquires on the waiter word itself: the copy engine wrote the data and the offset
-  // before it (stream order), and the acquire (with the fence: L1 invalidated) keeps this SM
-  // from serving the data from L1 lines left by an earlier use of the same staging pages.
-  (void)served.load(cuda::std::memory_order_acquire);
+  // Every lane acquires on the waiter word itself, and waits until it sees the served count the
+  // leader saw: the shuffle orders nothing in memory, and one lane was seen reading an older
+  // count right after its leader (the copy engine wrote the data and the offset before the
+  // count, in stream order, so a lane that sees the count sees them). The acquire, with the
+  // fence (L1 invalidated), keeps this SM from serving the data from L1 lines left by an
+  // earlier use of the same staging pages.
+  const std::uint64_t woken = global_timer_ns();
+  while (!channel_seq_reached(served.load(cuda::std::memory_order_acquire), seq)) {
+    if (global_timer_ns() - woken > view.watchdog_ns)
+      channel_fail(view, ChannelFault::wait_timeout, warp, first_tag, tag_count, source_offset);
+    __nanosleep(waiter_backoff_min_ns);
+  }
   cuda::atomic_thread_fence(cuda::std::memory_order_acquire, cuda::thread_scope_device);
   const std::uint64_t offset = __ldcg(view.offsets + warp);
   return ChannelGrant{view.staging + offset, warp, seq};
