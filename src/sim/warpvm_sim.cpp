@@ -7,6 +7,7 @@
 
 #include "cli_args.hpp"
 #include "warpvm/sim/page_cache_model.hpp"
+#include "warpvm/detail/alloc/warp_layout.hpp"
 #include "warpvm/sim/patterns.hpp"
 #include "warpvm/sim/rmat.hpp"
 #include "warpvm/sim/uvm_model.hpp"
@@ -72,7 +73,7 @@ constexpr std::uint64_t uvm_chunk_bytes = 2u << 20;
 
 [[noreturn]] void usage(const std::string& message) {
   std::fprintf(stderr,
-               "%s\nusage: warpvm-sim [--workloads stream,vadd,random_page,hotset,bfs] [--bytes 1GiB] "
+               "%s\nusage: warpvm-sim [--workloads stream,vadd,random_page,hotset,bfs,alloc_contiguous,alloc_rearranged] [--bytes 1GiB] "
                "[--cache-fractions 1,0.5,0.25,0.125] [--model warpvm|uvm] [--eviction clock|fifo] [--page-bytes 4096] "
                "[--commit SHA] [--trace batches.csv] [--batch-size 256] [--no-prefetch] [--replay events.csv]\n"
                "Prints one JSON Lines record per workload and cache size on stdout.\n"
@@ -268,6 +269,30 @@ Replay replay(const std::string& workload, Sink& sink, std::uint64_t pages, std:
     }
     sink.end_kernel(true);  // the levels end on the host (warpvm)
     return {touched_bytes};
+  }
+  if (workload == "alloc_contiguous" || workload == "alloc_rearranged") {
+    // AlignMalloc's random-access case (Sec. VII): 1024 threads, each with its own range (the
+    // dataset / 1024), make 100 random 4-byte accesses in it, a warp's 32 lanes at a time. The
+    // ranges lie one after another (contiguous, as a per-thread allocator places them) or in
+    // each warp's region as AlignMalloc's intra-warp layout places them (64 KB tiles side by
+    // side, detail/alloc/warp_layout.hpp).
+    constexpr std::uint32_t threads = 1024, lanes = 32, accesses = 100;
+    const std::uint64_t range = pages * page_bytes / threads / 4096 * 4096;
+    if (range == 0) usage(workload + " needs --bytes of at least 4 MiB (4 KB per thread)");
+    const warpvm::detail::WarpLayout layout(lanes, range);
+    const auto heap = sink.add_object(threads * range / page_bytes);
+    const bool rearranged = workload == "alloc_rearranged";
+    for (std::uint32_t step = 0; step < accesses; ++step) {
+      for (std::uint32_t t = 0; t < threads; ++t) {
+        const std::uint64_t offset = warpvm::sim::mix64((std::uint64_t{t} << 32) | step) % (range / 4) * 4;
+        const std::uint32_t warp = t / lanes, lane = t % lanes;
+        const std::uint64_t address = rearranged ? warp * layout.region_bytes() + layout.offset_of(lane, offset)
+                                                 : std::uint64_t{t} * range + offset;
+        touch(heap, address / page_bytes, false, false);
+      }
+    }
+    sink.end_kernel(false);
+    return {std::uint64_t{threads} * accesses * 4};
   }
   if (workload == "hotset") {  // 80% of touches on 10% of the pages: where CLOCK beats FIFO
     const auto a = sink.add_object(pages);
