@@ -96,38 +96,6 @@ GraphOptions parse(int argc, char** argv) {
   return o;
 }
 
-template <class T>
-struct DeviceBuffer {
-  T* data = nullptr;
-  explicit DeviceBuffer(std::uint64_t count) { check(cudaMalloc(&data, count * sizeof(T)), "cudaMalloc"); }
-  ~DeviceBuffer() { cudaFree(data); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
-
-/// Managed memory; to_host() sends it back to the host between runs (data starts there).
-struct Managed {
-  void* data = nullptr;
-  std::uint64_t bytes;
-  explicit Managed(std::uint64_t n) : bytes(n) { check(cudaMallocManaged(&data, bytes), "cudaMallocManaged"); }
-  ~Managed() { cudaFree(data); }
-  Managed(const Managed&) = delete;
-  Managed& operator=(const Managed&) = delete;
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(data);
-  }
-  void to_host() const {
-    check(cudaMemPrefetchAsync(data, bytes, cudaMemLocation{cudaMemLocationTypeHost, 0}, 0, nullptr), "prefetch to host");
-  }
-};
-
-void copy_parallel(void* to, const void* from, std::uint64_t bytes) {
-  parallel_for(bytes, [&](std::uint64_t lo, std::uint64_t hi) {
-    std::memcpy(static_cast<char*>(to) + lo, static_cast<const char*>(from) + lo, hi - lo);
-  });
-}
-
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -319,9 +287,7 @@ class GraphBench {
   void uvm() {
     // Never ask for more managed memory than the GPU has free (it can hang the GPU).
     if (!fits_on_device("uvm", dataset_bytes() + 2 * levels_bytes())) return;
-    Managed offsets(offsets_bytes()), columns(columns_bytes()), levels(levels_bytes());
-    copy_parallel(offsets.data, host_offsets(), offsets_bytes());
-    copy_parallel(columns.data, host_columns(), columns_bytes());
+    Managed offsets(host_offsets(), offsets_bytes()), columns(host_columns(), columns_bytes()), levels(levels_bytes());
     apps::BfsQueues queues(n_);
     for (std::size_t r = 0; r < roots_.size(); ++r) {
       std::uint32_t depth = 0;
@@ -339,17 +305,7 @@ class GraphBench {
         check(cudaDeviceSynchronize(), "uvm bfs");
         return matches(levels.as<std::uint32_t>(), r, depth);
       });
-      before();
-      check(cudaDeviceSynchronize(), "before the counted UVM run");
-      UvmCounters counters;
-      run();
-      check(cudaDeviceSynchronize(), "the counted UVM run");
-      const UvmTraffic traffic = counters.stop();
-      rec.bytes_moved = static_cast<std::int64_t>(traffic.bytes_to_device + traffic.bytes_to_host);
-      rec.faults = static_cast<std::int64_t>(traffic.gpu_fault_records);
-      rec.extra["uvm_bytes_to_device"] = static_cast<double>(traffic.bytes_to_device);
-      rec.extra["uvm_bytes_to_host"] = static_cast<double>(traffic.bytes_to_host);
-      rec.extra["uvm_fault_groups"] = static_cast<double>(traffic.gpu_fault_groups);
+      add_uvm_traffic(rec, before, run);
       finish(rec, r, false);
     }
   }
@@ -370,11 +326,8 @@ class GraphBench {
 
   /// The uvm preset with a cache of whole 2 MB chunks for each object.
   Config uvm_config() const {
-    constexpr std::uint64_t chunk = 2ull << 20;
     Config config = Config::preset(Preset::uvm);
-    config.cache_bytes = 0;
-    for (const std::uint64_t bytes : {offsets_bytes(), columns_bytes(), levels_bytes()})
-      config.cache_bytes += (bytes + chunk - 1) / chunk * chunk;
+    config.cache_bytes = uvm_cache_bytes({offsets_bytes(), columns_bytes(), levels_bytes()});
     return config;
   }
 
@@ -401,55 +354,18 @@ class GraphBench {
         rt.flush();  // the levels are on the host when the clock stops
       };
       Record rec = base(mode, r);
-      rec.policy = uvm_preset ? "uvm" : to_string(config.eviction);
+      rec.policy = uvm_preset ? uvm_policy(config) : to_string(config.eviction);
       rec.cache_fraction = fraction;
       rt.reset_stats();
       rec.seconds = time_runs(rt.stream(), o_.common.repeats, before, run);
       rt.synchronize();
-      const Stats st = rt.stats();
-      const double runs = o_.common.repeats + 1;  // the warm-up run counts too
-      rec.faults = static_cast<std::int64_t>(st.misses / runs);
-      rec.bytes_moved = static_cast<std::int64_t>(st.bytes_moved() / runs);
-      rec.extra["evictions"] = st.evictions / runs;
-      rec.extra["writebacks"] = st.writebacks / runs;
-      rec.extra["cache_bytes"] = static_cast<double>(rt.cache_bytes());
+      add_paging_stats(rec, rt, o_.common.repeats + 1);  // the warm-up run counts too
       rec.extra["cache_share"] = static_cast<double>(rt.frame_count()) / static_cast<double>(footprint_pages());
       rec.extra["max_blocks"] = static_cast<double>(max_blocks);
       rec.verified = matches(levels_.as<std::uint32_t>(), r, depth);
-      if (uvm_preset) trace_uvm_run(rec, rt, before, run);
+      if (uvm_preset) add_batch_summary(rec, rt, before, run, trace_);
       finish(rec, r, true);
     }
-  }
-
-  /// One more cold run of the uvm preset whose fault batches go into the record and the trace.
-  void trace_uvm_run(Record& rec, Runtime& rt, const std::function<void()>& before, const std::function<void()>& run) {
-    before();
-    rt.clear_fault_batches();
-    run();
-    const std::vector<FaultBatch> batches = rt.fault_batches();
-    double faults = 0, unique = 0, flushed = 0, prefetched = 0, duration = 0, transfer = 0;
-    for (const FaultBatch& b : batches) {
-      faults += b.faults;
-      unique += b.unique_faults;
-      flushed += b.faults_flushed;
-      prefetched += b.pages_prefetched;
-      duration += static_cast<double>(b.duration_ns);
-      transfer += static_cast<double>(b.transfer_ns);
-    }
-    rec.extra["batch_limit"] = rt.config().fault_batch_size;
-    rec.extra["prefetch"] = rt.config().prefetch ? 1 : 0;
-    rec.extra["batches"] = static_cast<double>(batches.size());
-    rec.extra["faults_taken"] = faults;
-    rec.extra["unique_faults"] = unique;
-    rec.extra["faults_per_batch"] = batches.empty() ? 0 : faults / batches.size();
-    rec.extra["unique_faults_per_batch"] = batches.empty() ? 0 : unique / batches.size();
-    rec.extra["faults_flushed"] = flushed;
-    rec.extra["pages_prefetched"] = prefetched;
-    rec.extra["service_s"] = duration * 1e-9;
-    rec.extra["transfer_share"] = duration > 0 ? transfer / duration : 0;
-    if (trace_.is_open())
-      write_batch_trace_rows(trace_, BatchRun{"bfs", 1.0, rt.config().fault_batch_size, rt.config().prefetch, true},
-                             batches);
   }
 
   const GraphOptions& o_;

@@ -1,6 +1,7 @@
 #include "bench_support.cuh"
 
 #include "cli_args.hpp"
+#include "uvm_counters.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -222,6 +223,96 @@ void Recorder::write(const Record& r) {
   std::fprintf(stderr, "%-12s %-14s cache=%-6.3f %9.4f s  %8.2f GB/s useful  %s\n", r.workload.c_str(),
                r.mode.c_str(), r.cache_fraction, t, t > 0 ? r.useful_bytes / t / 1e9 : 0.0,
                r.verified ? "verified" : "NOT VERIFIED");
+}
+
+Managed::Managed(std::uint64_t bytes) : bytes_(bytes) { check(cudaMallocManaged(&data_, bytes_), "cudaMallocManaged"); }
+
+Managed::Managed(const void* contents, std::uint64_t bytes) : Managed(bytes) {
+  parallel_for(bytes, [&](std::uint64_t lo, std::uint64_t hi) {
+    std::memcpy(static_cast<char*>(data_) + lo, static_cast<const char*>(contents) + lo, hi - lo);
+  });
+}
+
+Managed::~Managed() { cudaFree(data_); }
+
+void Managed::to_host() const {
+  check(cudaMemPrefetchAsync(data_, bytes_, cudaMemLocation{cudaMemLocationTypeHost, 0}, 0, nullptr), "prefetch to host");
+}
+
+void Managed::to_device(cudaStream_t stream) const {
+  check(cudaMemPrefetchAsync(data_, bytes_, cudaMemLocation{cudaMemLocationTypeDevice, 0}, 0, stream),
+        "prefetch to device");
+}
+
+std::uint64_t uvm_cache_bytes(std::initializer_list<std::uint64_t> object_bytes) {
+  constexpr std::uint64_t chunk = 2ull << 20;
+  std::uint64_t bytes = 0;
+  for (const std::uint64_t b : object_bytes) bytes += (b + chunk - 1) / chunk * chunk;
+  return bytes;
+}
+
+void add_uvm_traffic(Record& r, const std::function<void()>& before, const std::function<void()>& run) {
+  before();
+  check(cudaDeviceSynchronize(), "before the counted UVM run");
+  UvmCounters counters;
+  run();
+  check(cudaDeviceSynchronize(), "the counted UVM run");
+  const UvmTraffic traffic = counters.stop();
+  r.bytes_moved = static_cast<std::int64_t>(traffic.bytes_to_device + traffic.bytes_to_host);
+  r.faults = static_cast<std::int64_t>(traffic.gpu_fault_records);
+  r.extra["uvm_bytes_to_device"] = static_cast<double>(traffic.bytes_to_device);
+  r.extra["uvm_bytes_to_host"] = static_cast<double>(traffic.bytes_to_host);
+  r.extra["uvm_fault_groups"] = static_cast<double>(traffic.gpu_fault_groups);
+}
+
+void add_paging_stats(Record& r, const Runtime& rt, double runs) {
+  const Stats st = rt.stats();
+  r.faults = static_cast<std::int64_t>(st.misses / runs);
+  r.bytes_moved = static_cast<std::int64_t>(st.bytes_moved() / runs);
+  r.extra["evictions"] = st.evictions / runs;
+  r.extra["writebacks"] = st.writebacks / runs;
+  r.extra["cache_bytes"] = static_cast<double>(rt.cache_bytes());
+}
+
+std::string uvm_policy(const Config& config) {
+  const Config preset = Config::preset(Preset::uvm);
+  std::string policy = "uvm";
+  if (config.fault_batch_size != preset.fault_batch_size) policy += "-batch" + std::to_string(config.fault_batch_size);
+  if (config.prefetch != preset.prefetch) policy += config.prefetch ? "-prefetch" : "-noprefetch";
+  return policy;
+}
+
+void add_batch_summary(Record& r, Runtime& rt, const std::function<void()>& before, const std::function<void()>& run,
+                       std::ofstream& trace) {
+  before();
+  rt.clear_fault_batches();
+  run();
+  const std::vector<FaultBatch> batches = rt.fault_batches();
+  double faults = 0, unique = 0, flushed = 0, prefetched = 0, duration = 0, transfer = 0;
+  for (const FaultBatch& b : batches) {
+    faults += b.faults;
+    unique += b.unique_faults;
+    flushed += b.faults_flushed;
+    prefetched += b.pages_prefetched;
+    duration += static_cast<double>(b.duration_ns);
+    transfer += static_cast<double>(b.transfer_ns);
+  }
+  const Config& config = rt.config();
+  const double count = static_cast<double>(batches.size());
+  r.extra["batch_limit"] = config.fault_batch_size;
+  r.extra["prefetch"] = config.prefetch ? 1 : 0;
+  r.extra["batches"] = count;
+  r.extra["faults_taken"] = faults;
+  r.extra["unique_faults"] = unique;
+  r.extra["faults_per_batch"] = batches.empty() ? 0 : faults / count;
+  r.extra["unique_faults_per_batch"] = batches.empty() ? 0 : unique / count;
+  r.extra["faults_flushed"] = flushed;
+  r.extra["pages_prefetched"] = prefetched;
+  r.extra["service_s"] = duration * 1e-9;
+  r.extra["transfer_share"] = duration > 0 ? transfer / duration : 0;
+  if (trace.is_open())
+    write_batch_trace_rows(trace, BatchRun{r.workload, r.cache_fraction, config.fault_batch_size, config.prefetch, true},
+                           batches);
 }
 
 }  // namespace warpvm::bench

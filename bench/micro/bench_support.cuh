@@ -7,7 +7,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -93,5 +95,59 @@ class Recorder {
 };
 
 void check(cudaError_t status, const char* what);
+
+/// Device memory for `count` T, freed on scope exit.
+template <class T>
+struct DeviceBuffer {
+  T* data = nullptr;
+  explicit DeviceBuffer(std::uint64_t count) { check(cudaMalloc(&data, count * sizeof(T)), "cudaMalloc"); }
+  ~DeviceBuffer() { cudaFree(data); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+/// Managed memory (real UVM), its contents first written on the host; to_host() sends it back
+/// there between runs, to_device() prefetches it.
+class Managed {
+ public:
+  explicit Managed(std::uint64_t bytes);
+  /// Managed memory holding a copy of `contents` (written on all host cores).
+  Managed(const void* contents, std::uint64_t bytes);
+  ~Managed();
+  Managed(const Managed&) = delete;
+  Managed& operator=(const Managed&) = delete;
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  void to_host() const;
+  void to_device(cudaStream_t stream) const;
+
+ private:
+  void* data_ = nullptr;
+  std::uint64_t bytes_;
+};
+
+/// The uvm preset's cache for these objects: each in whole 2 MB chunks, as UVM places them.
+std::uint64_t uvm_cache_bytes(std::initializer_list<std::uint64_t> object_bytes);
+
+/// One more run of a real-UVM point (`before` untimed, then `run`) under CUPTI's unified-memory
+/// counters, which slow UVM down and so stay off while timing: real UVM's bytes and GPU fault
+/// records go into the record (`bytes_moved`, `faults`, `uvm_*`).
+void add_uvm_traffic(Record& r, const std::function<void()>& before, const std::function<void()>& run);
+
+/// A warpvm runtime's counters since reset_stats(), averaged over `runs`, into the record.
+void add_paging_stats(Record& r, const Runtime& rt, double runs);
+
+/// The record's policy for a runtime with the uvm preset: "uvm", or what a variant changes
+/// ("uvm-batch64-noprefetch").
+std::string uvm_policy(const Config& config);
+
+/// One more run of a uvm-preset point (`before` untimed, then `run`): its fault batches, summed,
+/// go into the record (batch_limit, prefetch, batches, faults_taken, unique_faults,
+/// faults_flushed, pages_prefetched, service_s, transfer_share and per-batch means) and, when
+/// `trace` is open, into it as the rows of one run.
+void add_batch_summary(Record& r, Runtime& rt, const std::function<void()>& before, const std::function<void()>& run,
+                       std::ofstream& trace);
 
 }  // namespace warpvm::bench

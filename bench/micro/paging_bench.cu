@@ -211,32 +211,6 @@ struct DeviceCounter {
   }
 };
 
-template <class T>
-struct DeviceBuffer {
-  T* data = nullptr;
-  explicit DeviceBuffer(std::uint64_t bytes) { check(cudaMalloc(&data, bytes), "cudaMalloc"); }
-  ~DeviceBuffer() { cudaFree(data); }
-};
-
-/// Managed memory first touched on the host; reset() sends it back to the host between runs.
-struct Managed {
-  void* data = nullptr;
-  std::uint64_t bytes;
-  Managed(const void* contents, std::uint64_t n) : bytes(n) {
-    check(cudaMallocManaged(&data, bytes), "cudaMallocManaged");
-    parallel_for(bytes, [&](std::uint64_t b, std::uint64_t e) {
-      std::memcpy(static_cast<char*>(data) + b, static_cast<const char*>(contents) + b, e - b);
-    });
-  }
-  ~Managed() { cudaFree(data); }
-  void to_host() const {
-    check(cudaMemPrefetchAsync(data, bytes, cudaMemLocation{cudaMemLocationTypeHost, 0}, 0, nullptr), "prefetch to host");
-  }
-  void to_device(cudaStream_t s) const {
-    check(cudaMemPrefetchAsync(data, bytes, cudaMemLocation{cudaMemLocationTypeDevice, 0}, 0, s), "prefetch to device");
-  }
-};
-
 class Bench {
  public:
   explicit Bench(const Options& o) : o_(o), recorder_(o) {
@@ -292,32 +266,19 @@ class Bench {
     return r;
   }
 
-  /// measure() for real UVM, then one more run under CUPTI's unified-memory counters (which
-  /// slow UVM down, so the timed runs go without them): its traffic goes into the record.
+  /// measure() for real UVM, then its traffic from one more, counted run (add_uvm_traffic).
   Record measure_uvm(Record r, const std::function<void()>& before, const std::function<void()>& run,
                      const std::function<bool()>& verify) {
     r = measure(std::move(r), before, run, verify);
-    before();
-    check(cudaDeviceSynchronize(), "before the counted UVM run");
-    UvmCounters counters;
-    run();
-    check(cudaDeviceSynchronize(), "the counted UVM run");
-    const UvmTraffic traffic = counters.stop();
-    r.bytes_moved = static_cast<std::int64_t>(traffic.bytes_to_device + traffic.bytes_to_host);
-    r.faults = static_cast<std::int64_t>(traffic.gpu_fault_records);
-    r.extra["uvm_bytes_to_device"] = static_cast<double>(traffic.bytes_to_device);
-    r.extra["uvm_bytes_to_host"] = static_cast<double>(traffic.bytes_to_host);
-    r.extra["uvm_fault_groups"] = static_cast<double>(traffic.gpu_fault_groups);
+    add_uvm_traffic(r, before, run);
     return r;
   }
 
   /// The uvm preset (host_batched transport) with a cache of whole 2 MB chunks for each object,
   /// once per batch size and prefetch setting asked for.
   std::vector<Config> uvm_configs(std::initializer_list<std::uint64_t> object_bytes) const {
-    constexpr std::uint64_t chunk = 2ull << 20;
     Config config = Config::preset(Preset::uvm);
-    config.cache_bytes = 0;
-    for (const std::uint64_t bytes : object_bytes) config.cache_bytes += (bytes + chunk - 1) / chunk * chunk;
+    config.cache_bytes = uvm_cache_bytes(object_bytes);
     config.fault_event_capacity = event_capacity(config.cache_bytes);
     std::vector<Config> configs;
     for (const unsigned batch : o_.uvm_batch_sizes) {
@@ -328,6 +289,36 @@ class Bench {
       }
     }
     return configs;
+  }
+
+  /// A workload's warpvm points: mode warpvm at each cache fraction, then warpvm_uvm (the uvm
+  /// preset) in each variant asked for. `footprint` bytes in all, `holds` pages per thread.
+  struct PagedRun {
+    Config config;
+    double cache_fraction;
+    const char* mode;
+    [[nodiscard]] bool uvm_preset() const { return config.transport == Transport::host_batched; }
+  };
+  std::vector<PagedRun> paged_runs(std::uint64_t footprint, std::uint32_t holds,
+                                   std::initializer_list<std::uint64_t> object_bytes) const {
+    std::vector<PagedRun> runs;
+    if (o_.wants_mode("warpvm"))
+      for (const double fraction : o_.cache_fractions)
+        runs.push_back({warpvm_config(footprint, fraction, holds), fraction, "warpvm"});
+    if (o_.wants_mode("warpvm_uvm"))
+      for (const Config& config : uvm_configs(object_bytes)) runs.push_back({config, 1.0, "warpvm_uvm"});
+    return runs;
+  }
+
+  /// Times one paged run (warpvm_point; for the uvm preset also its fault batches).
+  template <class Launch>
+  Record paged_point(Record r, Runtime& rt, const PagedRun& run, Launch&& launch, const std::function<bool()>& verify) {
+    r = warpvm_point(std::move(r), rt, run.cache_fraction, launch, verify);
+    if (run.uvm_preset()) {
+      r.policy = uvm_policy(rt.config());
+      add_batch_summary(r, rt, [&] { rt.drop_cached(); }, [&] { launch(); }, trace_);
+    }
+    return r;
   }
 
   /// The last run's fault events: their count into the record, the events into --events.
@@ -341,46 +332,6 @@ class Bench {
       run << r.workload << '/' << r.mode << '/' << r.cache_fraction;
       write_fault_event_rows(events_, run.str(), events);
     }
-  }
-
-  /// warpvm_point() for the uvm preset, then one more cold run whose fault batches are
-  /// summarised in the record and written to the trace.
-  template <class Launch>
-  Record uvm_point(Record r, Runtime& rt, Launch&& launch, const std::function<bool()>& verify) {
-    r = warpvm_point(std::move(r), rt, 1.0, launch, verify);
-    const Config& config = rt.config();
-    r.policy = "uvm";  // the preset as is; variants name what differs
-    if (config.fault_batch_size != Config::preset(Preset::uvm).fault_batch_size)
-      r.policy += "-batch" + std::to_string(config.fault_batch_size);
-    if (!config.prefetch) r.policy += "-noprefetch";
-    r.extra["batch_limit"] = config.fault_batch_size;
-    r.extra["prefetch"] = config.prefetch ? 1 : 0;
-    rt.drop_cached();
-    rt.clear_fault_batches();
-    launch();
-    const std::vector<FaultBatch> batches = rt.fault_batches();
-    double faults = 0, unique = 0, flushed = 0, prefetched = 0, duration = 0, transfer = 0;
-    for (const FaultBatch& b : batches) {
-      faults += b.faults;
-      unique += b.unique_faults;
-      flushed += b.faults_flushed;
-      prefetched += b.pages_prefetched;
-      duration += static_cast<double>(b.duration_ns);
-      transfer += static_cast<double>(b.transfer_ns);
-    }
-    r.extra["batches"] = static_cast<double>(batches.size());
-    r.extra["faults_taken"] = faults;
-    r.extra["unique_faults"] = unique;
-    r.extra["faults_per_batch"] = batches.empty() ? 0 : faults / batches.size();
-    r.extra["unique_faults_per_batch"] = batches.empty() ? 0 : unique / batches.size();
-    r.extra["faults_flushed"] = flushed;
-    r.extra["pages_prefetched"] = prefetched;
-    r.extra["service_s"] = duration * 1e-9;
-    r.extra["transfer_share"] = duration > 0 ? transfer / duration : 0;
-    if (trace_.is_open())
-      write_batch_trace_rows(trace_, BatchRun{r.workload, 1.0, rt.config().fault_batch_size, rt.config().prefetch, true},
-                             batches);
-    return r;
   }
 
   /// Times `run` on the benchmark's stream (`before` untimed ahead of each run), then verifies.
@@ -410,12 +361,7 @@ class Bench {
     r.seconds = time_runs(rt.stream(), o_.repeats, before, [&] { launch(); });
     rt.synchronize();
     if (events) record_events(r, rt);
-    const Stats st = rt.stats();
-    const double runs = o_.repeats + 1;
-    r.faults = static_cast<std::int64_t>(st.misses / runs);
-    r.bytes_moved = static_cast<std::int64_t>(st.bytes_moved() / runs);
-    r.extra["evictions"] = st.evictions / runs;
-    r.extra["cache_bytes"] = static_cast<double>(rt.cache_bytes());
+    add_paging_stats(r, rt, o_.repeats + 1);  // the warm-up run counts too
     r.verified = verify();
     return r;
   }
@@ -433,7 +379,7 @@ class Bench {
       sum_raw<<<grid(), block_threads, 0, stream_>>>(static_cast<const uint4*>(p), vectors, total.value);
     };
     if (o_.wants_mode("explicit")) {
-      DeviceBuffer<std::uint32_t> dev(n * 4);
+      DeviceBuffer<std::uint32_t> dev(n);
       Record r = base("stream", "explicit", n * 4, n * 4);
       r.bytes_moved = n * 4;
       recorder_.write(measure(r, nullptr, [&] {
@@ -449,23 +395,13 @@ class Bench {
       Managed m(host.as<void>(), n * 4);
       recorder_.write(measure_uvm(base("stream", mode, n * 4, n * 4), [&] { m.to_host(); }, [&] {
         if (prefetch) m.to_device(stream_);
-        raw(m.data);
+        raw(m.as<void>());
       }, verify));
     }
-    if (o_.wants_mode("warpvm")) {
-      for (double fraction : o_.cache_fractions) {
-        Runtime rt(warpvm_config(n * 4, fraction, 1));
-        auto a = rt.adopt(host.as<std::uint32_t>(), n, Placement::migrate, "stream");
-        recorder_.write(warpvm_point(base("stream", "warpvm", n * 4, n * 4), rt, fraction, [&] {
-          total.zero(rt.stream());
-          rt.launch(sum_pages, grid(rt), dim3(block_threads), 0, a.device(), total.value);
-        }, verify));
-      }
-    }
-    for (const Config& config : o_.wants_mode("warpvm_uvm") ? uvm_configs({n * 4}) : std::vector<Config>{}) {
-      Runtime rt(config);
+    for (const PagedRun& run : paged_runs(n * 4, 1, {n * 4})) {
+      Runtime rt(run.config);
       auto a = rt.adopt(host.as<std::uint32_t>(), n, Placement::migrate, "stream");
-      recorder_.write(uvm_point(base("stream", "warpvm_uvm", n * 4, n * 4), rt, [&] {
+      recorder_.write(paged_point(base("stream", run.mode, n * 4, n * 4), rt, run, [&] {
         total.zero(rt.stream());
         rt.launch(sum_pages, grid(rt), dim3(block_threads), 0, a.device(), total.value);
       }, verify));
@@ -492,7 +428,7 @@ class Bench {
     };
     const std::uint64_t useful = 3 * bytes, vectors = n4 / 4;
     if (o_.wants_mode("explicit")) {
-      DeviceBuffer<uint4> da(bytes), db(bytes), dc(bytes);
+      DeviceBuffer<uint4> da(vectors), db(vectors), dc(vectors);
       Record r = base("vadd", "explicit", 3 * bytes, useful);
       r.bytes_moved = 3 * bytes;
       poison();
@@ -517,43 +453,29 @@ class Bench {
       r.extra["result_on_host"] = 0;
       recorder_.write(measure_uvm(r, [&] { ma.to_host(); mb.to_host(); mc.to_host(); }, [&] {
         if (prefetch) { ma.to_device(stream_); mb.to_device(stream_); mc.to_device(stream_); }
-        vadd_raw<<<grid(), block_threads, 0, stream_>>>(static_cast<uint4*>(ma.data), static_cast<uint4*>(mb.data),
-                                                        static_cast<uint4*>(mc.data), vectors);
+        vadd_raw<<<grid(), block_threads, 0, stream_>>>(ma.as<uint4>(), mb.as<uint4>(),
+                                                        mc.as<uint4>(), vectors);
       }, [&] {
         check(cudaDeviceSynchronize(), "uvm vadd");
-        return verify_on(static_cast<std::uint32_t*>(mc.data));
+        return verify_on(mc.as<std::uint32_t>());
       }));
     }
-    if (o_.wants_mode("warpvm")) {
-      for (double fraction : o_.cache_fractions) {
-        Runtime rt(warpvm_config(3 * bytes, fraction, 3));
-        auto oa = rt.adopt(a.as<std::uint32_t>(), n4, Placement::migrate, "A");
-        auto ob = rt.adopt(b.as<std::uint32_t>(), n4, Placement::migrate, "B");
-        auto oc = rt.adopt(c.as<std::uint32_t>(), n4, Placement::migrate, "C");
-        poison();
-        Record r = base("vadd", "warpvm", 3 * bytes, useful);
-        r.extra["result_on_host"] = 1;
-        // The kernel alone (C left in the cache, as UVM leaves it on the GPU), timed once.
-        r.extra["kernel_s"] = median(time_runs(rt.stream(), 1, [&] { rt.drop_cached(); }, [&] {
-          rt.launch(vadd_pages, grid(rt), dim3(block_threads), 0, oa.device(), ob.device(), oc.device());
-        }));
-        recorder_.write(warpvm_point(r, rt, fraction, [&] {
-          rt.launch(vadd_pages, grid(rt), dim3(block_threads), 0, oa.device(), ob.device(), oc.device());
-          rt.flush();  // C is on the host when the clock stops
-        }, [&] { return verify_on(c.as<std::uint32_t>()); }));
-      }
-    }
-    for (const Config& config : o_.wants_mode("warpvm_uvm") ? uvm_configs({bytes, bytes, bytes}) : std::vector<Config>{}) {
-      Runtime rt(config);
+    for (const PagedRun& run : paged_runs(3 * bytes, 3, {bytes, bytes, bytes})) {
+      Runtime rt(run.config);
       auto oa = rt.adopt(a.as<std::uint32_t>(), n4, Placement::migrate, "A");
       auto ob = rt.adopt(b.as<std::uint32_t>(), n4, Placement::migrate, "B");
       auto oc = rt.adopt(c.as<std::uint32_t>(), n4, Placement::migrate, "C");
-      poison();
-      Record r = base("vadd", "warpvm_uvm", 3 * bytes, useful);
-      r.extra["result_on_host"] = 1;
-      recorder_.write(uvm_point(r, rt, [&] {
+      auto kernel = [&] {
         rt.launch(vadd_pages, grid(rt), dim3(block_threads), 0, oa.device(), ob.device(), oc.device());
-        rt.flush();
+      };
+      poison();
+      Record r = base("vadd", run.mode, 3 * bytes, useful);
+      r.extra["result_on_host"] = 1;
+      // The kernel alone (C left in the cache, as UVM leaves it on the GPU), timed once.
+      if (!run.uvm_preset()) r.extra["kernel_s"] = median(time_runs(rt.stream(), 1, [&] { rt.drop_cached(); }, kernel));
+      recorder_.write(paged_point(r, rt, run, [&] {
+        kernel();
+        rt.flush();  // C is on the host when the clock stops
       }, [&] { return verify_on(c.as<std::uint32_t>()); }));
     }
   }
@@ -581,22 +503,12 @@ class Bench {
       finish(measure(base("random_page", "zero_copy", n * 4, useful), nullptr, [&] { raw(host.as<void>()); }, verify));
     if (o_.wants_mode("uvm")) {
       Managed m(host.as<void>(), n * 4);
-      finish(measure_uvm(base("random_page", "uvm", n * 4, useful), [&] { m.to_host(); }, [&] { raw(m.data); }, verify));
+      finish(measure_uvm(base("random_page", "uvm", n * 4, useful), [&] { m.to_host(); }, [&] { raw(m.as<void>()); }, verify));
     }
-    if (o_.wants_mode("warpvm")) {
-      for (double fraction : o_.cache_fractions) {
-        Runtime rt(warpvm_config(n * 4, fraction, 1));
-        auto a = rt.adopt(host.as<std::uint32_t>(), n, Placement::migrate, "pages");
-        finish(warpvm_point(base("random_page", "warpvm", n * 4, useful), rt, fraction, [&] {
-          total.zero(rt.stream());
-          rt.launch(touch_pages, grid(rt), dim3(block_threads), 0, a.device(), pages, touches, total.value);
-        }, verify));
-      }
-    }
-    for (const Config& config : o_.wants_mode("warpvm_uvm") ? uvm_configs({n * 4}) : std::vector<Config>{}) {
-      Runtime rt(config);
+    for (const PagedRun& run : paged_runs(n * 4, 1, {n * 4})) {
+      Runtime rt(run.config);
       auto a = rt.adopt(host.as<std::uint32_t>(), n, Placement::migrate, "pages");
-      finish(uvm_point(base("random_page", "warpvm_uvm", n * 4, useful), rt, [&] {
+      finish(paged_point(base("random_page", run.mode, n * 4, useful), rt, run, [&] {
         total.zero(rt.stream());
         rt.launch(touch_pages, grid(rt), dim3(block_threads), 0, a.device(), pages, touches, total.value);
       }, verify));
@@ -625,13 +537,13 @@ class Bench {
     if (o_.wants_mode("zero_copy"))
       finish(measure(base("sparse_read", "zero_copy", n * 8, useful), nullptr, [&] { raw(host.as<void>()); }, verify));
     if (o_.wants_mode("device")) {
-      DeviceBuffer<std::uint64_t> dev(n * 8);
+      DeviceBuffer<std::uint64_t> dev(n);
       check(cudaMemcpy(dev.data, host.as<void>(), n * 8, cudaMemcpyHostToDevice), "copy");
       finish(measure(base("sparse_read", "device", n * 8, useful), nullptr, [&] { raw(dev.data); }, verify));
     }
     if (o_.wants_mode("uvm")) {
       Managed m(host.as<void>(), n * 8);
-      finish(measure_uvm(base("sparse_read", "uvm", n * 8, useful), [&] { m.to_host(); }, [&] { raw(m.data); }, verify));
+      finish(measure_uvm(base("sparse_read", "uvm", n * 8, useful), [&] { m.to_host(); }, [&] { raw(m.as<void>()); }, verify));
     }
     for (const char* mode : {"warpvm_remote", "warpvm"}) {
       if (!o_.wants_mode(mode)) continue;
@@ -655,7 +567,7 @@ class Bench {
     DeviceCounter total;
     auto verify = [&] { return total.read() == expected; };
     if (o_.wants_mode("device")) {
-      DeviceBuffer<uint4> dev(bytes);
+      DeviceBuffer<uint4> dev(bytes / sizeof(uint4));
       check(cudaMemcpy(dev.data, host.as<void>(), bytes, cudaMemcpyHostToDevice), "copy");
       const auto* words = reinterpret_cast<const std::uint32_t*>(dev.data);
       // The access patterns of the span, element and cursor kernels, on a raw device pointer.
