@@ -185,9 +185,9 @@ void RuntimeState::publish_descriptor(std::uint32_t id) {
 
 void RuntimeState::update_served(std::uint32_t id, const std::unique_lock<std::mutex>& paused) {
   const ObjectSlot& slot = slots_[id];
-  service_->remove_object(paused, id);
-  if (slot.in_use && slot.descriptor.placement == Placement::migrate)
-    service_->add_object(paused, id, ServedObject{slot.host, slot.descriptor.bytes, slot.descriptor.pages});
+  const ServedObject object{slot.host, slot.descriptor.bytes, slot.descriptor.pages};
+  const bool served = slot.in_use && slot.descriptor.placement == Placement::migrate;
+  service_->set_object(paused, id, served ? &object : nullptr);
 }
 
 void RuntimeState::mark_pages_absent(std::uint32_t id) {

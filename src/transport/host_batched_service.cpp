@@ -59,16 +59,8 @@ HostBatchedService::~HostBatchedService() {
   thread_.join();
 }
 
-void HostBatchedService::add_object(const std::unique_lock<std::mutex>& /*paused*/, std::uint32_t id,
-                                    const ServedObject& object) {
-  drop_stale_posts();
-  objects_[id] = object;
-  std::uint64_t needed = 0;
-  for (const auto& [served, o] : objects_) needed += (o.bytes + chunk_frames * page_bytes - 1) / (chunk_frames * page_bytes);
-  chunks_needed_.store(needed);
-}
-
-void HostBatchedService::remove_object(const std::unique_lock<std::mutex>& /*paused*/, std::uint32_t id) {
+void HostBatchedService::set_object(const std::unique_lock<std::mutex>& /*paused*/, std::uint32_t id,
+                                    const ServedObject* object) {
   drop_stale_posts();
   auto of_object = [id](std::uint64_t block) { return key_object(block * uvm_block_pages) == id; };
   model_.forget_blocks(of_object);
@@ -80,11 +72,14 @@ void HostBatchedService::remove_object(const std::unique_lock<std::mutex>& /*pau
       ++it;
     }
   }
-  if (const auto found = objects_.find(id); found != objects_.end()) {
-    const std::uint64_t bytes = found->second.bytes;
-    chunks_needed_ -= (bytes + chunk_frames * page_bytes - 1) / (chunk_frames * page_bytes);
-    objects_.erase(found);
-  }
+  if (object != nullptr)
+    objects_[id] = *object;
+  else
+    objects_.erase(id);
+  constexpr std::uint64_t chunk_bytes = chunk_frames * page_bytes;
+  std::uint64_t needed = 0;
+  for (const auto& [served, o] : objects_) needed += (o.bytes + chunk_bytes - 1) / chunk_bytes;
+  chunks_needed_.store(needed);
 }
 
 void HostBatchedService::forget_pages(const std::unique_lock<std::mutex>& /*paused*/) {
