@@ -29,6 +29,15 @@ __device__ __forceinline__ unsigned sm_id() {
   return id;
 }
 
+/// This warp's index across the grid, for any block shape: (block index x warps per block) +
+/// warp in block.
+__device__ __forceinline__ std::uint32_t global_warp_index() {
+  const unsigned threads_per_block = blockDim.x * blockDim.y * blockDim.z;
+  const unsigned thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  return block * ((threads_per_block + 31) / 32) + thread / 32;
+}
+
 __device__ __forceinline__ std::uint64_t global_timer_ns() {
   std::uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

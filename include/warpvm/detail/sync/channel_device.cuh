@@ -14,14 +14,6 @@
 
 namespace warpvm::detail {
 
-/// This warp's id across the grid (any block shape): its waiter's index.
-__device__ __forceinline__ std::uint32_t channel_global_warp() {
-  const std::uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  const std::uint32_t threads = blockDim.x * blockDim.y * blockDim.z;
-  const std::uint32_t thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-  return block * ((threads + 31) / 32) + thread / 32;
-}
-
 /// Records the first failure of the channel (later ones are dropped) and traps: the host raises
 /// it as a warpvm::Error from channel::synchronize().
 __device__ inline void channel_fail(const ChannelView& view, ChannelFault fault, std::uint32_t warp,
@@ -66,7 +58,7 @@ __device__ inline ChannelGrant channel_acquire(const ChannelView& view, std::uin
                                                std::uint64_t source_offset) {
   const unsigned mask = __activemask();
   const unsigned leader = static_cast<unsigned>(__ffs(mask) - 1);
-  const std::uint32_t warp = channel_global_warp();
+  const std::uint32_t warp = global_warp_index();
   int uniform = 0;
   __match_all_sync(mask, (std::uint64_t{first_tag} << 32 | tag_count) ^ (source_offset * 0x9e3779b97f4a7c15ull) ^
                              (std::uint64_t{bytes} << 17),

@@ -28,13 +28,6 @@ namespace warpvm::detail {
   return recording(cache) ? global_timer_ns() : 0;
 }
 
-__device__ __forceinline__ std::uint32_t global_warp_index() {
-  const unsigned threads_per_block = blockDim.x * blockDim.y * blockDim.z;
-  const unsigned thread = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
-  const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  return block * ((threads_per_block + 31) / 32) + thread / 32;
-}
-
 /// Appends one event (one lane calls it). Events past the capacity are counted, not written.
 __device__ inline void record_fault(const CacheView& cache, std::uint64_t start_ns, std::uint32_t object,
                                     std::uint64_t page, unsigned lanes, FaultKind kind, bool write,
