@@ -234,9 +234,8 @@ void RuntimeState::write_back(std::uint32_t object_filter, bool write_back, bool
       for (std::uint32_t id = 0; id < slots_.size(); ++id) {
         if (!slots_[id].in_use || (object_filter != all_objects && object_filter != id)) continue;
         mark_pages_absent(id);
-        if (service_ && object_filter != all_objects) update_served(id, paused);
+        if (service_) update_served(id, paused);  // the service forgets the dropped pages too
       }
-      if (service_ && object_filter == all_objects) service_->forget_pages(paused);
     }
     WARPVM_CUDA_TRY(cudaStreamSynchronize(stream()));
   }

@@ -82,13 +82,6 @@ void HostBatchedService::set_object(const std::unique_lock<std::mutex>& /*paused
   chunks_needed_.store(needed);
 }
 
-void HostBatchedService::forget_pages(const std::unique_lock<std::mutex>& /*paused*/) {
-  drop_stale_posts();
-  model_.forget_blocks([](std::uint64_t) { return true; });
-  for (const auto& [block, chunk] : chunk_of_block_) free_chunks_.push_back(chunk);
-  chunk_of_block_.clear();
-}
-
 std::vector<FaultBatch> HostBatchedService::batches() const {
   const std::lock_guard lock(mutex_);
   return batches_;

@@ -40,16 +40,14 @@ class HostBatchedService {
   /// What kernels use to post faults.
   [[nodiscard]] FaultRing ring() const { return ring_; }
 
-  /// Holds the service between batches. The two calls below take the returned lock as proof
-  /// that it is held; the runtime holds it across a drop so that no batch lands between its
-  /// steps. They run only while no kernel does, so every post still in the buffer is stale
-  /// (a duplicate of a served fault, or for an object going away): each call drops them.
+  /// Holds the service between batches. set_object takes the returned lock as proof that it is
+  /// held; the runtime holds it across a drop so that no batch lands between its steps. It runs
+  /// only while no kernel does, so every post still in the buffer is stale (a duplicate of a
+  /// served fault, or for an object going away): set_object drops them.
   [[nodiscard]] std::unique_lock<std::mutex> pause() { return std::unique_lock(mutex_); }
   /// Forgets the pages of object `id` (dropped from the cache), then serves it as `object`, or
   /// no longer when it is null.
   void set_object(const std::unique_lock<std::mutex>& paused, std::uint32_t id, const ServedObject* object);
-  /// Forgets every served page (the runtime dropped the cache).
-  void forget_pages(const std::unique_lock<std::mutex>& paused);
 
   [[nodiscard]] std::uint64_t chunks() const { return chunks_; }
   /// 2 MB chunks the registered objects need to be resident whole.
