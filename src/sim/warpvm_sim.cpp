@@ -6,6 +6,7 @@
 // batches, evictions and bytes moved as JSON Lines. No GPU needed; no timings.
 
 #include "cli_args.hpp"
+#include "placement_sim.hpp"
 #include "warpvm/sim/page_cache_model.hpp"
 #include "warpvm/detail/alloc/warp_layout.hpp"
 #include "warpvm/sim/patterns.hpp"
@@ -313,6 +314,7 @@ Replay replay(const std::string& workload, Sink& sink, std::uint64_t pages, std:
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (warpvm::tools::wants_placement_sim(argc, argv)) return warpvm::tools::run_placement_sim(argc, argv);  // issue #6
   Options o;
   try {
     o = parse(argc, argv);

@@ -1,0 +1,299 @@
+#pragma once
+/// @file
+/// Page placement across N GPUs and the host (issue #6, OASIS, HPCA'25 Sections IV-V): the page
+/// directory, the three page policies and OASIS's per-object controller (the O-Table). Pure
+/// __host__ __device__ code without CUDA runtime calls: a GPU fault handler and warpvm-sim carry
+/// out the same decisions.
+///
+/// One access by one GPU goes through three steps:
+///  1. `decide(entry, gpu, write, policy_for)` reads the page's directory entry. Without a fault
+///     the answer is `local` (the GPU has a copy that allows this access) or `remote` (the GPU
+///     maps the owner's frame). A fault on a page still on the host is a first touch: private,
+///     served by on-touch migration without asking the object (the paper's host page table
+///     filter). Any other fault is shared: the page is held by another GPU (or replicated while
+///     this GPU writes). Only then is `policy_for(write)` called: the object's fixed policy, or
+///     its O-Table entry (`otable_shared_fault`), which learns from this very fault.
+///  2. `apply(entry, gpu, action)` performs the directory transition and says what moved.
+///  3. A remote access is counted (`count_remote`) per 64 KB group per GPU; when a GPU's count
+///     for a group reaches the threshold, each page of the group it maps remotely gets
+///     `counter_migrate`.
+///
+/// Concurrency on a device. The directory and the O-Table live where every GPU reaches them
+/// (mapped host memory or one GPU's memory, NVLink peer access), so their atomics are system
+/// scope:
+///  - O-Table entry: one 32-bit word, updated by a CAS loop (`otable_shared_fault`) and cleared
+///    at a phase boundary with one fetch_and (`otable_begin_phase`).
+///  - Directory entry: `lock` is taken by CAS (`directory_try_lock`) by the one fault handler
+///    that changes the page; owner and masks are plain fields written only under it and
+///    published by the releasing store (`directory_unlock`). Accesses that hit never read the
+///    directory: they use the GPU's own page table, which the handler updates (and, for the GPUs
+///    whose mappings it invalidates, shoots down) while it holds the lock.
+///  - Access counters: one 32-bit word per (group, GPU), fetch_add; the adder that crosses the
+///    threshold wins the migration and subtracts the threshold.
+
+#include "warpvm/detail/host_device.hpp"
+
+#include <cuda/atomic>
+
+#include <cstdint>
+
+namespace warpvm::detail {
+
+inline constexpr unsigned placement_max_gpus = 64;             ///< sharer masks are 64 bits
+inline constexpr std::uint8_t owner_host = 0xff;               ///< owner value: the page is on the host
+inline constexpr std::uint32_t counter_group_bytes = 64u << 10;  ///< access counters count per 64 KB
+inline constexpr std::uint32_t default_counter_threshold = 256;  ///< remote accesses per group before migration
+inline constexpr std::uint32_t default_reset_threshold = 8;      ///< shared faults before the O-Table relearns
+inline constexpr std::uint32_t remote_access_bytes = 128;        ///< one remote access: a 128 B line
+
+/// How a page's faults are served. The values are OASIS's PTE policy bits (on-touch 00,
+/// access-counter 01, duplication 11).
+enum class PagePolicy : std::uint8_t { on_touch = 0, access_counter = 1, duplication = 3 };
+
+[[nodiscard]] WARPVM_HD_INLINE constexpr const char* to_string(PagePolicy p) {
+  return p == PagePolicy::on_touch ? "on_touch" : p == PagePolicy::access_counter ? "access_counter" : "duplication";
+}
+
+/// Where a page is, derived from its directory entry.
+enum class PageState : std::uint8_t {
+  host,        ///< never touched by a GPU: the only copy is in host memory
+  exclusive,   ///< one GPU owns the only copy (others may map it remotely); the owner may write
+  replicated,  ///< read-only copies on several GPUs; any write faults and collapses them
+};
+
+/// One page in the directory. Invariants (`directory_valid`): a host page has no replicas and
+/// no remote mappers; the owner is in neither mask; the masks are disjoint.
+struct DirectoryEntry {
+  std::uint64_t replicas = 0;  ///< GPUs other than the owner holding a read-only copy
+  std::uint64_t remote = 0;    ///< GPUs mapping the owner's frame over the link
+  std::uint32_t lock = 0;      ///< device form: held by the fault handler changing the page
+  std::uint8_t owner = owner_host;
+
+  [[nodiscard]] WARPVM_HD constexpr PageState state() const {
+    return owner == owner_host ? PageState::host : replicas != 0 ? PageState::replicated : PageState::exclusive;
+  }
+  /// GPU `g` holds a local copy (the owner's or a replica).
+  [[nodiscard]] WARPVM_HD constexpr bool has_copy(unsigned g) const {
+    return owner == g || ((replicas >> g) & 1u) != 0;
+  }
+  [[nodiscard]] WARPVM_HD constexpr bool maps_remote(unsigned g) const { return ((remote >> g) & 1u) != 0; }
+};
+
+[[nodiscard]] WARPVM_HD_INLINE constexpr bool directory_valid(const DirectoryEntry& e) {
+  if (e.owner == owner_host) return e.replicas == 0 && e.remote == 0;
+  if (e.owner >= placement_max_gpus) return false;
+  const std::uint64_t owner_bit = std::uint64_t{1} << e.owner;
+  return (e.replicas & owner_bit) == 0 && (e.remote & owner_bit) == 0 && (e.replicas & e.remote) == 0;
+}
+
+/// What serves one access. The first two need no fault.
+enum class Action : std::uint8_t {
+  local,                    ///< the requester's own copy
+  remote,                   ///< a load or store over the link to the owner's frame (counted)
+  fetch_from_host,          ///< first touch: the page is copied from the host; the requester owns it
+  migrate,                  ///< the page is pulled from its owner; every other mapping is dropped
+  map_remote,               ///< the requester maps the owner's frame; the access goes remote
+  replicate,                ///< the requester pulls a read-only copy; the owner keeps its copy
+  collapse_and_own,         ///< write to a replicated page: all other copies and mappings dropped,
+                            ///< the writer is the sole owner (it pulls the page if it held no copy)
+  collapse_and_map_remote,  ///< write to a replicated page under access-counter by a GPU without a
+                            ///< copy: replicas dropped, the writer maps the owner's frame
+  counter_migrate,          ///< a remote access count reached the threshold: the page moves to the
+                            ///< counting GPU, every other mapping dropped (no fault)
+};
+
+[[nodiscard]] WARPVM_HD_INLINE constexpr const char* to_string(Action a) {
+  switch (a) {
+    case Action::local: return "local";
+    case Action::remote: return "remote";
+    case Action::fetch_from_host: return "fetch_from_host";
+    case Action::migrate: return "migrate";
+    case Action::map_remote: return "map_remote";
+    case Action::replicate: return "replicate";
+    case Action::collapse_and_own: return "collapse_and_own";
+    case Action::collapse_and_map_remote: return "collapse_and_map_remote";
+    case Action::counter_migrate: return "counter_migrate";
+  }
+  return "?";
+}
+
+/// After the action, the access itself goes over the link (true) or to a local copy (false).
+[[nodiscard]] WARPVM_HD_INLINE constexpr bool access_goes_remote(Action a) {
+  return a == Action::remote || a == Action::map_remote || a == Action::collapse_and_map_remote;
+}
+
+enum class PlacementFault : std::uint8_t {
+  none,
+  first_touch,  ///< the page is on the host: private, on-touch, the O-Table is not consulted
+  shared,       ///< the page is held by another GPU, or replicated and written: consults the object
+};
+
+struct Decision {
+  Action action;
+  PlacementFault fault;
+  PagePolicy policy;  ///< the policy that served the fault (on_touch for first touches and hits)
+};
+
+/// Serves one access by GPU `gpu`. `policy_for(write)` returns the object's policy for a shared
+/// fault and is called exactly once per shared fault, never otherwise (OASIS's O-Table learns
+/// from it). Does not change `e`; `apply` does.
+template <class PolicyFor>
+[[nodiscard]] WARPVM_HD Decision decide(const DirectoryEntry& e, unsigned gpu, bool write, PolicyFor&& policy_for) {
+  if (e.owner == owner_host) return {Action::fetch_from_host, PlacementFault::first_touch, PagePolicy::on_touch};
+  const bool replicated = e.replicas != 0;
+  const bool copy = e.has_copy(gpu);
+  if (!write || !replicated) {
+    if (copy) return {Action::local, PlacementFault::none, PagePolicy::on_touch};
+    if (e.maps_remote(gpu)) return {Action::remote, PlacementFault::none, PagePolicy::on_touch};
+  }
+  // A shared fault: no usable mapping, or a write to a replicated page (a protection fault).
+  const PagePolicy policy = policy_for(write);
+  if (write && replicated) {
+    // Replicas are collapsed whatever the policy. A writer that already holds a copy keeps it
+    // (nothing to pull); otherwise access-counter keeps the owner and maps it remotely.
+    if (copy || policy != PagePolicy::access_counter) return {Action::collapse_and_own, PlacementFault::shared, policy};
+    return {Action::collapse_and_map_remote, PlacementFault::shared, policy};
+  }
+  switch (policy) {
+    case PagePolicy::access_counter: return {Action::map_remote, PlacementFault::shared, policy};
+    case PagePolicy::duplication:
+      return {write ? Action::migrate : Action::replicate, PlacementFault::shared, policy};
+    case PagePolicy::on_touch: break;
+  }
+  return {Action::migrate, PlacementFault::shared, policy};
+}
+
+/// What a transition did, for the caller to carry out (copies, shootdowns) and to account.
+struct Effects {
+  std::uint8_t source = owner_host;  ///< where a pulled page came from (owner_host: the host)
+  bool pulled = false;               ///< one page copied into the requester
+  unsigned invalidated = 0;          ///< other GPUs' mappings (copies or remote) dropped
+};
+
+[[nodiscard]] WARPVM_HD_INLINE constexpr unsigned popcount64(std::uint64_t x) {
+  unsigned n = 0;
+  for (; x != 0; x &= x - 1) ++n;
+  return n;
+}
+
+/// Performs the directory transition of `action` for GPU `gpu` (the lock held on a device).
+WARPVM_HD_INLINE Effects apply(DirectoryEntry& e, unsigned gpu, Action action) {
+  const std::uint64_t me = std::uint64_t{1} << gpu;
+  Effects fx;
+  switch (action) {
+    case Action::local:
+    case Action::remote: break;
+    case Action::fetch_from_host:
+      fx.pulled = true;
+      e.owner = static_cast<std::uint8_t>(gpu);
+      break;
+    case Action::migrate:
+    case Action::counter_migrate:
+    case Action::collapse_and_own: {
+      const bool had_copy = e.has_copy(gpu);
+      fx.source = e.owner;
+      fx.pulled = !had_copy;
+      const std::uint64_t owner_bit = e.owner == owner_host ? 0 : std::uint64_t{1} << e.owner;
+      const std::uint64_t others = (e.replicas | e.remote | owner_bit) & ~me;
+      fx.invalidated = popcount64(others);
+      e.owner = static_cast<std::uint8_t>(gpu);
+      e.replicas = 0;
+      e.remote = 0;
+      break;
+    }
+    case Action::map_remote: e.remote |= me; break;
+    case Action::replicate:
+      fx.source = e.owner;
+      fx.pulled = true;
+      e.replicas |= me;
+      e.remote &= ~me;
+      break;
+    case Action::collapse_and_map_remote:
+      fx.invalidated = popcount64(e.replicas & ~me);
+      e.replicas = 0;
+      e.remote |= me;
+      break;
+  }
+  return fx;
+}
+
+// ---- access counters ------------------------------------------------------------------------
+
+/// Counts `n` remote accesses by one GPU to one 64 KB group; true for the one call whose count
+/// crosses `threshold` (that caller migrates the group; the count restarts from what exceeded it).
+WARPVM_HD_INLINE bool count_remote(std::uint32_t& counter, std::uint32_t n, std::uint32_t threshold) {
+  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> ref(counter);
+  const std::uint32_t before = ref.fetch_add(n, cuda::std::memory_order_relaxed);
+  if (before < threshold && before + n >= threshold) {
+    ref.fetch_sub(threshold, cuda::std::memory_order_relaxed);
+    return true;
+  }
+  return false;
+}
+
+// ---- the O-Table ----------------------------------------------------------------------------
+
+/// One object's O-Table entry in one 32-bit word: bits 0-7 the shared faults since the policy
+/// was last learned (PF Count), bits 8-9 the policy (on_touch until the first shared fault, then
+/// access_counter or duplication; never on_touch again).
+namespace otable {
+inline constexpr std::uint32_t count_mask = 0xffu;
+inline constexpr unsigned policy_shift = 8;
+inline constexpr std::uint32_t max_reset_threshold = count_mask;
+
+[[nodiscard]] WARPVM_HD_INLINE constexpr std::uint32_t count(std::uint32_t word) { return word & count_mask; }
+[[nodiscard]] WARPVM_HD_INLINE constexpr PagePolicy policy(std::uint32_t word) {
+  return static_cast<PagePolicy>((word >> policy_shift) & 3u);
+}
+[[nodiscard]] WARPVM_HD_INLINE constexpr std::uint32_t make(PagePolicy p, std::uint32_t n) {
+  return static_cast<std::uint32_t>(p) << policy_shift | (n & count_mask);
+}
+
+/// The entry after one shared fault, as the paper's state diagram: with the count at zero the
+/// fault (re)learns the policy (a read: duplication, a write: access-counter); the count then
+/// grows, and on reaching `reset_threshold` returns to zero so that the next shared fault
+/// relearns. The fault is served with policy(after(word, ...)).
+[[nodiscard]] WARPVM_HD_INLINE constexpr std::uint32_t after_shared_fault(std::uint32_t word, bool write,
+                                                                       std::uint32_t reset_threshold) {
+  const PagePolicy p = count(word) == 0 ? (write ? PagePolicy::access_counter : PagePolicy::duplication) : policy(word);
+  const std::uint32_t n = count(word) + 1;
+  return make(p, n >= reset_threshold ? 0 : n);
+}
+
+/// An explicit phase boundary (a kernel launch, `begin_phase`): the next shared fault relearns.
+[[nodiscard]] WARPVM_HD_INLINE constexpr std::uint32_t after_phase(std::uint32_t word) { return word & ~count_mask; }
+}  // namespace otable
+
+/// The device form of a shared fault on an object: one CAS loop on its O-Table word. Returns
+/// the policy that serves the fault. `reset_threshold` in [1, otable::max_reset_threshold].
+WARPVM_HD_INLINE PagePolicy otable_shared_fault(std::uint32_t& word, bool write, std::uint32_t reset_threshold) {
+  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> ref(word);
+  std::uint32_t seen = ref.load(cuda::std::memory_order_relaxed);
+  std::uint32_t next = otable::after_shared_fault(seen, write, reset_threshold);
+  while (!ref.compare_exchange_weak(seen, next, cuda::std::memory_order_relaxed, cuda::std::memory_order_relaxed))
+    next = otable::after_shared_fault(seen, write, reset_threshold);
+  return otable::policy(next);
+}
+
+/// The device form of a phase boundary for one object.
+WARPVM_HD_INLINE void otable_begin_phase(std::uint32_t& word) {
+  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(word).fetch_and(~otable::count_mask,
+                                                                              cuda::std::memory_order_relaxed);
+}
+
+// ---- the directory lock (device form) -------------------------------------------------------
+
+/// Claims the right to change a page's directory entry. Acquire: the previous holder's field
+/// writes are visible.
+WARPVM_HD_INLINE bool directory_try_lock(DirectoryEntry& e) {
+  std::uint32_t expected = 0;
+  return cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(e.lock).compare_exchange_strong(
+      expected, 1u, cuda::std::memory_order_acquire, cuda::std::memory_order_relaxed);
+}
+
+/// Publishes the entry's new fields and releases it.
+WARPVM_HD_INLINE void directory_unlock(DirectoryEntry& e) {
+  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(e.lock).store(0u, cuda::std::memory_order_release);
+}
+
+}  // namespace warpvm::detail
