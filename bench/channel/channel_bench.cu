@@ -45,7 +45,7 @@ struct Setup {
   double interval_us = 2.0;          ///< the producer publishes a tile every this many microseconds
   std::uint32_t consumer_blocks = 0;  ///< 0: one per SM
   std::uint32_t compute_blocks = 0;   ///< 0: two per SM
-  std::uint32_t compute_iters = 20000;
+  std::uint32_t compute_iters = 500000;  ///< near the stream's time at the defaults: overlap can show
   [[nodiscard]] std::uint32_t pixels() const { return side * side; }
   [[nodiscard]] std::uint64_t tile_bytes() const { return std::uint64_t{pixels()} * 4; }
 };
@@ -269,6 +269,7 @@ class Harness {
   }
 
   [[nodiscard]] std::uint32_t consumer_blocks() const { return consumer_blocks_; }
+  [[nodiscard]] ChannelStats channel_stats() const { return ch_->stats(); }
   [[nodiscard]] std::uint32_t compute_blocks() const { return compute_blocks_; }
 
  private:
@@ -303,7 +304,7 @@ class Harness {
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
                "%s\nusage: warpvm-channel-bench [--modes channel,pinned_flag,naive] [--tiles 4096] [--side 64] "
-               "[--interval-us 2] [--consumer-blocks 0] [--compute-blocks 0] [--compute-iters 20000] "
+               "[--interval-us 2] [--consumer-blocks 0] [--compute-blocks 0] [--compute-iters 500000] "
                "[--repeats 5] [--out file.jsonl] [--commit SHA] [--driver VER]\n",
                message);
   std::exit(2);
@@ -360,6 +361,7 @@ int main(int argc, char** argv) {
       r.dataset_bytes = r.useful_bytes = setup.tiles * setup.tile_bytes();
       r.bytes_moved = static_cast<std::int64_t>(r.dataset_bytes);
       std::vector<double> spans, waits, streams, computes;
+      const warpvm::ChannelStats before = harness.channel_stats();
       for (int rep = 0; rep < options.repeats; ++rep) {
         const Timing both = harness.run(mode, false, false, ok);
         verified = verified && ok;
@@ -385,6 +387,17 @@ int main(int argc, char** argv) {
       r.extra["t_compute_s"] = compute;
       r.extra["overlap_efficiency"] = std::clamp(hidden, 0.0, 1.0);
       r.extra["wait_share"] = median(waits);
+      if (mode == Mode::channel) {  // the monitor's work per tile, over the measured runs
+        const warpvm::ChannelStats after = harness.channel_stats();
+        const double served = static_cast<double>(after.requests - before.requests);
+        r.extra["monitor_passes_per_tile"] = static_cast<double>(after.passes - before.passes) / served;
+        r.extra["batches_per_tile"] = static_cast<double>(after.batches - before.batches) / served;
+        r.extra["answer_stalls_per_tile"] = static_cast<double>(after.answer_stalls - before.answer_stalls) / served;
+        r.extra["largest_batch"] = after.largest_batch;
+        const double passes = static_cast<double>(after.passes - before.passes);
+        r.extra["serving_us_per_pass"] = (after.serving_seconds - before.serving_seconds) * 1e6 / passes;
+        r.extra["copy_call_us_per_pass"] = (after.copy_call_seconds - before.copy_call_seconds) * 1e6 / passes;
+      }
       recorder.write(r);
     }
     return all_verified ? 0 : 1;

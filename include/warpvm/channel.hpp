@@ -59,6 +59,10 @@ struct ChannelStats {
   std::uint64_t copies = 0;    ///< cudaMemcpyAsync calls for data (contiguous requests share one)
   std::uint64_t bytes = 0;     ///< bytes copied into staging
   std::uint32_t largest_batch = 0;
+  std::uint64_t passes = 0;         ///< monitor passes that woke warps
+  std::uint64_t answer_stalls = 0;  ///< passes that waited for an earlier pass's answers to be copied
+  double serving_seconds = 0;       ///< wall time of the passes that woke warps
+  double copy_call_seconds = 0;     ///< of which issuing copies: cudaMemcpyAsync, answer snapshots, events
 };
 
 /// What one warp acquired: `bytes` of data in device memory, readable with plain loads by every

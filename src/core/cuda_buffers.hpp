@@ -26,6 +26,9 @@ struct HostUnregister {
 struct StreamDestroy {
   void operator()(cudaStream_t s) const noexcept { cudaStreamDestroy(s); }
 };
+struct EventDestroy {
+  void operator()(cudaEvent_t e) const noexcept { cudaEventDestroy(e); }
+};
 
 template <class T>
 using device_ptr = std::unique_ptr<T, DeviceFree>;
@@ -34,6 +37,7 @@ using pinned_ptr = std::unique_ptr<T, PinnedFree>;
 /// Caller memory registered with cudaHostRegister; unregistered when dropped.
 using registration = std::unique_ptr<std::byte, HostUnregister>;
 using stream_ptr = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDestroy>;
+using event_ptr = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDestroy>;
 
 /// Makes config.device current for a scope and restores the caller's device after it.
 class DeviceGuard {

@@ -35,6 +35,10 @@ bool seq_reached(std::uint32_t a, std::uint32_t b) { return static_cast<std::int
 /// with the values the device already has: only the copy engine writes them).
 constexpr std::uint32_t waiter_merge_gap = 64;
 
+/// Monitor passes whose answers may be in flight at once: each pass copies its answers out of
+/// its own snapshot of the mirrors, so the next pass can go on without waiting for the copies.
+constexpr std::uint32_t answer_slots = 4;
+
 }  // namespace
 
 class ChannelState {
@@ -73,10 +77,13 @@ class ChannelState {
     Reader readers[batch_max_requests];
   };
 
+  [[nodiscard]] std::size_t answer_slot_bytes() const {
+    return std::size_t{config.max_warps} * (sizeof(std::uint64_t) + sizeof(std::uint32_t));
+  }
   void run();
   bool step();  // one pass of the monitor; true when it did something
   void recycle(bool& busy);
-  void copy_waiter_ranges();
+  void post_answers();
   void raise_device_error();
 
   stream_ptr stream_;
@@ -92,6 +99,9 @@ class ChannelState {
   pinned_ptr<std::uint32_t> released_;
   pinned_ptr<std::uint32_t> served_mirror_;
   pinned_ptr<std::uint64_t> offsets_mirror_;
+  pinned_ptr<std::byte> answer_snapshots_;  // answer_slots x (offsets, then served words)
+  event_ptr answer_copied_[answer_slots];
+  std::uint32_t next_answer_slot_ = 0;
   pinned_ptr<ChannelErrorRecord> error_;
   device_ptr<std::uint32_t> error_claim_;
   std::vector<StagingTreeNode> tree_nodes_;
@@ -141,6 +151,13 @@ ChannelState::ChannelState(const ChannelConfig& cfg)
   released_ = make_pinned_zeroed<std::uint32_t>(cfg.max_warps, cudaHostAllocMapped, "the channel's release words");
   served_mirror_ = make_pinned_zeroed<std::uint32_t>(cfg.max_warps, cudaHostAllocDefault, "waiter words (host copy)");
   offsets_mirror_ = make_pinned_zeroed<std::uint64_t>(cfg.max_warps, cudaHostAllocDefault, "offsets (host copy)");
+  answer_snapshots_ = make_pinned_zeroed<std::byte>(std::size_t{answer_slots} * answer_slot_bytes(), cudaHostAllocDefault,
+                                                    "the channel's answer snapshots");
+  for (event_ptr& copied : answer_copied_) {
+    cudaEvent_t created_event = nullptr;
+    WARPVM_CUDA_TRY(cudaEventCreateWithFlags(&created_event, cudaEventDisableTiming));
+    copied.reset(created_event);
+  }
   error_ = make_pinned_zeroed<ChannelErrorRecord>(1, cudaHostAllocMapped, "the channel's error record");
   error_claim_ = make_device_zeroed<std::uint32_t>(1, "the channel's error claim");
   tree_.reset();
@@ -231,6 +248,7 @@ void ChannelState::recycle(bool& busy) {
 }
 
 bool ChannelState::step() {
+  const auto pass_started = Clock::now();
   bool busy = false;
   for (Request r{}; queue_.try_take(r);) {
     WARPVM_EXPECTS(r.waiter < config.max_warps && r.tag_count <= config.tag_count &&
@@ -277,8 +295,10 @@ bool ChannelState::step() {
     std::uint64_t run_source = 0, run_target = 0, run_bytes = 0;
     auto flush_run = [&] {
       if (run_bytes == 0) return;
+      const auto call_started = Clock::now();
       WARPVM_CUDA_TRY(cudaMemcpyAsync(staging_.get() + run_target, buffer.get() + run_source, run_bytes,
                                       cudaMemcpyHostToDevice, stream_.get()));
+      stats_.copy_call_seconds += std::chrono::duration<double>(Clock::now() - call_started).count();
       ++stats_.copies;
       stats_.bytes += run_bytes;
       run_bytes = 0;
@@ -312,13 +332,13 @@ bool ChannelState::step() {
   for (std::size_t i = 0; i < pending_.size(); ++i)
     if (!taken[i]) pending_[kept++] = pending_[i];
   pending_.resize(kept);
-  copy_waiter_ranges();
-  // The mirrors and the answers are reused by the next pass: wait until these copies are done.
-  WARPVM_CUDA_TRY(cudaStreamSynchronize(stream_.get()));
+  post_answers();
+  ++stats_.passes;
+  stats_.serving_seconds += std::chrono::duration<double>(Clock::now() - pass_started).count();
   return true;
 }
 
-void ChannelState::copy_waiter_ranges() {
+void ChannelState::post_answers() {
   std::sort(woken_.begin(), woken_.end());
   struct Range {
     std::uint32_t first, end;
@@ -328,16 +348,38 @@ void ChannelState::copy_waiter_ranges() {
     if (!ranges.empty() && w < ranges.back().end + waiter_merge_gap) ranges.back().end = std::max(ranges.back().end, w + 1);
     else ranges.push_back({w, w + 1});
   }
+  // The ranges are copied out of this pass's own snapshot of the mirrors, which later passes
+  // do not touch until the snapshot's copies are done (the slot's event): a copy can never carry
+  // a mirror value newer than the data it announces. Waiting here is rare (answer_stalls).
+  const auto calls_started = Clock::now();
+  const std::uint32_t slot = next_answer_slot_;
+  next_answer_slot_ = (next_answer_slot_ + 1) % answer_slots;
+  if (cudaEventQuery(answer_copied_[slot].get()) == cudaErrorNotReady) {
+    ++stats_.answer_stalls;
+    WARPVM_CUDA_TRY(cudaEventSynchronize(answer_copied_[slot].get()));
+  } else {
+    WARPVM_CUDA_TRY(cudaGetLastError());
+  }
+  std::byte* snapshot = answer_snapshots_.get() + std::size_t{slot} * answer_slot_bytes();
+  auto* offsets = reinterpret_cast<std::uint64_t*>(snapshot);
+  auto* served = reinterpret_cast<std::uint32_t*>(snapshot + std::size_t{config.max_warps} * sizeof(std::uint64_t));
+  for (const Range& r : ranges) {
+    const std::size_t n = r.end - r.first;
+    std::memcpy(offsets + r.first, offsets_mirror_.get() + r.first, n * sizeof(std::uint64_t));
+    std::memcpy(served + r.first, served_mirror_.get() + r.first, n * sizeof(std::uint32_t));
+  }
   // Offsets first, then the waiter words: stream order puts every answer (and, before it, every
   // batch's data) in device memory before any warp can see its request served.
   for (const Range& r : ranges)
-    WARPVM_CUDA_TRY(cudaMemcpyAsync(offsets_.get() + r.first, offsets_mirror_.get() + r.first,
+    WARPVM_CUDA_TRY(cudaMemcpyAsync(offsets_.get() + r.first, offsets + r.first,
                                     std::size_t{r.end - r.first} * sizeof(std::uint64_t), cudaMemcpyHostToDevice,
                                     stream_.get()));
   for (const Range& r : ranges)
-    WARPVM_CUDA_TRY(cudaMemcpyAsync(served_.get() + r.first, served_mirror_.get() + r.first,
+    WARPVM_CUDA_TRY(cudaMemcpyAsync(served_.get() + r.first, served + r.first,
                                     std::size_t{r.end - r.first} * sizeof(std::uint32_t), cudaMemcpyHostToDevice,
                                     stream_.get()));
+  WARPVM_CUDA_TRY(cudaEventRecord(answer_copied_[slot].get(), stream_.get()));
+  stats_.copy_call_seconds += std::chrono::duration<double>(Clock::now() - calls_started).count();
 }
 
 void ChannelState::synchronize() {

@@ -16,6 +16,7 @@
 #include <numeric>
 #include <random>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace warpvm::detail {
@@ -67,6 +68,37 @@ TEST(RequestQueue, FifoUpToCapacityThenFull) {
   EXPECT_FALSE(q.queue.try_take(r));
 }
 
+TEST(RequestQueue, ClaimedCellsFillInOrderAndALapAheadWaitsForTheTake) {
+  OwnedQueue q(4);
+  std::uint64_t positions[5];
+  for (std::uint64_t i = 0; i < 5; ++i) positions[i] = q.queue.claim();
+  for (std::uint64_t i = 0; i < 5; ++i) EXPECT_EQ(positions[i], i);
+  for (std::uint64_t i = 0; i < 4; ++i) ASSERT_TRUE(q.queue.try_fill(positions[i], tagged(0, i)));
+  EXPECT_FALSE(q.queue.try_fill(positions[4], tagged(0, 4)));  // the cell still holds position 0
+  Request r{};
+  ASSERT_TRUE(q.queue.try_take(r));
+  EXPECT_EQ(r.source_offset, 0u);
+  ASSERT_TRUE(q.queue.try_fill(positions[4], tagged(0, 4)));
+  for (std::uint64_t i = 1; i <= 4; ++i) {
+    ASSERT_TRUE(q.queue.try_take(r));
+    EXPECT_EQ(r.source_offset, i);
+  }
+  EXPECT_FALSE(q.queue.try_take(r));
+}
+
+TEST(RequestQueue, AClaimedButUnfilledCellHoldsBackTheOnesAfterIt) {
+  OwnedQueue q(4);
+  const std::uint64_t first = q.queue.claim(), second = q.queue.claim();
+  ASSERT_TRUE(q.queue.try_fill(second, tagged(0, 1)));
+  Request r{};
+  EXPECT_FALSE(q.queue.try_take(r));  // FIFO: position 0 is claimed but not written yet
+  ASSERT_TRUE(q.queue.try_fill(first, tagged(0, 0)));
+  ASSERT_TRUE(q.queue.try_take(r));
+  EXPECT_EQ(r.source_offset, 0u);
+  ASSERT_TRUE(q.queue.try_take(r));
+  EXPECT_EQ(r.source_offset, 1u);
+}
+
 TEST(RequestQueue, RequestsSurviveTheRoundTripWhole) {
   OwnedQueue q(2);
   const Request sent{7, 3, 12, 4096, 0x1234'5678'9abcull};
@@ -105,22 +137,26 @@ TEST(RequestQueue, WrapsAroundManyLapsInOrder) {
 }
 
 /// Many producers post while one monitor takes: every request arrives exactly once, and each
-/// producer's requests arrive in the order it posted them.
-class RequestQueueContention : public ::testing::TestWithParam<std::uint32_t> {};
+/// producer's requests arrive in the order it posted them. Parameters: capacity, and whether
+/// producers post with try_post (CAS) or with claim + try_fill.
+class RequestQueueContention : public ::testing::TestWithParam<std::tuple<std::uint32_t, bool>> {};
 
 TEST_P(RequestQueueContention, NothingLostNothingDuplicatedPerProducerOrderKept) {
   constexpr std::uint32_t producers = 6;
   constexpr std::uint64_t per_producer = 20000;
-  OwnedQueue q(GetParam());
+  const auto [capacity, claim_then_fill] = GetParam();
+  OwnedQueue q(capacity);
   std::atomic<std::uint64_t> full_reports{0};
   std::vector<std::thread> pool;
   for (std::uint32_t p = 0; p < producers; ++p)
-    pool.emplace_back([&, p] {
-      for (std::uint64_t i = 0; i < per_producer; ++i)
-        while (!q.queue.try_post(tagged(p, i))) {
+    pool.emplace_back([&, p, claim_then_fill = claim_then_fill] {
+      for (std::uint64_t i = 0; i < per_producer; ++i) {
+        const std::uint64_t position = claim_then_fill ? q.queue.claim() : 0;
+        while (claim_then_fill ? !q.queue.try_fill(position, tagged(p, i)) : !q.queue.try_post(tagged(p, i))) {
           full_reports.fetch_add(1, std::memory_order_relaxed);
           std::this_thread::yield();
         }
+      }
     });
   std::vector<std::uint64_t> next(producers, 0);
   std::uint64_t received = 0, out_of_order = 0;
@@ -145,9 +181,11 @@ TEST_P(RequestQueueContention, NothingLostNothingDuplicatedPerProducerOrderKept)
   RecordProperty("full_reports", static_cast<int>(full_reports.load()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Capacities, RequestQueueContention, ::testing::Values(2u, 8u, 64u, 1024u),
-                         [](const ::testing::TestParamInfo<std::uint32_t>& c) {
-                           return std::to_string(c.param) + "slots";
+INSTANTIATE_TEST_SUITE_P(Capacities, RequestQueueContention,
+                         ::testing::Combine(::testing::Values(2u, 8u, 64u, 1024u), ::testing::Bool()),
+                         [](const ::testing::TestParamInfo<std::tuple<std::uint32_t, bool>>& c) {
+                           return std::to_string(std::get<0>(c.param)) + "slots" +
+                                  (std::get<1>(c.param) ? "_claim_fill" : "_cas");
                          });
 
 TEST(RequestQueue, ConcurrentPostersGetExactlyCapacityPlaces) {

@@ -79,7 +79,12 @@ __device__ inline ChannelGrant channel_acquire(const ChannelView& view, std::uin
     const Request request{first_tag, tag_count, warp, bytes, source_offset};
     const std::uint64_t started = global_timer_ns();
     std::uint32_t backoff_ns = waiter_backoff_min_ns;
-    while (!queue.try_post(request)) {  // full: capacity requests not yet taken
+    // At most one request per warp is outstanding and the queue holds max_warps or more, so the
+    // claimed cell is free at once (RequestQueue::claim): one pinned-memory read per post, where
+    // try_post's CAS loop re-reads a turn over PCIe for every lost race (docs/channels.md: GPU
+    // reads of pinned memory slow the monitor's copies on the H200).
+    const std::uint64_t position = queue.claim();
+    while (!queue.try_fill(position, request)) {
       if (global_timer_ns() - started > view.watchdog_ns)
         channel_fail(view, ChannelFault::post_timeout, warp, first_tag, tag_count, source_offset);
       __nanosleep(backoff_ns);

@@ -108,6 +108,28 @@ class RequestQueue {
     }
   }
 
+  /// The contention-free way to post, for callers that never have more than `capacity`
+  /// requests outstanding (posted and not yet served, each poster waiting for its own): claim a
+  /// position with one fetch_add, then `try_fill` it. Why the claimed cell is then free at once:
+  /// the monitor takes in position order, so if position p - capacity were not yet taken, none
+  /// of p - capacity .. p would be taken, nor served, and they would be capacity + 1 outstanding
+  /// requests. `try_fill` still checks the turn (false: retry), so a caller that breaks the
+  /// bound waits instead of overwriting. Unlike `try_post`'s CAS loop, where every lost race
+  /// re-reads a turn (a PCIe read when the slots are in pinned memory, and a storm of them when
+  /// many warps post at once), this reads each turn once.
+  [[nodiscard]] WARPVM_HD std::uint64_t claim() const {
+    return cuda::atomic_ref<std::uint64_t, Scope>(cursors_->tail).fetch_add(1, cuda::std::memory_order_relaxed);
+  }
+
+  /// Writes `request` into claimed `position` and publishes it; false, writing nothing, while
+  /// the cell still holds the request of the previous lap.
+  [[nodiscard]] WARPVM_HD bool try_fill(std::uint64_t position, const Request& request) const {
+    if (turn_of(position).load(cuda::std::memory_order_acquire) != position) return false;
+    slots_[position & (capacity_ - 1)].request = request;
+    turn_of(position).store(position + 1, cuda::std::memory_order_release);
+    return true;
+  }
+
   /// Takes the oldest request into `out`; false when there is none, or when the producer that
   /// claimed the next position has not finished writing it (it will, a few instructions later).
   /// The monitor's alone: one thread (one lane, on the GPU) calls it.
