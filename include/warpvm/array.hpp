@@ -70,7 +70,7 @@ class array {
   using value_type = T;
 
   array() = default;
-  array(const detail::CacheView& cache, const detail::ObjectDescriptor& object, bool checked)
+  WARPVM_HD array(const detail::CacheView& cache, const detail::ObjectDescriptor& object, bool checked)
       : cache_(cache),
         object_(object),
         size_(object.bytes / sizeof(T)),
@@ -94,11 +94,7 @@ class array {
     // between the entry's load and this one, the compiler overlaps it with the caller's next access.
     const T seen = *frame_slot(frame, i);
     if (unheld) return seen;
-    bool held = false;
-    frame = pin(page, detail::Intent::read, held);
-    const T value = *frame_slot(frame, i);
-    unpin(page, held);
-    return value;
+    return on_pinned(i, detail::Intent::read, [](const T* slot) { return *slot; });
   }
   [[nodiscard]] __device__ T operator[](std::uint64_t i) const { return load(i); }
   __device__ void store(std::uint64_t i, T value) const {
@@ -216,9 +212,23 @@ class array {
     using Result = decltype(op(static_cast<T*>(nullptr)));
     if (!valid_access(i)) return Result{};
     if (object_.placement == Placement::remote) return op(remote_slot(i));
+    return on_pinned(i, write ? detail::Intent::write : detail::Intent::read, op);
+  }
+  /// `op` on the slot of element i (a migrate object's), with the page pinned around it.
+  template <class Op>
+  __device__ auto on_pinned(std::uint64_t i, detail::Intent intent, Op&& op) const {
+    using Result = decltype(op(static_cast<T*>(nullptr)));
     const std::uint64_t page = page_of(i);
+    if (WARPVM_HOST_BATCHED_EVICTION && cache_.transport == Transport::host_batched && *cache_.never_evicts == 0u) {
+      // Eviction is possible: each lane holds its page only around its own operation, so no
+      // lane holds anything while its warp waits for the host (host_batched.cuh says why).
+      Result result{};
+      detail::hold_from_host(cache_, object_, page, intent != detail::Intent::read, /*keep=*/false,
+                             [&](std::uint32_t frame) { result = op(frame_slot(frame, i)); });
+      return result;
+    }
     bool held = false;
-    const std::uint32_t frame = pin(page, write ? detail::Intent::write : detail::Intent::read, held);
+    const std::uint32_t frame = pin(page, intent, held);
     const Result result = op(frame_slot(frame, i));
     unpin(page, held);
     return result;
@@ -234,6 +244,9 @@ class array {
     held = !detail::peek_resident_unheld(cache_, object_, page, frame) &&
            !detail::recheck_resident_unheld(cache_, object_, page, frame);
     if (held && cache_.transport == Transport::host_batched) {
+      if (WARPVM_HOST_BATCHED_EVICTION && *cache_.never_evicts == 0u)  // the hold is kept: the caller releases it
+        return detail::hold_from_host(cache_, object_, page, intent != detail::Intent::read, /*keep=*/true,
+                                      [](std::uint32_t) {});
       frame = detail::await_host_service(cache_, object_, page, intent != detail::Intent::read);
       held = false;
     }

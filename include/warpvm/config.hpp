@@ -13,6 +13,14 @@
 #define WARPVM_FAULT_EVENTS 0
 #endif
 
+/// 1 when kernels carry the host_batched transport's evicting path (CMake option
+/// WARPVM_HOST_BATCHED_EVICTION). It is inlined at every access site and costs kernels of the
+/// default preset 5-30 registers even though they never take it, so it is opt-in: without it, a
+/// host_batched launch whose objects outgrow the cache is refused with an error that says so.
+#ifndef WARPVM_HOST_BATCHED_EVICTION
+#define WARPVM_HOST_BATCHED_EVICTION 0
+#endif
+
 namespace warpvm {
 
 /// How the device page cache picks a victim frame.

@@ -18,6 +18,7 @@ enum class ErrorKind : std::uint8_t {
   index_out_of_range, ///< checked mode: a kernel indexed past an object's end
   no_progress,      ///< a kernel could not free a frame within the watchdog time
   no_device,        ///< no CUDA device is visible
+  invalid_free,     ///< checked mode: a kernel freed heap memory twice, or memory the heap did not give
 };
 
 /// Returns a short lowercase name for an ErrorKind (for messages and logs).

@@ -34,6 +34,7 @@
 namespace warpvm {
 
 class Runtime;
+class Heap;
 namespace detail {
 class RuntimeState;
 std::vector<std::uint64_t> frame_owners(const Runtime& runtime);
@@ -93,6 +94,7 @@ class object {
 
  private:
   friend class Runtime;
+  friend class Heap;  // its device handle views the backing as elements of any type
   explicit object(detail::ObjectHandle handle) : handle_(std::move(handle)) {}
   detail::ObjectHandle handle_;
 };

@@ -44,11 +44,15 @@ struct FaultBatch {
   std::uint32_t pages_faulted = 0;     ///< pages migrated because they faulted
   std::uint32_t pages_prefetched = 0;  ///< pages migrated by the prefetcher
   std::uint32_t chunks_evicted = 0;
-  std::uint32_t pages_evicted = 0;     ///< resident pages copied back with evicted chunks
+  std::uint32_t pages_evicted = 0;     ///< resident pages given up with evicted chunks
   std::uint32_t faults_flushed = 0;    ///< entries dropped from the buffer after the batch (they fault again)
   std::uint64_t start_ns = 0;          ///< GPU runs: batch start, from the first batch of the run
   std::uint64_t duration_ns = 0;       ///< GPU runs: service time, fetch to replay
-  std::uint64_t transfer_ns = 0;       ///< GPU runs: the part spent copying (the rest is management)
+  std::uint64_t transfer_ns = 0;       ///< GPU runs: the part spent copying pages in
+  /// GPU runs: the part spent waiting for the device to carry out this batch's evictions (the
+  /// write-backs and page-state changes); management = duration - transfer - eviction.
+  std::uint64_t eviction_ns = 0;
+  std::uint32_t pages_written_back = 0;  ///< GPU runs: evicted pages that were dirty and copied back
 };
 
 /// What a run of batches was, for the trace rows.
@@ -63,7 +67,8 @@ struct BatchRun {
 /// The header of a batch trace CSV (docs/tracing.md).
 inline void write_batch_trace_header(std::ostream& out) {
   out << "workload,cache_fraction,batch_limit,prefetch,batch,faults,unique_faults,blocks,pages_faulted,"
-         "pages_prefetched,chunks_evicted,pages_evicted,start_ns,duration_ns,transfer_ns,faults_flushed\n";
+         "pages_prefetched,chunks_evicted,pages_evicted,start_ns,duration_ns,transfer_ns,faults_flushed,"
+         "pages_written_back,eviction_ns\n";
 }
 
 /// One row per batch of `run`.
@@ -75,9 +80,10 @@ void write_batch_trace_rows(std::ostream& out, const BatchRun& run, const Batche
         << index++ << ',' << b.faults << ',' << b.unique_faults << ',' << b.blocks << ',' << b.pages_faulted << ','
         << b.pages_prefetched << ',' << b.chunks_evicted << ',' << b.pages_evicted << ',';
     if (run.timed)
-      out << b.start_ns << ',' << b.duration_ns << ',' << b.transfer_ns << ',' << b.faults_flushed << '\n';
+      out << b.start_ns << ',' << b.duration_ns << ',' << b.transfer_ns << ',' << b.faults_flushed << ','
+          << b.pages_written_back << ',' << b.eviction_ns << '\n';
     else
-      out << ",,," << '\n';
+      out << ",,,,," << '\n';
   }
 }
 

@@ -6,5 +6,6 @@
 #include "warpvm/array.hpp"
 #include "warpvm/config.hpp"
 #include "warpvm/error.hpp"
+#include "warpvm/heap.hpp"
 #include "warpvm/runtime.hpp"
 #include "warpvm/stats.hpp"

@@ -124,7 +124,7 @@ def test_timing_columns_may_be_absent(tmp_path: Path) -> None:
 
 
 def test_extra_columns_are_ignored(tmp_path: Path) -> None:
-    body = "stream,1,256,1,0,8,8,1,8,0,0,0,5,100,40,3,x\nstream,1,256,1,1,8,8,1,8,0,0,0,,,,,y\n"
+    body = "stream,1,256,1,0,8,8,1,8,0,0,0,5,100,40,3,0,0,x\nstream,1,256,1,1,8,8,1,8,0,0,0,,,,,,,y\n"
     batches = trace.load_trace(write_trace(tmp_path / "extra.csv", body, HEADER.strip() + ",note\n"))
     assert [b.duration_ns for b in batches] == [100, None]
     assert [b.faults_flushed for b in batches] == [3, None]
@@ -139,7 +139,7 @@ def test_extra_columns_are_ignored(tmp_path: Path) -> None:
         ("stream,1,256,1,1,10,11,1,1,1,1,1,,,", "unique_faults 11 > faults 10"),
         ("stream,1,256,1,1,10,10,1,1,1,1,1,0,100,101", "transfer_ns 101 > duration_ns 100"),
         ("stream,1,256,1,1,10,10,1,1,1,1,-1,,,", "negative count -1"),
-        ("stream,1,256,1,1,10,10,1,1,1,1,1,,,,,7", "more fields than the header"),
+        ("stream,1,256,1,1,10,10,1,1,1,1,1,,,,,,,7", "more fields than the header"),
         ("stream,1,256,1,1,10", "fewer fields than the header"),
     ],
 )
@@ -437,3 +437,24 @@ def test_simulator_batch_size_sweep_and_prefetch(warpvm_sim: Path, tmp_path: Pat
     assert (c.off.batches, c.off.faults, c.off.pages_migrated) == (6, 1536, 1536)
     assert (c.on.batches, c.on.faults, c.on.pages_migrated, c.on.pages_prefetched) == (3, 768, 1536, 768)
     assert c.batch_reduction == 0.5
+
+
+def test_eviction_columns_are_read_and_split_management(tmp_path: Path) -> None:
+    path = tmp_path / "evict.csv"
+    path.write_text(
+        HEADER
+        + "rmw,0.25,256,1,0,10,10,2,10,0,1,512,0,1000,300,0,200,500\n"
+        + "rmw,0.25,256,1,1,10,10,2,10,0,0,0,1000,400,100,0,0,0\n"
+    )
+    first, second = trace.load_trace(path)
+    assert (first.pages_written_back, first.eviction_ns) == (200, 500)
+    assert first.management_ns == 1000 - 300 - 500
+    assert second.management_ns == 300
+    assert [c.run for c in trace.eviction_costs([first, second])] == [first.run]
+
+
+def test_eviction_time_beyond_the_batch_is_rejected(tmp_path: Path) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text(HEADER + "rmw,0.25,256,1,0,10,10,2,10,0,1,512,0,1000,600,0,0,500\n")
+    with pytest.raises(ResultsError, match="eviction_ns"):
+        trace.load_trace(path)

@@ -40,9 +40,18 @@ COLUMNS = (
     "duration_ns",
     "transfer_ns",
     "faults_flushed",
+    "pages_written_back",
+    "eviction_ns",
 )
 # Measured on a GPU only (empty in simulated traces, and may be absent altogether).
-TIMING_COLUMNS = ("start_ns", "duration_ns", "transfer_ns", "faults_flushed")
+TIMING_COLUMNS = (
+    "start_ns",
+    "duration_ns",
+    "transfer_ns",
+    "faults_flushed",
+    "pages_written_back",
+    "eviction_ns",
+)
 _COUNT_COLUMNS = COLUMNS[4:12]
 
 PAGE_BYTES = 4096
@@ -102,6 +111,8 @@ class Batch:
     duration_ns: int | None = None
     transfer_ns: int | None = None
     faults_flushed: int | None = None  # dropped from the buffer after the batch; they fault again
+    pages_written_back: int | None = None  # evicted dirty pages copied back (GPU runs)
+    eviction_ns: int | None = None  # waiting for the device's evictions and writing back (GPU runs)
 
     @property
     def run(self) -> Run:
@@ -120,10 +131,10 @@ class Batch:
 
     @property
     def management_ns(self) -> int | None:
-        """Service time not spent moving data (duration - transfer), when both are known."""
+        """Service time not spent moving data (duration - transfer - eviction), when known."""
         if self.duration_ns is None or self.transfer_ns is None:
             return None
-        return self.duration_ns - self.transfer_ns
+        return self.duration_ns - self.transfer_ns - (self.eviction_ns or 0)
 
 
 def _count(text: str) -> int:
@@ -165,6 +176,9 @@ def _parse_row(row: dict[str, str | None]) -> Batch:
         raise ValueError(f"unique_faults {b.unique_faults} > faults {b.faults}")
     if b.transfer_ns is not None and b.duration_ns is not None and b.transfer_ns > b.duration_ns:
         raise ValueError(f"transfer_ns {b.transfer_ns} > duration_ns {b.duration_ns}")
+    busy = (b.transfer_ns or 0) + (b.eviction_ns or 0)
+    if b.eviction_ns is not None and b.duration_ns is not None and busy > b.duration_ns:
+        raise ValueError(f"transfer_ns + eviction_ns {busy} > duration_ns {b.duration_ns}")
     return b
 
 

@@ -15,6 +15,7 @@ const char* to_string(ErrorKind kind) noexcept {
     case ErrorKind::index_out_of_range: return "index out of range";
     case ErrorKind::no_progress: return "no progress";
     case ErrorKind::no_device: return "no device";
+    case ErrorKind::invalid_free: return "invalid free";
   }
   return "unknown";
 }

@@ -5,6 +5,7 @@
 #include "runtime_state.hpp"
 
 #include "warpvm/detail/core/acquire.cuh"
+#include "warpvm/detail/transport/host_batched.cuh"
 
 #include <algorithm>
 
@@ -35,7 +36,21 @@ __global__ void write_back_frames(CacheView cache, std::uint32_t object_filter, 
   }
 }
 
+/// One warp per eviction order. No user kernel runs, so no page is held and one pass evicts
+/// every page an order still has (orders already complete find nothing to do).
+__global__ void finish_evictions(CacheView cache, std::uint64_t first_order, std::uint64_t orders) {
+  const std::uint64_t warp = std::uint64_t{blockIdx.x} * warps_per_block + threadIdx.x / 32;
+  if (warp < orders) evict_order_pages(cache, 0xffffffffu, first_order + warp);
+}
+
 }  // namespace
+
+void launch_finish_evictions(const CacheView& view, std::uint64_t first_order, std::uint64_t orders,
+                             cudaStream_t stream) {
+  const auto blocks = static_cast<unsigned>((orders + warps_per_block - 1) / warps_per_block);
+  finish_evictions<<<blocks, maintenance_block, 0, stream>>>(view, first_order, orders);
+  WARPVM_CUDA_TRY(cudaGetLastError());
+}
 
 void launch_write_back(const CacheView& view, std::uint32_t object_filter, bool write_back, bool drop,
                        cudaStream_t stream) {

@@ -103,7 +103,7 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
     view_.recorder = FaultRecorder{fault_events_.get(), fault_event_count_.get(), config.fault_event_capacity};
   }
   if (config.transport == Transport::host_batched) {
-    service_ = std::make_unique<HostBatchedService>(config, frame_data_.get(), owner_.get(), frames);
+    service_ = std::make_unique<HostBatchedService>(config, frame_data_.get(), owner_.get(), dirty_.get(), frames);
     view_.faults = service_->ring();
   }
   slots_.resize(config.max_objects);
@@ -176,10 +176,16 @@ void RuntimeState::publish_descriptor(std::uint32_t id) {
   WARPVM_CUDA_TRY(cudaMemcpy(objects_.get() + id, &slots_[id].descriptor, sizeof(ObjectDescriptor),
                              cudaMemcpyHostToDevice));
   std::uint64_t migrate_pages = 0;
-  for (const ObjectSlot& slot : slots_)
-    if (slot.in_use && slot.descriptor.placement == Placement::migrate)
+  std::uint64_t migrate_chunks = 0;  // host_batched serves whole 2 MB chunks
+  for (const ObjectSlot& slot : slots_) {
+    if (slot.in_use && slot.descriptor.placement == Placement::migrate) {
       migrate_pages += view_.geometry().pages_for(slot.descriptor.bytes);
-  const std::uint32_t never_evicts = migrate_pages <= frames ? 1u : 0u;
+      migrate_chunks += chunks_for_bytes(slot.descriptor.bytes);
+    }
+  }
+  // The same rule as HostBatchedService::evicts(), from the same objects.
+  const bool fits = service_ ? migrate_chunks <= service_->chunks() : migrate_pages <= frames;
+  const std::uint32_t never_evicts = fits ? 1u : 0u;
   WARPVM_CUDA_TRY(cudaMemcpy(never_evicts_.get(), &never_evicts, sizeof never_evicts, cudaMemcpyHostToDevice));
 }
 
@@ -228,7 +234,17 @@ void RuntimeState::write_back(std::uint32_t object_filter, bool write_back, bool
     // No host_batched batch may land between the drop's steps (it would map a page into a
     // frame the service then forgets): the service stays paused until they are done.
     std::unique_lock<std::mutex> paused;
-    if (service_ && drop) paused = service_->pause();
+    if (service_ && drop) {
+      paused = service_->pause();
+      // Eviction orders a kernel left behind are carried out first (no user kernel runs, so no
+      // page is held): an order must not outlive the pages it names.
+      const auto [first_order, orders] = service_->unsettled_orders(paused);
+      if (orders != 0) {
+        launch_finish_evictions(view_, first_order, orders, stream());
+        WARPVM_CUDA_TRY(cudaStreamSynchronize(stream()));
+        service_->settle_orders(paused);
+      }
+    }
     launch_write_back(view_, object_filter, write_back, drop, stream());
     if (drop) {
       for (std::uint32_t id = 0; id < slots_.size(); ++id) {
@@ -271,10 +287,14 @@ void RuntimeState::raise_device_error() {
       what << "a kernel used a handle of " << name << " taken before its placement changed; call device() again "
            << "after set_placement()";
       break;
+    case ErrorKind::invalid_free:
+      what << "a kernel freed lane " << limit << "'s part of the region at byte " << index << " of heap " << name
+           << ", which is not live: a double free, or a pointer the heap did not return";
+      break;
     case ErrorKind::no_progress:
-      if (limit == 0) {  // host_batched: a warp waited for the service thread
-        what << "for " << config.watchdog_seconds << " s a warp waited for the host_batched service to bring in page "
-             << index << " of " << name;
+      if (limit == 0) {  // a warp waited for a host service thread (host_batched, or a Heap's)
+        what << "for " << config.watchdog_seconds << " s a warp waited for a host service thread (host_batched: "
+             << "page " << index << " of " << name << "; a heap: its request " << index << ")";
         break;
       }
       [[fallthrough]];
@@ -293,9 +313,12 @@ Stats RuntimeState::stats() {
                              cudaMemcpyDeviceToHost));
   std::array<std::uint64_t, counter_count> total{};
   for (std::size_t i = 0; i < shards.size(); ++i) total[i % counter_count] += shards[i];
-  if (service_) {  // pages the host brought in
+  if (service_) {  // pages the host brought in, evicted and wrote back
     total[static_cast<std::size_t>(Counter::misses)] += service_->pages_in();
     total[static_cast<std::size_t>(Counter::bytes_in)] += service_->bytes_in();
+    total[static_cast<std::size_t>(Counter::evictions)] += service_->pages_evicted();
+    total[static_cast<std::size_t>(Counter::writebacks)] += service_->pages_out();
+    total[static_cast<std::size_t>(Counter::bytes_out)] += service_->bytes_out();
   }
   auto at = [&](Counter c) { return total[static_cast<std::size_t>(c)]; };
   return Stats{at(Counter::hits),      at(Counter::misses),   at(Counter::waits),    at(Counter::evictions),
@@ -378,15 +401,19 @@ void Runtime::check_launch(const void* kernel, dim3 grid, dim3 block, std::size_
   const std::uint64_t resident_blocks =
       std::min<std::uint64_t>(blocks, std::uint64_t(blocks_per_sm) * state_->multiprocessors);
   if (const detail::HostBatchedService* service = state_->service()) {
-    const std::uint64_t chunks_needed = service->chunks_needed();
-    if (chunks_needed > service->chunks()) {
+    if (!WARPVM_HOST_BATCHED_EVICTION && service->evicts()) {
       std::ostringstream what;
-      what << "the host_batched transport does not evict yet: its cache holds " << service->chunks()
-           << " chunks of 2 MiB, and the migrate objects need " << chunks_needed
-           << ". Use a larger cache or the gpu_initiated transport";
+      what << "the host_batched transport evicts only in builds configured with -DWARPVM_HOST_BATCHED_EVICTION=ON "
+           << "(docs/uvm-preset.md): its cache holds " << service->chunks() << " chunks of 2 MiB, and the migrate "
+           << "objects need " << service->chunks_needed() << ". Use a larger cache, or such a build";
       detail::throw_error(ErrorKind::invalid_config, what.str(), __FILE__, __LINE__);
     }
-    return;  // nothing is held: any grid makes progress
+    // host_batched: nothing is held while a warp waits for the host: element accesses hold their page only
+    // around their own operation, and the service never waits for an eviction without a time
+    // bound (host_batched.cuh), so any grid makes progress at any cache of whole chunks (the
+    // constructor requires one). Spans and cursors kept across other accesses pin chunks; the
+    // watchdog reports a cache too small for them.
+    return;
   }
   const std::uint64_t needed = detail::frames_required(resident_blocks * threads_per_block, holds);
   if (needed <= state_->frames) return;

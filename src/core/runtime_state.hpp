@@ -96,5 +96,9 @@ class RuntimeState {
 /// Launches the write-back / drop kernel over all frames (maintenance.cu).
 void launch_write_back(const CacheView& view, std::uint32_t object_filter, bool write_back, bool drop,
                        cudaStream_t stream);
+/// host_batched: carries out eviction orders [first_order, first_order + orders) with no user
+/// kernel running (maintenance.cu).
+void launch_finish_evictions(const CacheView& view, std::uint64_t first_order, std::uint64_t orders,
+                             cudaStream_t stream);
 
 }  // namespace warpvm::detail

@@ -21,6 +21,19 @@ namespace {
 constexpr std::uint32_t ring_capacity = 1u << 18;
 constexpr std::uint64_t chunk_frames = uvm_block_pages;
 constexpr std::uint64_t page_bytes = 4096;
+// How long a batch waits for the device to carry out the eviction orders its blocks need before
+// it serves what it can and leaves those blocks queued for a later batch. Bounded, so that a
+// chunk pinned by a long hold (a span kept while its warp waits for another fault) delays only
+// the blocks waiting for that chunk, never the service.
+constexpr auto eviction_wait = std::chrono::milliseconds(2);
+// Acknowledged orders finished together (their dirty bits read with one synchronisation).
+constexpr std::size_t reap_group = 64;
+
+std::uint32_t power_of_two_at_least(std::uint64_t n) {
+  std::uint32_t p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
 
 std::uint64_t nanoseconds(std::chrono::steady_clock::duration d) {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
@@ -29,10 +42,11 @@ std::uint64_t nanoseconds(std::chrono::steady_clock::duration d) {
 }  // namespace
 
 HostBatchedService::HostBatchedService(const Config& config, std::byte* frames, std::uint64_t* frame_owners,
-                                       std::uint32_t frame_count)
+                                       std::uint32_t* frame_dirty, std::uint32_t frame_count)
     : config_(config),
       frames_(frames),
       frame_owners_(frame_owners),
+      frame_dirty_(frame_dirty),
       chunks_(frame_count / chunk_frames),
       model_(std::max<std::uint64_t>(frame_count / chunk_frames, 1), config.prefetch, config.fault_batch_size) {
   WARPVM_EXPECTS(chunks_ >= 1, ErrorKind::invalid_config,
@@ -48,7 +62,21 @@ HostBatchedService::HostBatchedService(const Config& config, std::byte* frames, 
   staged_capacity_ = std::size_t{std::min<std::uint64_t>(config.fault_batch_size, chunks_)} * uvm_block_pages;
   staged_owners_ = make_pinned_zeroed<std::uint64_t>(staged_capacity_, cudaHostAllocDefault, "staged frame owners");
   staged_entries_ = make_pinned_zeroed<PageEntry>(staged_capacity_, cudaHostAllocDefault, "staged page entries");
-  ring_ = FaultRing{on_device(slots_.get()), next_position_.get(), replay_.get(), ring_capacity};
+  // At most one order per chunk is outstanding (its chunk is reused only once it is complete).
+  order_capacity_ = power_of_two_at_least(chunks_);
+  orders_ = make_device_zeroed<EvictionOrder>(order_capacity_, "the eviction orders");
+  order_progress_ = make_device_zeroed<EvictionProgress>(order_capacity_, "the eviction order progress");
+  order_acks_ = make_pinned_zeroed<EvictionAck>(order_capacity_, cudaHostAllocMapped, "the eviction acknowledgements");
+  staged_orders_ = make_pinned_zeroed<EvictionOrder>(order_capacity_, cudaHostAllocDefault, "staged eviction orders");
+  staged_progress_ =
+      make_pinned_zeroed<EvictionProgress>(order_capacity_, cudaHostAllocDefault, "staged eviction progress");
+  staged_dirty_ = make_pinned_zeroed<std::uint32_t>(std::size_t{reap_group} * chunk_frames, cudaHostAllocDefault,
+                                                    "staged dirty bits");
+  absent_entries_ = make_pinned_zeroed<PageEntry>(chunk_frames, cudaHostAllocDefault, "absent page entries");
+  eviction_ring_ = make_device_zeroed<EvictionRing>(1, "the eviction ring");
+  const EvictionRing eviction_ring{orders_.get(), order_progress_.get(), on_device(order_acks_.get()), order_capacity_};
+  WARPVM_CUDA_TRY(cudaMemcpy(eviction_ring_.get(), &eviction_ring, sizeof eviction_ring, cudaMemcpyHostToDevice));
+  ring_ = FaultRing{on_device(slots_.get()), next_position_.get(), replay_.get(), eviction_ring_.get(), ring_capacity};
   free_chunks_.reserve(chunks_);
   for (std::uint64_t c = chunks_; c-- > 0;) free_chunks_.push_back(static_cast<std::uint32_t>(c));
   thread_ = std::thread([this] { run(); });
@@ -64,22 +92,37 @@ void HostBatchedService::set_object(const std::unique_lock<std::mutex>& /*paused
   drop_stale_posts();
   auto of_object = [id](std::uint64_t block) { return key_object(block * uvm_block_pages) == id; };
   model_.forget_blocks(of_object);
-  for (auto it = chunk_of_block_.begin(); it != chunk_of_block_.end();) {
+  // The runtime settled the orders for this object's blocks before dropping its pages.
+  for (auto it = blocks_.begin(); it != blocks_.end();) {
     if (of_object(it->first)) {
-      free_chunks_.push_back(it->second);
-      it = chunk_of_block_.erase(it);
+      if (it->second.chunk != no_chunk) free_chunks_.push_back(it->second.chunk);
+      it = blocks_.erase(it);
     } else {
       ++it;
     }
   }
+  std::erase_if(queue_, of_object);
   if (object != nullptr)
     objects_[id] = *object;
   else
     objects_.erase(id);
-  constexpr std::uint64_t chunk_bytes = chunk_frames * page_bytes;
   std::uint64_t needed = 0;
-  for (const auto& [served, o] : objects_) needed += (o.bytes + chunk_bytes - 1) / chunk_bytes;
+  for (const auto& [served, o] : objects_) needed += chunks_for_bytes(o.bytes);
   chunks_needed_.store(needed);
+}
+
+std::pair<std::uint64_t, std::uint64_t> HostBatchedService::unsettled_orders(
+    const std::unique_lock<std::mutex>& /*paused*/) const {
+  const std::uint64_t first = staged_replay_->orders_complete;  // what the device was told last
+  return {first, orders_posted_ - first};
+}
+
+void HostBatchedService::settle_orders(const std::unique_lock<std::mutex>& /*paused*/) {
+  std::uint32_t written_back = 0;  // between kernels: no batch to record it on
+  reap_orders(written_back);
+  WARPVM_EXPECTS(pending_orders_.empty(), ErrorKind::cuda,
+                 "the host_batched transport's eviction orders were not all carried out before a drop");
+  drop_stale_posts();  // tells the device orders_complete
 }
 
 std::vector<FaultBatch> HostBatchedService::batches() const {
@@ -99,6 +142,9 @@ void HostBatchedService::reset_totals() {
   drop_stale_posts();
   pages_in_.store(0);
   bytes_in_.store(0);
+  pages_evicted_.store(0);
+  pages_out_.store(0);
+  bytes_out_.store(0);
 }
 
 void HostBatchedService::raise_failure() const {
@@ -176,15 +222,197 @@ void HostBatchedService::run() {
   }
 }
 
-std::uint32_t HostBatchedService::chunk_for(std::uint64_t block) {
-  const auto found = chunk_of_block_.find(block);
-  if (found != chunk_of_block_.end()) return found->second;
-  // The runtime refuses launches whose objects need more chunks than the cache has.
-  WARPVM_EXPECTS(!free_chunks_.empty(), ErrorKind::no_progress, "the host_batched transport ran out of 2 MB chunks");
-  const std::uint32_t chunk = free_chunks_.back();
-  free_chunks_.pop_back();
-  chunk_of_block_.emplace(block, chunk);
-  return chunk;
+std::uint32_t HostBatchedService::evict_block(std::uint64_t block, bool& chunk_given_up) {
+  const auto found = blocks_.find(block);
+  chunk_given_up = found != blocks_.end() && found->second.chunk != no_chunk;
+  if (found == blocks_.end()) return 0;
+  const ServedBlock served = found->second;
+  blocks_.erase(found);
+  std::erase(queue_, block);  // pages not copied yet are simply not copied
+  if (!chunk_given_up) return 0;
+  const std::uint32_t pages = served.copied.count();
+  if (pages == 0) {
+    free_chunks_.push_back(served.chunk);
+    return 0;
+  }
+  // At most one order per chunk is outstanding, and there are order_capacity_ >= chunks_
+  // slots, so the slot's previous order is complete: the tag written first tells a warp that
+  // still reads that order that it is gone (evict_order_pages).
+  const std::uint64_t index = orders_posted_++;
+  const std::uint32_t slot = static_cast<std::uint32_t>(index & (order_capacity_ - 1));
+  staged_progress_.get()[slot] = EvictionProgress{(index & 0xffffffffu) << 32};
+  staged_orders_.get()[slot] = EvictionOrder{block * uvm_block_pages, pages, 0, served.copied};
+  pending_orders_.push_back(PendingOrder{index, block, served.chunk, served.copied});
+  evicting_blocks_.insert(block);
+  return pages;
+}
+
+void HostBatchedService::publish_orders(std::size_t first, std::size_t count) {
+  // Progress (with the new tags) first, then the orders, then orders_posted: stream order.
+  for (int part = 0; part < 2; ++part) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::size_t slot = (first + i) & (order_capacity_ - 1);
+      if (part == 0)
+        WARPVM_CUDA_TRY(cudaMemcpyAsync(order_progress_.get() + slot, staged_progress_.get() + slot,
+                                        sizeof(EvictionProgress), cudaMemcpyHostToDevice, stream_.get()));
+      else
+        WARPVM_CUDA_TRY(cudaMemcpyAsync(orders_.get() + slot, staged_orders_.get() + slot, sizeof(EvictionOrder),
+                                        cudaMemcpyHostToDevice, stream_.get()));
+    }
+  }
+  staged_replay_->orders_posted = orders_posted_;
+  WARPVM_CUDA_TRY(cudaMemcpyAsync(replay_.get(), staged_replay_.get(), sizeof(ReplayState), cudaMemcpyHostToDevice,
+                                  stream_.get()));
+  WARPVM_CUDA_TRY(cudaStreamSynchronize(stream_.get()));  // staged_replay_ changes again later in the batch
+}
+
+void HostBatchedService::reap_orders(std::uint32_t& written_back) {
+  std::vector<PendingOrder> acknowledged;
+  std::erase_if(pending_orders_, [&](const PendingOrder& order) {
+    EvictionAck& ack = order_acks_.get()[order.index & (order_capacity_ - 1)];
+    if (std::atomic_ref(ack.sequence).load(std::memory_order_acquire) != order.index + 1) return false;
+    acknowledged.push_back(order);
+    return true;
+  });
+  // Every page of these orders is BUSY on the device: no device atomic touches it, nobody
+  // holds it, and the holders' writes and dirty bits were released before the acknowledgement
+  // (evict_order_pages), so copies may now read and rewrite the pages and their words.
+  for (std::size_t first = 0; first < acknowledged.size(); first += reap_group) {
+    const std::size_t count = std::min(reap_group, acknowledged.size() - first);
+    for (std::size_t i = 0; i < count; ++i)
+      WARPVM_CUDA_TRY(cudaMemcpyAsync(staged_dirty_.get() + i * chunk_frames,
+                                      frame_dirty_ + std::uint64_t{acknowledged[first + i].chunk} * chunk_frames,
+                                      chunk_frames * sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream_.get()));
+    WARPVM_CUDA_TRY(cudaStreamSynchronize(stream_.get()));
+    for (std::size_t i = 0; i < count; ++i) {
+      const PendingOrder& order = acknowledged[first + i];
+      const std::uint64_t first_key = order.block * uvm_block_pages;
+      const ServedObject& object = objects_.at(key_object(first_key));  // dropped objects were settled first
+      const std::uint64_t block_page = key_page(first_key);
+      const std::uint64_t first_frame = std::uint64_t{order.chunk} * chunk_frames;
+      const std::uint32_t* dirty = staged_dirty_.get() + i * chunk_frames;
+      auto dirty_and_ordered = [&](unsigned p) { return p < uvm_block_pages && order.pages.test(p) && dirty[p] != 0; };
+      for (unsigned p = 0; p < uvm_block_pages;) {
+        if (!dirty_and_ordered(p)) {
+          ++p;
+          continue;
+        }
+        unsigned end = p;
+        while (dirty_and_ordered(end)) ++end;
+        const std::uint64_t offset = (block_page + p) * page_bytes;
+        const std::uint64_t length = std::min<std::uint64_t>(std::uint64_t{end - p} * page_bytes, object.bytes - offset);
+        WARPVM_CUDA_TRY(cudaMemcpyAsync(object.host + offset, frames_ + (first_frame + p) * page_bytes,
+                                        length, cudaMemcpyDeviceToHost, stream_.get()));
+        written_back += end - p;
+        pages_out_.fetch_add(end - p);
+        bytes_out_.fetch_add(length);
+        p = end;
+      }
+      WARPVM_CUDA_TRY(cudaMemsetAsync(frame_dirty_ + first_frame, 0, chunk_frames * sizeof(std::uint32_t), stream_.get()));
+      const std::uint64_t object_pages = (object.bytes + page_bytes - 1) / page_bytes;
+      const std::uint64_t in_object = std::min<std::uint64_t>(uvm_block_pages, object_pages - block_page);
+      WARPVM_CUDA_TRY(cudaMemcpyAsync(object.pages + block_page, absent_entries_.get(), in_object * sizeof(PageEntry),
+                                      cudaMemcpyHostToDevice, stream_.get()));
+      pages_evicted_.fetch_add(order.pages.count());
+    }
+    WARPVM_CUDA_TRY(cudaStreamSynchronize(stream_.get()));
+    for (std::size_t i = 0; i < count; ++i) {
+      free_chunks_.push_back(acknowledged[first + i].chunk);
+      evicting_blocks_.erase(acknowledged[first + i].block);
+    }
+  }
+  std::uint64_t complete = orders_posted_;
+  for (const PendingOrder& order : pending_orders_) complete = std::min(complete, order.index);
+  staged_replay_->orders_complete = complete;  // goes to the device with the next replay state
+}
+
+bool HostBatchedService::queue_blocked() const {
+  std::size_t free = free_chunks_.size();
+  for (const std::uint64_t block : queue_) {
+    if (evicting_blocks_.contains(block)) return true;
+    if (blocks_.at(block).chunk != no_chunk) continue;
+    if (free == 0) return true;
+    --free;
+  }
+  return false;
+}
+
+void HostBatchedService::copy_queued(std::uint64_t& pages, std::uint64_t& bytes) {
+  // In stream order: the data, then each block's page entries and its chunk's frame owners
+  // (the device never writes owners under this transport). While nothing can be evicted the
+  // entries are written for the whole block (no kernel holds or changes them); while eviction
+  // is possible only those of the pages copied now, which are absent on the device and see no
+  // atomics (host_batched.cuh): the other pages' words may be held.
+  const bool whole_blocks = !evicts();
+  std::size_t staged = 0;
+  struct EntryCopy {
+    const ServedObject* object;
+    std::uint64_t first_page;  // in the object
+    std::uint64_t first_frame;
+    std::uint64_t page_count;
+    std::size_t staged;
+  };
+  std::vector<EntryCopy> entries;
+  std::vector<EntryCopy> owners;
+  std::vector<std::uint64_t> still_queued;
+  for (const std::uint64_t block : queue_) {
+    ServedBlock& served = blocks_.at(block);
+    const std::uint64_t first_key = block * uvm_block_pages;
+    const ServedObject& object = objects_.at(key_object(first_key));  // posts were filtered
+    const std::uint64_t block_page = key_page(first_key);
+    const std::uint64_t object_pages = (object.bytes + page_bytes - 1) / page_bytes;
+    const auto in_object = static_cast<unsigned>(std::min<std::uint64_t>(uvm_block_pages, object_pages - block_page));
+    const bool can_copy = !evicting_blocks_.contains(block) && (served.chunk != no_chunk || !free_chunks_.empty()) &&
+                          staged + in_object <= staged_capacity_;
+    if (!can_copy) {
+      still_queued.push_back(block);
+      continue;
+    }
+    if (served.chunk == no_chunk) {
+      served.chunk = free_chunks_.back();
+      free_chunks_.pop_back();
+    }
+    const std::uint64_t first_frame = std::uint64_t{served.chunk} * chunk_frames;
+    for (unsigned p = 0; p < in_object;) {
+      if (!served.queued.test(p)) {
+        ++p;
+        continue;
+      }
+      unsigned end = p;
+      while (end < in_object && served.queued.test(end)) ++end;
+      const std::uint64_t offset = (block_page + p) * page_bytes;
+      const std::uint64_t length = std::min<std::uint64_t>(std::uint64_t{end - p} * page_bytes, object.bytes - offset);
+      WARPVM_CUDA_TRY(cudaMemcpyAsync(frames_ + (first_frame + p) * page_bytes, object.host + offset, length,
+                                      cudaMemcpyHostToDevice, stream_.get()));
+      bytes += length;
+      pages += end - p;
+      if (!whole_blocks) {
+        for (unsigned q = p; q < end; ++q)
+          staged_entries_.get()[staged + q] = PageEntry{page_word::valid, static_cast<std::uint32_t>(first_frame + q)};
+        entries.push_back(EntryCopy{&object, block_page + p, first_frame + p, end - p, staged + p});
+      }
+      p = end;
+    }
+    served.copied |= served.queued;
+    served.queued = BlockMask{};
+    for (unsigned p = 0; p < in_object; ++p) {
+      const bool here = served.copied.test(p);
+      staged_owners_.get()[staged + p] = here ? first_key + p : empty_page_key;
+      if (whole_blocks)
+        staged_entries_.get()[staged + p] =
+            here ? PageEntry{page_word::valid, static_cast<std::uint32_t>(first_frame + p)} : PageEntry{0, 0};
+    }
+    if (whole_blocks) entries.push_back(EntryCopy{&object, block_page, first_frame, in_object, staged});
+    owners.push_back(EntryCopy{&object, block_page, first_frame, in_object, staged});
+    staged += in_object;
+  }
+  queue_ = std::move(still_queued);
+  for (const EntryCopy& o : owners)
+    WARPVM_CUDA_TRY(cudaMemcpyAsync(frame_owners_ + o.first_frame, staged_owners_.get() + o.staged,
+                                    o.page_count * sizeof(std::uint64_t), cudaMemcpyHostToDevice, stream_.get()));
+  for (const EntryCopy& e : entries)
+    WARPVM_CUDA_TRY(cudaMemcpyAsync(e.object->pages + e.first_page, staged_entries_.get() + e.staged,
+                                    e.page_count * sizeof(PageEntry), cudaMemcpyHostToDevice, stream_.get()));
 }
 
 void HostBatchedService::serve(std::vector<std::uint64_t> faults, Clock::time_point started) {
@@ -200,65 +428,51 @@ void HostBatchedService::serve(std::vector<std::uint64_t> faults, Clock::time_po
     run_started_ = true;
   }
   sim::UvmPlan plan = model_.service(std::move(faults));
-  WARPVM_EXPECTS(plan.evictions.empty(), ErrorKind::no_progress,
-                 "the host_batched transport would have to evict, which it does not implement yet");
 
-  // The data: one copy per run of consecutive migrated pages. Then, in stream order (so only
-  // after the data has landed), each block's page entries and its chunk's frame owners whole,
-  // from the model's residency (the device never writes them under this transport); the
-  // entries release the waiting warps.
-  const auto managed = Clock::now();
-  std::uint64_t bytes = 0;
-  std::uint64_t pages = 0;
-  std::size_t staged = 0;
-  struct BlockUpdate {
-    const ServedObject* object;
-    std::uint64_t first_page;   // in the object
-    std::uint64_t first_frame;
-    std::uint64_t page_count;   // pages of the block inside the object
-    std::size_t staged;
-  };
-  std::vector<BlockUpdate> updates;
+  // The model's decisions: the chunks it gave up (LRU by last migration), then the pages it
+  // migrated, queued per block until the block has a chunk whose previous pages are gone. The
+  // plan lists evictions and migrations apart: a block evicted in this batch after its own
+  // migration is not resident in the model any more, and its migration is skipped (its warps
+  // fault again); one evicted from an earlier batch's chunk and migrated again here is both
+  // ordered evicted and queued, and waits for its order.
+  reap_orders(plan.batch.pages_written_back);
+  const std::uint64_t first_order = orders_posted_;
+  plan.batch.chunks_evicted = 0;
+  plan.batch.pages_evicted = 0;
+  for (const sim::BlockPages& eviction : plan.evictions) {
+    bool chunk_given_up = false;
+    plan.batch.pages_evicted += evict_block(eviction.block, chunk_given_up);
+    plan.batch.chunks_evicted += chunk_given_up ? 1u : 0u;
+  }
+  if (orders_posted_ != first_order) publish_orders(first_order, orders_posted_ - first_order);
   for (const sim::BlockPages& migration : plan.migrations) {
     const std::uint64_t first_key = migration.block * uvm_block_pages;
-    const ServedObject& object = objects_.at(key_object(first_key));  // posts were filtered above
-    const std::uint64_t block_page = key_page(first_key);
+    const ServedObject& object = objects_.at(key_object(first_key));
     const std::uint64_t object_pages = (object.bytes + page_bytes - 1) / page_bytes;
-    const auto in_object = static_cast<unsigned>(std::min<std::uint64_t>(uvm_block_pages, object_pages - block_page));
-    const std::uint64_t first_frame = std::uint64_t{chunk_for(migration.block)} * chunk_frames;
+    const auto in_object =
+        static_cast<unsigned>(std::min<std::uint64_t>(uvm_block_pages, object_pages - key_page(first_key)));
     // The model sees whole blocks: what it prefetched past the object's end is not copied.
     plan.batch.pages_prefetched -= migration.pages.count_in(in_object, uvm_block_pages - in_object);
-    for (unsigned p = 0; p < in_object;) {
-      if (!migration.pages.test(p)) {
-        ++p;
-        continue;
-      }
-      unsigned end = p;
-      while (end < in_object && migration.pages.test(end)) ++end;
-      const std::uint64_t offset = (block_page + p) * page_bytes;
-      const std::uint64_t length = std::min<std::uint64_t>(std::uint64_t{end - p} * page_bytes, object.bytes - offset);
-      WARPVM_CUDA_TRY(cudaMemcpyAsync(frames_ + (first_frame + p) * page_bytes, object.host + offset, length,
-                                      cudaMemcpyHostToDevice, stream_.get()));
-      bytes += length;
-      pages += end - p;
-      p = end;
-    }
-    const BlockMask resident = model_.resident_pages(migration.block);
-    for (unsigned p = 0; p < in_object; ++p) {
-      const bool here = resident.test(p);
-      staged_owners_.get()[staged + p] = here ? first_key + p : empty_page_key;
-      staged_entries_.get()[staged + p] =
-          here ? PageEntry{page_word::valid, static_cast<std::uint32_t>(first_frame + p)} : PageEntry{0, 0};
-    }
-    updates.push_back(BlockUpdate{&object, block_page, first_frame, in_object, staged});
-    staged += in_object;
+    if (model_.resident_pages(migration.block).count() == 0) continue;
+    BlockMask inside;
+    inside.fill(0, in_object);
+    ServedBlock& served = blocks_[migration.block];
+    if (served.queued.count() == 0) queue_.push_back(migration.block);
+    served.queued |= migration.pages.without(migration.pages.without(inside));
   }
-  for (const BlockUpdate& u : updates) {
-    WARPVM_CUDA_TRY(cudaMemcpyAsync(frame_owners_ + u.first_frame, staged_owners_.get() + u.staged,
-                                    u.page_count * sizeof(std::uint64_t), cudaMemcpyHostToDevice, stream_.get()));
-    WARPVM_CUDA_TRY(cudaMemcpyAsync(u.object->pages + u.first_page, staged_entries_.get() + u.staged,
-                                    u.page_count * sizeof(PageEntry), cudaMemcpyHostToDevice, stream_.get()));
+
+  // Wait, boundedly, for the orders the queued blocks need (the warps waiting for this batch's
+  // faults carry them out), then copy what can be copied.
+  const auto evicting = Clock::now();
+  const auto deadline = evicting + eviction_wait;
+  while (queue_blocked() && !pending_orders_.empty() && Clock::now() < deadline) {
+    std::this_thread::yield();
+    reap_orders(plan.batch.pages_written_back);
   }
+  const auto transferring = Clock::now();
+  std::uint64_t bytes = 0;
+  std::uint64_t pages = 0;
+  copy_queued(pages, bytes);
 
   // Replay: drop what is left in the buffer (those warps post again once they see the new
   // epoch, which lands after the pages in stream order), then let them go.
@@ -275,7 +489,8 @@ void HostBatchedService::serve(std::vector<std::uint64_t> faults, Clock::time_po
   plan.batch.faults_flushed = static_cast<std::uint32_t>(flushed.size());
   plan.batch.start_ns = nanoseconds(started - run_start_);
   plan.batch.duration_ns = nanoseconds(replayed - started);
-  plan.batch.transfer_ns = nanoseconds(replayed - managed);
+  plan.batch.transfer_ns = nanoseconds(replayed - transferring);
+  plan.batch.eviction_ns = nanoseconds(transferring - evicting);
   batches_.push_back(plan.batch);
   pages_in_.fetch_add(pages);
   bytes_in_.fetch_add(bytes);

@@ -17,13 +17,22 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace warpvm::detail {
 
+/// 2 MB chunks an object of `bytes` needs to be resident whole (the launch check, the
+/// never-evicts flag and the service all decide from this).
+[[nodiscard]] inline std::uint64_t chunks_for_bytes(std::uint64_t bytes) {
+  constexpr std::uint64_t chunk_bytes = std::uint64_t{uvm_block_pages} * 4096;
+  return (bytes + chunk_bytes - 1) / chunk_bytes;
+}
+
 /// A migrate object as the service copies it.
 struct ServedObject {
-  const std::byte* host = nullptr;  ///< pinned backing store, host address
+  std::byte* host = nullptr;  ///< pinned backing store, host address (evicted dirty pages are written back there)
   std::uint64_t bytes = 0;
   PageEntry* pages = nullptr;       ///< device page table
 };
@@ -31,8 +40,10 @@ struct ServedObject {
 class HostBatchedService {
  public:
   /// Serves into `frames` (device memory of `frame_count` 4 KB frames, used in 2 MB chunks of
-  /// 512 frames) and records owners in `frame_owners`. Starts the service thread.
-  HostBatchedService(const Config& config, std::byte* frames, std::uint64_t* frame_owners, std::uint32_t frame_count);
+  /// 512 frames), records owners in `frame_owners`, and reads and clears `frame_dirty` when it
+  /// writes evicted pages back. Starts the service thread.
+  HostBatchedService(const Config& config, std::byte* frames, std::uint64_t* frame_owners, std::uint32_t* frame_dirty,
+                     std::uint32_t frame_count);
   ~HostBatchedService();
   HostBatchedService(const HostBatchedService&) = delete;
   HostBatchedService& operator=(const HostBatchedService&) = delete;
@@ -52,13 +63,26 @@ class HostBatchedService {
   [[nodiscard]] std::uint64_t chunks() const { return chunks_; }
   /// 2 MB chunks the registered objects need to be resident whole.
   [[nodiscard]] std::uint64_t chunks_needed() const { return chunks_needed_.load(); }  // kept by set_object
+  /// Whether the service evicts (the objects need more chunks than the cache has); the runtime
+  /// clears never_evicts exactly then, so that accesses hold their pages.
+  [[nodiscard]] bool evicts() const { return chunks_needed() > chunks_; }
+
+  /// Eviction orders not yet acknowledged, as (first order index, count): a kernel that ends
+  /// leaves them posted. Before pages are dropped the runtime runs finish_evictions over them
+  /// (no user kernel running, so no page is held) and then calls settle_orders().
+  [[nodiscard]] std::pair<std::uint64_t, std::uint64_t> unsettled_orders(const std::unique_lock<std::mutex>& paused) const;
+  /// Takes the acknowledgements of every posted order; throws if one is missing.
+  void settle_orders(const std::unique_lock<std::mutex>& paused);
 
   /// The batches served since the last clear_batches() (call it with no kernel running).
   [[nodiscard]] std::vector<FaultBatch> batches() const;
   void clear_batches();
   [[nodiscard]] std::uint64_t pages_in() const { return pages_in_.load(); }
   [[nodiscard]] std::uint64_t bytes_in() const { return bytes_in_.load(); }
-  /// Zeroes pages_in and bytes_in (call it with no kernel running).
+  [[nodiscard]] std::uint64_t pages_evicted() const { return pages_evicted_.load(); }
+  [[nodiscard]] std::uint64_t pages_out() const { return pages_out_.load(); }
+  [[nodiscard]] std::uint64_t bytes_out() const { return bytes_out_.load(); }
+  /// Zeroes the page and byte totals (call it with no kernel running).
   void reset_totals();
   /// Throws the service thread's failure, if it had one. A failed service serves nothing more,
   /// so every later call throws it again.
@@ -75,11 +99,40 @@ class HostBatchedService {
   /// Records the first failure; the thread then stops serving.
   void fail(ErrorKind kind, const std::string& what);
   void serve(std::vector<std::uint64_t> faults, Clock::time_point started);
-  std::uint32_t chunk_for(std::uint64_t block);
+
+  /// The service's view of one 2 MB block the model holds resident.
+  struct ServedBlock {
+    std::uint32_t chunk = no_chunk;
+    BlockMask copied;   ///< pages copied in and made VALID on the device
+    BlockMask queued;   ///< pages the model migrated that are not copied yet (waiting for a chunk)
+  };
+  /// An eviction order the device has not acknowledged yet; its chunk is not reused before.
+  struct PendingOrder {
+    std::uint64_t index;
+    std::uint64_t block;
+    std::uint32_t chunk;
+    BlockMask pages;  ///< the pages ordered (copied in, so VALID on the device when posted)
+  };
+  static constexpr std::uint32_t no_chunk = ~0u;
+
+  /// Gives up the block's chunk: posts an order for its copied pages, or frees it at once when
+  /// none were. Returns the pages ordered evicted (through `chunk_given_up`, whether it had one).
+  std::uint32_t evict_block(std::uint64_t block, bool& chunk_given_up);
+  /// Copies the posted orders and the replay state (with orders_posted) to the device.
+  void publish_orders(std::size_t first_staged, std::size_t count);
+  /// Finishes the acknowledged orders (their pages are BUSY on the device): writes the dirty
+  /// pages back, clears their dirty bits, writes the pages' entries absent, frees the chunks.
+  /// Adds the pages written back to `written_back`.
+  void reap_orders(std::uint32_t& written_back);
+  /// Whether some queued block cannot be copied now (its order or a free chunk is missing).
+  [[nodiscard]] bool queue_blocked() const;
+  /// Copies every queued block that can be copied now; returns pages and bytes copied.
+  void copy_queued(std::uint64_t& pages, std::uint64_t& bytes);
 
   Config config_;
   std::byte* frames_;
   std::uint64_t* frame_owners_;
+  std::uint32_t* frame_dirty_;
   std::uint64_t chunks_;
   stream_ptr stream_;
   pinned_ptr<std::uint64_t> slots_;
@@ -89,13 +142,26 @@ class HostBatchedService {
   pinned_ptr<std::uint64_t> staged_owners_;   // one batch's frame owners (whole chunks), on their way
   pinned_ptr<PageEntry> staged_entries_;      // one batch's page entries (whole blocks)
   std::size_t staged_capacity_ = 0;
+  std::uint32_t order_capacity_ = 0;
+  device_ptr<EvictionOrder> orders_;
+  device_ptr<EvictionProgress> order_progress_;
+  pinned_ptr<EvictionAck> order_acks_;            // mapped: written by the device
+  device_ptr<EvictionRing> eviction_ring_;
+  pinned_ptr<EvictionOrder> staged_orders_;       // one batch's orders, on their way
+  pinned_ptr<EvictionProgress> staged_progress_;
+  pinned_ptr<std::uint32_t> staged_dirty_;        // the dirty bits of chunks being reaped
+  pinned_ptr<PageEntry> absent_entries_;          // one block of absent entries (zeros)
   FaultRing ring_{};
   std::uint64_t taken_position_ = 0;
 
   mutable std::mutex mutex_;  // held while a batch is served, and by the runtime's changes
   sim::UvmModel model_;
   std::unordered_map<std::uint32_t, ServedObject> objects_;
-  std::unordered_map<std::uint64_t, std::uint32_t> chunk_of_block_;
+  std::unordered_map<std::uint64_t, ServedBlock> blocks_;
+  std::vector<std::uint64_t> queue_;                 // blocks with queued pages, in arrival order
+  std::unordered_set<std::uint64_t> evicting_blocks_;  // blocks with an order outstanding
+  std::vector<PendingOrder> pending_orders_;
+  std::uint64_t orders_posted_ = 0;
   std::vector<std::uint32_t> free_chunks_;
   std::vector<FaultBatch> batches_;
   Clock::time_point run_start_{};
@@ -106,6 +172,9 @@ class HostBatchedService {
   std::atomic<std::uint64_t> chunks_needed_{0};
   std::atomic<std::uint64_t> pages_in_{0};
   std::atomic<std::uint64_t> bytes_in_{0};
+  std::atomic<std::uint64_t> pages_evicted_{0};
+  std::atomic<std::uint64_t> pages_out_{0};
+  std::atomic<std::uint64_t> bytes_out_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -59,5 +59,30 @@ TEST(PageTable, ResidentPageIsNotFetchedAgain) {
   EXPECT_FALSE(page_try_begin_fetch(word));
 }
 
+// host_batched while eviction is possible: holds are added only to resident words, so the
+// words the host writes with copies (absent, or BUSY while evicted) never change under it.
+TEST(PageTable, HoldsAreAddedOnlyToResidentPages) {
+  std::uint32_t word = 0;
+  EXPECT_FALSE(page_try_hold_resident(word, 3));
+  EXPECT_EQ(word, 0u);  // untouched
+  word = valid;
+  ASSERT_TRUE(page_try_hold_resident(word, 3));
+  EXPECT_EQ(word, valid | 3u);
+  EXPECT_FALSE(page_try_begin_evict(word));  // held
+  page_release(word, 3);
+  ASSERT_TRUE(page_try_begin_evict(word));
+  EXPECT_EQ(word, busy);
+  EXPECT_FALSE(page_try_hold_resident(word, 1));
+  EXPECT_EQ(word, busy);  // untouched while evicting
+}
+
+TEST(PageTable, CancelledEvictionLeavesTheResidentPageAsItWas) {
+  std::uint32_t word = valid;
+  ASSERT_TRUE(page_try_begin_evict(word));
+  page_cancel_evict(word);
+  EXPECT_EQ(word, valid);
+  EXPECT_TRUE(page_try_hold_resident(word, 1));
+}
+
 }  // namespace
 }  // namespace warpvm::detail

@@ -1,9 +1,12 @@
 // The host_batched transport (UVM's policy, served by a host thread): exact data, the batch
-// records it keeps, prefetch on and off, flush and drop, and the launches it refuses.
+// records it keeps, prefetch on and off, flush and drop, what it refuses, and eviction when
+// the objects need more 2 MB chunks than the cache has.
 
 #include "gpu_test_support.cuh"
 
 #include <numeric>
+#include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -150,7 +153,7 @@ TEST_F(HostBatched, WritesReachTheHostAfterFlushAndDropStartsOver) {
   EXPECT_FALSE(rt.fault_batches().empty());
 }
 
-TEST_F(HostBatched, RefusesWhatItCannotServe) {
+TEST_F(HostBatched, RefusesPagesOtherThan4KB) {
   try {
     Config config = Config::preset(Preset::uvm);
     config.page_bytes = 65536;
@@ -160,17 +163,142 @@ TEST_F(HostBatched, RefusesWhatItCannotServe) {
     EXPECT_EQ(e.kind(), ErrorKind::invalid_config);
     EXPECT_NE(std::string(e.what()).find("4 KB pages"), std::string::npos) << e.what();
   }
-  Runtime rt(uvm_preset(8ull << 20));  // 4 chunks
-  auto a = rt.alloc<std::uint32_t>(4u << 20);  // 16 MiB: 8 chunks
+}
+
+/// Touches one word of each page in `pages` (a list of page indices, one per thread).
+__global__ void touch_listed_pages(array<std::uint32_t> a, const std::uint64_t* pages, std::uint64_t count,
+                                   unsigned long long* total) {
+  unsigned long long s = 0;
+  for (std::uint64_t t = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < count;
+       t += std::uint64_t{gridDim.x} * blockDim.x)
+    s += a[pages[t] * a.elements_per_page()];
+  atomicAdd(total, s);
+}
+
+std::uint64_t chunks_evicted(const std::vector<FaultBatch>& batches) {
+  std::uint64_t n = 0;
+  for (const FaultBatch& b : batches) n += b.chunks_evicted;
+  return n;
+}
+
+/// The evicting path is compiled into kernels only with -DWARPVM_HOST_BATCHED_EVICTION=ON.
+class HostBatchedEviction : public HostBatched {
+ protected:
+  void SetUp() override {
+    HostBatched::SetUp();
+    if (!WARPVM_HOST_BATCHED_EVICTION) GTEST_SKIP() << "built without -DWARPVM_HOST_BATCHED_EVICTION=ON";
+  }
+};
+
+TEST_F(HostBatched, OutgrownCacheIsRefusedSayingWhyWithoutTheEvictingBuild) {
+  if (WARPVM_HOST_BATCHED_EVICTION) GTEST_SKIP() << "this build evicts (HostBatchedEviction tests)";
+  Runtime rt(uvm_preset(16ull << 20));  // 8 chunks for 32
+  auto a = rt.alloc<std::uint32_t>(16u << 20);
+  fill_initial(a, 10);
   DeviceVector<unsigned long long> total(1);
   try {
-    rt.launch(sum_all, dim3(1), dim3(32), 0, a.device(), total.get());
-    FAIL() << "a launch needing eviction was accepted";
+    rt.launch(sum_all, dim3(264), dim3(256), 0, a.device(), total.get());
+    FAIL() << "a host_batched launch that must evict was accepted by a build that cannot";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::invalid_config);
-    EXPECT_NE(std::string(e.what()).find("does not evict yet"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("need 8"), std::string::npos) << e.what();
+    const std::string what = e.what();
+    EXPECT_NE(what.find("WARPVM_HOST_BATCHED_EVICTION=ON"), std::string::npos) << what;
+    EXPECT_NE(what.find("holds 8 chunks"), std::string::npos) << what;
+    EXPECT_NE(what.find("need 32"), std::string::npos) << what;
   }
+}
+
+TEST_F(HostBatchedEviction, OversubscribedStreamReadIsExact) {
+  constexpr std::uint64_t n = 16u << 20;  // 64 MiB: 32 blocks of 2 MB
+  for (const std::uint64_t cache_mib : {32ull, 16ull}) {  // 50% and 25%
+    Runtime rt(uvm_preset(cache_mib << 20));
+    auto a = rt.alloc<std::uint32_t>(n, Placement::migrate, "stream");
+    fill_initial(a, 11);
+    DeviceVector<unsigned long long> total(1);
+    rt.launch(sum_all, dim3(264), dim3(256), 0, a.device(), total.get());
+    rt.synchronize();
+    EXPECT_EQ(total.to_host()[0], host_sum(a)) << cache_mib << " MiB";
+    const Stats stats = rt.stats();
+    EXPECT_GE(stats.misses, n * 4 / 4096);
+    EXPECT_GT(stats.evictions, 0u);
+    EXPECT_EQ(stats.writebacks, 0u);  // nothing was written
+    EXPECT_GT(chunks_evicted(rt.fault_batches()), 0u);
+  }
+}
+
+TEST_F(HostBatchedEviction, OversubscribedReadModifyWriteReachesTheHost) {
+  constexpr std::uint64_t n = 16u << 20;  // 64 MiB, cache 16 MiB
+  Runtime rt(uvm_preset(16ull << 20));
+  auto a = rt.alloc<std::uint32_t>(n);
+  std::mt19937 random(2024);
+  for (auto& v : a.host()) v = static_cast<std::uint32_t>(random());
+  const std::vector<std::uint32_t> before(a.host().begin(), a.host().end());
+  rt.launch(add_index, dim3(264), dim3(256), 0, a.device());
+  rt.flush();
+  std::uint64_t wrong = 0;
+  for (std::uint64_t i = 0; i < n; ++i) wrong += a.host()[i] != before[i] + static_cast<std::uint32_t>(i);
+  EXPECT_EQ(wrong, 0u);
+  const Stats stats = rt.stats();
+  EXPECT_GT(stats.evictions, 0u);
+  EXPECT_GT(stats.writebacks, 0u);  // evicted dirty pages went back before the flush
+  std::uint64_t written_back = 0;
+  for (const FaultBatch& b : rt.fault_batches()) written_back += b.pages_written_back;
+  EXPECT_EQ(written_back, stats.writebacks);
+}
+
+/// Random 4 KB page touches (a fixed list, some pages several times) at a cache of `chunks`.
+void expect_random_touch_exact(std::uint64_t chunks) {
+  constexpr std::uint64_t n = 32u << 20;  // 128 MiB: 64 blocks
+  constexpr std::uint64_t pages = n / 1024;
+  Runtime rt(uvm_preset(chunks << 21));
+  auto a = rt.alloc<std::uint32_t>(n);
+  fill_initial(a, 12);
+  std::mt19937_64 random(chunks);
+  std::vector<std::uint64_t> list(8192);
+  for (auto& p : list) p = random() % pages;
+  DeviceVector<std::uint64_t> listed(list.size());
+  WARPVM_CUDA_TRY(cudaMemcpy(listed.get(), list.data(), list.size() * sizeof(std::uint64_t), cudaMemcpyHostToDevice));
+  DeviceVector<unsigned long long> total(1);
+  rt.launch(touch_listed_pages, dim3(32), dim3(128), 0, a.device(), listed.get(), std::uint64_t{list.size()},
+            total.get());
+  rt.synchronize();
+  unsigned long long expected = 0;
+  for (const std::uint64_t p : list) expected += a.host()[p * 1024];
+  EXPECT_EQ(total.to_host()[0], expected) << chunks << " chunks";
+  EXPECT_GT(chunks_evicted(rt.fault_batches()), 0u) << chunks << " chunks";
+}
+
+TEST_F(HostBatchedEviction, RandomPageTouchIsExactAtAQuarterCache) { expect_random_touch_exact(16); }
+
+TEST_F(HostBatchedEviction, RandomPageTouchIsExactAtTheSmallestCache) { expect_random_touch_exact(1); }  // one 2 MB chunk
+
+TEST_F(HostBatchedEviction, BatchTraceShowsEvictionsAndTheirCost) {
+  constexpr std::uint64_t n = 8u << 20;  // 32 MiB, cache 8 MiB
+  Runtime rt(uvm_preset(8ull << 20));
+  auto a = rt.alloc<std::uint32_t>(n);
+  fill_initial(a, 13);
+  rt.launch(add_index, dim3(132), dim3(256), 0, a.device());
+  rt.synchronize();
+  std::uint64_t chunks = 0, pages = 0, written_back = 0;
+  bool timed_eviction = false;
+  for (const FaultBatch& b : rt.fault_batches()) {
+    chunks += b.chunks_evicted;
+    pages += b.pages_evicted;
+    written_back += b.pages_written_back;
+    EXPECT_LE(b.chunks_evicted, b.blocks);  // a chunk is given up only for a block that needs one
+    EXPECT_LE(b.pages_evicted, b.chunks_evicted * 512u);
+    EXPECT_LE(b.transfer_ns + b.eviction_ns, b.duration_ns);
+    timed_eviction = timed_eviction || b.eviction_ns > 0;
+  }
+  EXPECT_GE(chunks, (n * 4 >> 21) - 4);  // at least every block but the last four was given up
+  EXPECT_GT(pages, 0u);
+  EXPECT_GT(written_back, 0u);
+  EXPECT_LE(written_back, pages);
+  EXPECT_TRUE(timed_eviction);
+  std::ostringstream csv;
+  write_batch_trace_header(csv);
+  write_batch_trace_rows(csv, BatchRun{"rmw", 0.25, 256, true, true}, rt.fault_batches());
+  EXPECT_NE(csv.str().find("pages_written_back,eviction_ns\n"), std::string::npos);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "warpvm/detail/core/geometry.hpp"
 #include "warpvm/detail/core/page_table.hpp"
 #include "warpvm/detail/host_device.hpp"
+#include "warpvm/detail/policy/uvm_prefetch.hpp"
 #include "warpvm/trace.hpp"
 
 #include <cstddef>
@@ -46,9 +47,44 @@ inline constexpr std::uint32_t error_state_set = 1;
 /// What the host_batched service tells waiting warps after every batch (device memory, copied
 /// in by the host, so that warps poll L2 rather than the link).
 struct ReplayState {
-  std::uint64_t consumed;  ///< fault buffer positions below this have been taken
-  std::uint32_t epoch;     ///< bumped after every batch (replay)
+  std::uint64_t consumed;         ///< fault buffer positions below this have been taken
+  std::uint64_t orders_posted;    ///< eviction orders below this index are in the order ring
+  std::uint64_t orders_complete;  ///< every eviction order below this index is acknowledged
+  std::uint32_t epoch;            ///< bumped after every batch (replay)
   std::uint32_t pad;
+};
+
+/// host_batched, while the cache can be full: the service's order to evict the pages of one
+/// 2 MB block from its chunk. Device memory, written by the host; waiting warps move its pages
+/// to BUSY (host_batched.cuh).
+struct EvictionOrder {
+  std::uint64_t first_key;  ///< page key of the block's first page
+  std::uint32_t pages;      ///< pages in `mask`
+  std::uint32_t pad;
+  BlockMask mask;           ///< the block's pages to evict: those the service made resident
+};
+
+/// How far an order has got (device memory, one per ring slot): the order's index (low 32
+/// bits) above the pages moved to BUSY so far. The host writes {index, 0} before the order
+/// itself, so a warp that read a slot's order before the slot was reused finds the tag changed.
+struct EvictionProgress {
+  std::uint64_t tagged;
+};
+
+/// An order's acknowledgement (mapped pinned memory, one per ring slot), written by the warp
+/// that moves its last page to BUSY: order index + 1. The host then writes the dirty pages back
+/// and marks the pages absent, with copies (no device atomic touches a BUSY word).
+struct EvictionAck {
+  std::uint64_t sequence;
+};
+
+/// The eviction order ring (the struct itself lives in device memory, so that the handle pays
+/// one pointer for it). Order `o` is in slot `o % capacity`.
+struct EvictionRing {
+  EvictionOrder* orders;      ///< device memory
+  EvictionProgress* progress; ///< device memory
+  EvictionAck* acks;          ///< mapped pinned host memory (device address)
+  std::uint32_t capacity;     ///< a power of two, at least the chunks (an order holds a chunk)
 };
 
 /// The host_batched transport's fault buffer: warps post page keys (plus one; 0 marks an empty
@@ -59,6 +95,7 @@ struct FaultRing {
   std::uint64_t* slots;          ///< mapped pinned host memory, `capacity` entries
   std::uint64_t* next_position;  ///< device word
   const ReplayState* replay;     ///< device memory
+  const EvictionRing* evictions; ///< device memory
   std::uint32_t capacity;        ///< a power of two
 };
 

@@ -93,6 +93,25 @@ WARPVM_HD_INLINE bool page_try_begin_evict(std::uint32_t& word) {
                                                    cuda::std::memory_order_relaxed);
 }
 
+/// host_batched while eviction is possible: adds `n` holders only to a resident page (a CAS, so
+/// a page that is absent or being evicted is never written: the host writes absent pages' entries
+/// with copies, which an atomic on the same word would race). Returns whether it did.
+WARPVM_HD_INLINE bool page_try_hold_resident(std::uint32_t& word, std::uint32_t n) {
+  page_atomic ref(word);
+  std::uint32_t seen = ref.load(cuda::std::memory_order_relaxed);
+  while (page_word::is_resident(seen)) {
+    if (ref.compare_exchange_weak(seen, seen + n, cuda::std::memory_order_acquire, cuda::std::memory_order_relaxed))
+      return true;
+  }
+  return false;
+}
+
+/// Takes back a begin_evict that turned out not to be ordered (host_batched: a stale eviction
+/// order): BUSY with no holders -> VALID with no holders. Nobody else writes a BUSY word.
+WARPVM_HD_INLINE void page_cancel_evict(std::uint32_t& word) {
+  page_atomic(word).fetch_xor(page_word::valid | page_word::busy, cuda::std::memory_order_release);
+}
+
 /// Ends an eviction; holders that arrived meanwhile stay counted and will re-fetch.
 WARPVM_HD_INLINE void page_finish_evict(std::uint32_t& word) {
   page_atomic(word).fetch_and(~page_word::busy, cuda::std::memory_order_release);

@@ -7,6 +7,32 @@
 /// post duplicates, which the host drops, as UVM's driver does. After every batch the host
 /// flushes the buffer and bumps the replay epoch: a warp whose page is still absent then posts
 /// again, as a replayed access faults again.
+///
+/// Eviction (while the migrate objects need more 2 MB chunks than the cache has; the runtime
+/// then clears never_evicts). The service picks the victim chunk with UVM's policy (UvmModel),
+/// but only the device can change page words atomically while a kernel runs, so the service
+/// posts an eviction order (the block's resident pages) and warps that wait for their own
+/// faults carry it out: per page, begin_evict (CAS VALID with no holders -> BUSY, skipped and
+/// retried later while held), then the order is counted; the warp that counts the last page
+/// acknowledges it in mapped memory. The service then writes the dirty pages back and the
+/// pages' entries absent with copies, and only then reuses the chunk's frames. Accesses hold
+/// their page again (page_try_hold_resident, a CAS that only touches a resident word), so:
+///  - no warp reads a page being evicted: frame data is read only by holders, begin_evict
+///    fails while anyone holds the page, and no hold can be added to a BUSY or absent word;
+///    a hold added to a page that was evicted and brought in again reads the frame after the
+///    CAS, so it sees the new frame;
+///  - the host writes a page's entry only while the device leaves the word alone: absent (a
+///    page the service copies in, whose block has no order outstanding) or BUSY (an evicted
+///    page); the device changes a word only with atomics while it is VALID: the two never race;
+///  - no deadlock through eviction: an evicting warp never waits for a page (held pages are
+///    skipped), so it cannot wait on a hold of its own; element accesses hold their page only
+///    around their own operation (each lane finishes as soon as its page is resident, the
+///    others wait holding nothing), so every hold an order meets is released in bounded time;
+///    and the service waits for an order only up to a time bound (a block whose chunk is still
+///    being evicted stays queued while others are served; each batch bumps the epoch, so its
+///    waiting warps post again and keep batches coming). Spans and cursors keep their page
+///    while the warp waits for another fault: a chunk they pin is evicted once they release
+///    it, and the watchdog reports a cache too small for what they hold.
 
 #include "warpvm/detail/core/acquire.cuh"
 #include "warpvm/detail/core/cache_view.hpp"
@@ -42,9 +68,9 @@ __device__ inline void post_fault(const CacheView& cache, std::uint64_t key) {
 }
 
 /// The frame of page `page` of `object` once the host has served it (all active lanes call
-/// together, each with its own page). Nothing is held: host_batched runs only while every
-/// migrate object fits in the cache, so a resident page stays in its frame. A warp that waits
-/// longer than the watchdog (no service thread, say) records no_progress and traps.
+/// together, each with its own page), while nothing can be evicted (never_evicts): nothing is
+/// held, a resident page stays in its frame until the kernel ends. A warp that waits longer
+/// than the watchdog (no service thread, say) records no_progress and traps.
 __device__ inline std::uint32_t await_host_service(const CacheView& cache, const ObjectDescriptor& object,
                                                    std::uint64_t page, bool write) {
   const unsigned mask = __activemask();
@@ -82,6 +108,139 @@ __device__ inline std::uint32_t await_host_service(const CacheView& cache, const
     backoff_ns = backoff_ns * 2 < backoff_max_ns ? backoff_ns * 2 : backoff_max_ns;
   }
   if (is_leader)
+    record_fault(cache, started, object.id, page, static_cast<unsigned>(__popc(peers)), FaultKind::host, group_writes, posts);
+  return frame;
+}
+
+/// Whether order `o` in `slot` is still the slot's order and not yet complete (an evictor that
+/// won a page checks this after winning, see evict_order_pages).
+__device__ __forceinline__ bool order_is_current(const EvictionRing& ring, std::uint32_t slot, std::uint64_t o,
+                                                 std::uint32_t pages) {
+  const std::uint64_t tagged = cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>(ring.progress[slot].tagged)
+                                   .load(cuda::std::memory_order_acquire);
+  return (tagged >> 32) == (o & 0xffffffffu) && (tagged & 0xffffffffu) < pages;
+}
+
+/// One pass of the warp (all lanes of `mask`) over eviction order `o`: every page of the order
+/// that is resident and held by nobody goes VALID -> BUSY; held pages are left for a later pass,
+/// so the warp never waits here. Nothing else: once the order is acknowledged the service
+/// copies the dirty pages back and writes the pages absent with copies, which is safe because
+/// no atomic of the device ever touches a BUSY word (holds need VALID, begin_evict needs VALID).
+/// A page won after its order completed (the block was brought in again, possibly into the
+/// same chunk, and this warp read the order before) is given back untouched: the order's
+/// progress word says so, and while our won page is not yet counted the order cannot
+/// complete, so an order current at the check was current at the win.
+__device__ inline void evict_order_pages(const CacheView& cache, unsigned mask, std::uint64_t o) {
+  const EvictionRing& ring = *cache.faults.evictions;
+  const auto slot = static_cast<std::uint32_t>(o & (ring.capacity - 1));
+  const EvictionOrder& order = ring.orders[slot];
+  const std::uint64_t first_key = __ldcg(&order.first_key);  // written by host copies: L2, not L1
+  const std::uint32_t pages = __ldcg(&order.pages);
+  if (!order_is_current(ring, slot, o, pages)) return;
+  const unsigned lanes = __popc(mask);
+  std::uint32_t won_pages = 0;
+  for (unsigned p = __popc(mask & lanemask_lt()); p < uvm_block_pages; p += lanes) {
+    if (((__ldcg(&order.mask.words[p / 64]) >> (p % 64)) & 1u) == 0) continue;
+    std::uint32_t& word = page_word_of(cache, first_key + p);
+    if (!page_try_begin_evict(word)) continue;
+    if (order_is_current(ring, slot, o, pages))
+      ++won_pages;
+    else
+      page_cancel_evict(word);
+  }
+  if (won_pages == 0) return;
+  // Release: our BUSY words (and, through the holders' releases, their frame writes and dirty
+  // bits) come before the count; the warp that counts the last page tells the host.
+  const std::uint64_t before = cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>(ring.progress[slot].tagged)
+                                   .fetch_add(won_pages, cuda::std::memory_order_acq_rel);
+  if ((before & 0xffffffffu) + won_pages != pages) return;
+  __threadfence_system();
+  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(ring.acks[slot].sequence)
+      .store(o + 1, cuda::std::memory_order_release);
+}
+
+/// A waiting warp's share of the eviction work: one pass over one outstanding order, chosen by
+/// the warp's index and `round` so that waiting warps spread over the orders.
+__device__ inline void help_evict(const CacheView& cache, unsigned mask, unsigned round) {
+  const unsigned first = __ffs(mask) - 1;
+  std::uint64_t complete = 0;
+  std::uint64_t posted = 0;
+  if (lane_id() == first) {
+    complete = __ldcg(&cache.faults.replay->orders_complete);
+    posted = __ldcg(&cache.faults.replay->orders_posted);
+  }
+  complete = __shfl_sync(mask, complete, first);
+  posted = __shfl_sync(mask, posted, first);
+  if (posted <= complete) return;
+  evict_order_pages(cache, mask, complete + (std::uint64_t{global_warp_index()} + round) % (posted - complete));
+}
+
+/// host_batched while eviction is possible. All active lanes call together, each with its own
+/// page. Every lane's page is held (page_try_hold_resident) once resident; then, with `keep`,
+/// the lane keeps the hold (a span or cursor; the caller releases it) and the frame is
+/// returned; without, `use(frame)` runs for the lane while it holds the page, and the hold is
+/// released in the same round (an element access): such a lane holds nothing while the warp
+/// waits for its other lanes. Lanes whose page is absent post it (again after every replay
+/// epoch) and, while they wait, the warp helps carry out the service's eviction orders.
+template <class Use>
+__device__ inline std::uint32_t hold_from_host(const CacheView& cache, const ObjectDescriptor& object,
+                                               std::uint64_t page, bool write, bool keep, Use&& use) {
+  const unsigned mask = __activemask();
+  const std::uint64_t key = make_page_key(object.id, page);
+  const unsigned peers = __match_any_sync(mask, key);
+  const unsigned leader = __ffs(peers) - 1;
+  const bool is_leader = lane_id() == leader;
+  const bool group_writes = (__ballot_sync(mask, write) & peers) != 0;
+  const std::uint64_t started = global_timer_ns();  // for the watchdog and the fault event
+  std::uint32_t& word = object.pages[page].state;
+  unsigned posts = 0;
+  std::uint32_t epoch = 0;
+  bool done = false;
+  std::uint32_t frame = 0;
+  unsigned backoff_ns = backoff_min_ns;
+  for (unsigned round = 0;; ++round) {
+    bool got = false;
+    std::uint32_t seen_frame = 0;
+    if (is_leader && !done && page_try_hold_resident(word, static_cast<std::uint32_t>(__popc(peers)))) {
+      got = true;
+      seen_frame = resident_frame(object, page);  // after the hold: the frame cannot change now
+      if (group_writes) cache.table.set_dirty(seen_frame, true);  // before the hold's release
+    }
+    got = __shfl_sync(mask, got, leader);
+    seen_frame = __shfl_sync(mask, seen_frame, leader);
+    if (got) {
+      frame = seen_frame;
+      done = true;
+      if (!keep) use(frame);
+    }
+    if (!keep) {
+      __syncwarp(mask);  // every lane's accesses to its frame come before its leader's release
+      if (got && is_leader) page_release(word, static_cast<std::uint32_t>(__popc(peers)));
+    }
+    if (__all_sync(mask, done)) break;
+    if (is_leader && !done) {
+      // As in await_host_service: the epoch is read before each post, so a flush that drops
+      // the post bumps it afterwards and the warp posts again.
+      const std::uint32_t now = read_replay_epoch(cache.faults);
+      if (posts == 0 || now != epoch) {
+        epoch = now;
+        __threadfence_system();
+        post_fault(cache, key);
+        ++posts;
+      }
+    }
+    help_evict(cache, mask, round);
+    if (global_timer_ns() - started > cache.watchdog_ns) {
+      record_error(cache, ErrorKind::no_progress, object.id, page, 0);
+      __trap();
+    }
+    __nanosleep(backoff_ns);
+    backoff_ns = backoff_ns * 2 < backoff_max_ns ? backoff_ns * 2 : backoff_max_ns;
+  }
+  const unsigned hit_leaders = __ballot_sync(mask, is_leader && posts == 0);
+  if (lane_id() == static_cast<unsigned>(__ffs(mask) - 1) && hit_leaders != 0)
+    count_event(cache, Counter::hits, __popc(hit_leaders));
+  if (is_leader && posts != 0)
     record_fault(cache, started, object.id, page, static_cast<unsigned>(__popc(peers)), FaultKind::host, group_writes, posts);
   return frame;
 }
