@@ -7,5 +7,6 @@
 #include "warpvm/config.hpp"
 #include "warpvm/error.hpp"
 #include "warpvm/heap.hpp"
+#include "warpvm/multi_gpu.hpp"
 #include "warpvm/runtime.hpp"
 #include "warpvm/stats.hpp"

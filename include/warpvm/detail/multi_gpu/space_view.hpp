@@ -1,0 +1,108 @@
+#pragma once
+/// @file
+/// What device code sees of a MultiGpuSpace: per GPU, one SpaceView and one object table in that
+/// GPU's memory, holding pointers into every GPU's memory (peer access, UVA) and the host's.
+
+#include "warpvm/detail/host_device.hpp"
+#include "warpvm/detail/multi_gpu/frame_pool.hpp"
+#include "warpvm/detail/policy/placement.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace warpvm {
+
+/// How a multi-GPU object's pages are placed: one of placement.hpp's page policies for every
+/// shared fault, or OASIS's per-object controller (the O-Table) choosing between them.
+enum class PlacementPolicy : std::uint8_t { oasis, on_touch, access_counter, duplication };
+
+[[nodiscard]] constexpr const char* to_string(PlacementPolicy p) {
+  switch (p) {
+    case PlacementPolicy::oasis: return "oasis";
+    case PlacementPolicy::on_touch: return "on_touch";
+    case PlacementPolicy::access_counter: return "access_counter";
+    case PlacementPolicy::duplication: return "duplication";
+  }
+  return "?";
+}
+
+}  // namespace warpvm
+
+namespace warpvm::detail::mg {
+
+/// The most GPUs one space spans (the directory's masks allow 64; the per-GPU tables are sized
+/// for this).
+inline constexpr unsigned max_gpus = 16;
+
+/// Per-GPU event counters, sharded by SM so that no counter is one contended word.
+enum class Counter : std::uint32_t {
+  local_accesses,       ///< warp accesses (one per page per warp) served from the GPU's own frame
+  remote_accesses,      ///< warp accesses to a peer's frame over NVLink
+  remote_lines,         ///< 128 B lines those touched (what the access counters count)
+  first_touches,        ///< pages fetched from the host
+  shared_faults,        ///< faults on pages another GPU held (the O-Table learns from these)
+  migrations,           ///< fault-driven page moves (on-touch, duplication's write)
+  counter_migrations,   ///< pages moved because this GPU's access counter reached the threshold
+  replications,
+  collapses,            ///< writes that collapsed replicas
+  remote_maps,
+  write_upgrades,       ///< first write through a read-only mapping that may write (marks dirty)
+  invalidations,        ///< other GPUs' mappings taken away or narrowed (revoked and drained)
+  aborted_transitions,  ///< transitions abandoned because a mapping did not drain in time (retried)
+  nvlink_bytes,         ///< pages pulled from peers plus remote lines
+  pcie_bytes,           ///< pages fetched from the host plus pages written back
+  writebacks,
+  count
+};
+inline constexpr std::uint32_t counter_count = static_cast<std::uint32_t>(Counter::count);
+inline constexpr std::uint32_t counter_shards = 64;
+
+/// First device-side failure (mapped pinned host memory, plain stores; the claim is a device
+/// word on the space's first GPU).
+struct ErrorRecord {
+  std::uint32_t state;  ///< 0, then 1 once every field is written
+  std::uint32_t object_id;
+  std::uint32_t gpu;
+  std::uint32_t frames;  ///< the pool's size
+  std::uint64_t page;
+};
+
+/// One object as one GPU's kernels see it (a copy per GPU, in that GPU's memory).
+struct ObjectView {
+  std::byte* host;                  ///< pinned backing store (this device's address for it)
+  std::uint64_t bytes;
+  DirectoryEntry* directory;        ///< per page, on the object's home GPU
+  std::uint32_t* dirty;             ///< per page, on the home GPU: written since the last flush
+  std::uint64_t* pte[max_gpus];     ///< every GPU's page table of this object
+  std::uint32_t* counters;          ///< this GPU's access counters, one per 64 KB group
+  std::uint32_t id;
+  PlacementPolicy policy;
+};
+
+struct SpaceView {
+  FramePoolView pools[max_gpus];  ///< every GPU's frame pool (frames are freed into their own GPU's)
+  ObjectView* objects;            ///< this GPU's copy of the object table, indexed by id
+  std::uint32_t* otable;          ///< one word per object id, on the first GPU
+  std::uint64_t* counters;        ///< this GPU's [counter_shards][counter_count]
+  ErrorRecord* error;             ///< mapped host memory
+  std::uint32_t* error_claim;     ///< device word on the first GPU
+  std::uint64_t drain_timeout_ns; ///< a transition whose mappings have not drained by then is abandoned
+  std::uint32_t reset_threshold;
+  std::uint32_t counter_threshold;
+  std::uint32_t pages_per_group;  ///< pages per access-counter group (64 KB / page, at least 1)
+  unsigned gpu;
+  unsigned gpus;
+  unsigned page_shift;
+};
+
+/// A handle's binding to one GPU: enough for the hit path without touching the tables.
+struct Binding {
+  const SpaceView* space = nullptr;   ///< the bound GPU's view (device memory)
+  const ObjectView* object = nullptr; ///< the bound GPU's entry for the object
+  std::uint64_t* pte = nullptr;       ///< the bound GPU's page table of the object
+  unsigned gpu = 0;
+  unsigned gpus = 0;
+  unsigned page_shift = 0;
+};
+
+}  // namespace warpvm::detail::mg

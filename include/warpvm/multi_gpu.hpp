@@ -1,0 +1,288 @@
+#pragma once
+/// @file
+/// One paged space over N NVLink-connected GPUs and the host, with OASIS's page placement
+/// (issue #6, docs/placement.md). Objects live first in pinned host memory; each GPU has a frame
+/// pool and a page table per object; one directory per object (on its home GPU) and the O-Table
+/// (on the first GPU) are reached by every GPU through peer access. Kernels take
+/// `shared_array<T>` handles bound to the GPU they run on; a fault is served on the GPU by the
+/// faulting warp (placement.hpp's decide()/apply(), warp copies over PCIe or NVLink).
+///
+/// @code
+///   warpvm::MultiGpuSpace space({.devices = {0, 1}, .frame_bytes_per_gpu = 4ull << 30});
+///   auto in = space.alloc<float>(n, warpvm::PlacementPolicy::oasis, "in");
+///   std::ranges::fill(in.host(), 1.0f);
+///   space.launch(kernel, grid, block, 0, in.on(0));  // on every GPU, handles rebound to each
+///   space.flush();                                    // dirty pages back in in.host()
+/// @endcode
+
+#include "warpvm/array.hpp"
+#include "warpvm/detail/multi_gpu/space_view.hpp"
+#include "warpvm/error.hpp"
+
+#if defined(__CUDACC__)
+#include "warpvm/detail/multi_gpu/fault.cuh"
+#endif
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace warpvm {
+
+struct MultiGpuConfig {
+  std::vector<int> devices;                      ///< CUDA ordinals; empty: every visible device
+  std::size_t frame_bytes_per_gpu = 1ull << 30;  ///< each GPU's frame pool (no eviction: must hold its share)
+  std::size_t page_bytes = 4096;                 ///< a power of two, at least 4 KB
+  PlacementPolicy default_policy = PlacementPolicy::oasis;
+  std::uint32_t reset_threshold = detail::default_reset_threshold;      ///< O-Table: shared faults per relearn, 1-255
+  std::uint32_t counter_threshold = detail::default_counter_threshold;  ///< remote lines per 64 KB group before migrating
+  std::uint32_t max_objects = 256;
+  double drain_timeout_seconds = 1e-3;  ///< a transition whose old mappings are still held then is retried
+};
+
+/// What one GPU did since the space was made (or reset_stats()).
+struct GpuPlacementStats {
+  std::uint64_t local_accesses = 0;   ///< warp accesses (one per page per warp) to the GPU's own frames
+  std::uint64_t remote_accesses = 0;  ///< warp accesses to a peer's frame
+  std::uint64_t remote_lines = 0;     ///< 128 B lines those touched
+  std::uint64_t first_touches = 0;
+  std::uint64_t shared_faults = 0;
+  std::uint64_t migrations = 0;
+  std::uint64_t counter_migrations = 0;
+  std::uint64_t replications = 0;
+  std::uint64_t collapses = 0;
+  std::uint64_t remote_maps = 0;
+  std::uint64_t write_upgrades = 0;
+  std::uint64_t invalidations = 0;
+  std::uint64_t aborted_transitions = 0;
+  std::uint64_t nvlink_bytes = 0;  ///< pages pulled from peers plus remote lines
+  std::uint64_t pcie_bytes = 0;    ///< pages fetched from and written back to the host
+  std::uint64_t writebacks = 0;
+
+  GpuPlacementStats& operator+=(const GpuPlacementStats& o);
+};
+
+struct MultiGpuStats {
+  std::vector<GpuPlacementStats> per_gpu;
+  [[nodiscard]] GpuPlacementStats total() const;
+};
+
+class MultiGpuSpace;
+namespace detail::mg {
+class SpaceState;
+
+/// Move-only owner of one registered object; frees it (frames, tables, host memory) when dropped.
+class ObjectOwner {
+ public:
+  ObjectOwner() = default;
+  ObjectOwner(std::shared_ptr<SpaceState> state, std::uint32_t id);
+  ~ObjectOwner();
+  ObjectOwner(ObjectOwner&& other) noexcept;
+  ObjectOwner& operator=(ObjectOwner&& other) noexcept;
+  ObjectOwner(const ObjectOwner&) = delete;
+  ObjectOwner& operator=(const ObjectOwner&) = delete;
+
+  [[nodiscard]] Binding binding(unsigned gpu) const;
+  [[nodiscard]] std::byte* host_data() const;
+  [[nodiscard]] std::uint64_t bytes() const;
+  [[nodiscard]] const std::string& name() const;
+  [[nodiscard]] PlacementPolicy policy() const;
+  [[nodiscard]] std::uint32_t id() const { return id_; }
+
+ private:
+  void reset() noexcept;
+  std::shared_ptr<SpaceState> state_;
+  std::uint32_t id_ = ~0u;
+};
+}  // namespace detail::mg
+
+/// The handle kernels take by value: an object of a MultiGpuSpace as seen from one GPU.
+/// Element and page accesses are warp-level (lanes on one page share one hold) and work with
+/// divergent lanes and any pattern. Stores and reads of the same element by different GPUs in one
+/// phase are ordered only by the page's transitions (as on one GPU without atomics: a data race).
+template <class T>
+class shared_array {
+  static_assert(std::is_trivially_copyable_v<T>, "shared_array elements must be trivially copyable");
+
+ public:
+  shared_array() = default;
+  [[nodiscard]] WARPVM_HD std::uint64_t size() const { return size_; }
+  [[nodiscard]] WARPVM_HD std::uint32_t id() const { return id_; }
+  /// The GPU the handle is bound to (0 .. gpus()-1, an index into the space's devices).
+  [[nodiscard]] WARPVM_HD unsigned gpu() const { return binding_.gpu; }
+  [[nodiscard]] WARPVM_HD unsigned gpus() const { return binding_.gpus; }
+  [[nodiscard]] WARPVM_HD std::uint64_t elements_per_page() const {
+    return (std::uint64_t{1} << binding_.page_shift) / sizeof(T);
+  }
+
+  /// The same object viewed as elements of U (for objects of mixed-width data; U's size must
+  /// divide the page).
+  template <class U>
+  [[nodiscard]] shared_array<U> as() const {
+    return shared_array<U>(binding_, size_ * sizeof(T) / sizeof(U), id_);
+  }
+
+#if defined(__CUDACC__)
+  [[nodiscard]] __device__ T load(std::uint64_t i) const {
+    const std::uint64_t at = i * sizeof(T);
+    T value;
+    detail::mg::access_page(binding_, at >> binding_.page_shift, false, at >> detail::mg::line_shift, 0,
+                            [&](const std::byte* frame) { value = *reinterpret_cast<const T*>(frame + (at & page_mask())); });
+    return value;
+  }
+  [[nodiscard]] __device__ T operator[](std::uint64_t i) const { return load(i); }
+  __device__ void store(std::uint64_t i, const T& value) const {
+    const std::uint64_t at = i * sizeof(T);
+    detail::mg::access_page(binding_, at >> binding_.page_shift, true, at >> detail::mg::line_shift, 0,
+                            [&](std::byte* frame) { *reinterpret_cast<T*>(frame + (at & page_mask())) = value; });
+  }
+  /// Holds the page of element `i` for `A` while `f(data, first, count)` runs: `data[j]` is
+  /// element `first + j`, for j < count (the page's elements inside the object). A remote page
+  /// counts as an access to each of its lines. Accessing other shared objects inside `f` is
+  /// allowed (the one case where a warp waits for a directory lock while holding a page:
+  /// docs/placement.md says why that still cannot deadlock).
+  template <access A, class F>
+  __device__ void with_page(std::uint64_t i, F&& f) const {
+    const std::uint64_t per_page = elements_per_page(), page = i / per_page, first = page * per_page;
+    const std::uint64_t left = size_ - first;
+    const auto count = static_cast<std::uint32_t>(left < per_page ? left : per_page);
+    const auto lines = static_cast<std::uint32_t>((count * sizeof(T) + 127) >> detail::mg::line_shift);
+    using Element = std::conditional_t<A == access::read, const T, T>;
+    detail::mg::access_page(binding_, page, A != access::read, 0, lines == 0 ? 1 : lines,
+                            [&](std::byte* frame) { f(reinterpret_cast<Element*>(frame), first, count); });
+  }
+#endif
+
+ private:
+  friend class MultiGpuSpace;
+  template <class>
+  friend class shared_object;
+  template <class>
+  friend class shared_array;
+  shared_array(detail::mg::Binding binding, std::uint64_t size, std::uint32_t id)
+      : binding_(binding), size_(size), id_(id) {}
+  [[nodiscard]] WARPVM_HD std::uint64_t page_mask() const { return (std::uint64_t{1} << binding_.page_shift) - 1; }
+
+  detail::mg::Binding binding_;
+  std::uint64_t size_ = 0;
+  std::uint32_t id_ = 0;
+};
+
+/// An object of a MultiGpuSpace, owned by the host. Move-only. Its host() copy is the data until
+/// a GPU touches it; after kernels, flush() makes it exact again. Destroying it drops its pages
+/// from every GPU and frees its host memory.
+template <class T>
+class shared_object {
+ public:
+  shared_object() = default;
+  [[nodiscard]] std::span<T> host() const { return {reinterpret_cast<T*>(owner_.host_data()), size()}; }
+  [[nodiscard]] std::size_t size() const { return owner_.bytes() / sizeof(T); }
+  [[nodiscard]] std::uint32_t id() const { return owner_.id(); }
+  [[nodiscard]] const std::string& name() const { return owner_.name(); }
+  [[nodiscard]] PlacementPolicy policy() const { return owner_.policy(); }
+  /// The handle bound to GPU `gpu` (an index into the space's devices).
+  [[nodiscard]] shared_array<T> on(unsigned gpu) const { return shared_array<T>(owner_.binding(gpu), size(), id()); }
+
+ private:
+  friend class MultiGpuSpace;
+  explicit shared_object(detail::mg::ObjectOwner owner) : owner_(std::move(owner)) {}
+  detail::mg::ObjectOwner owner_;
+};
+
+/// The space. Not copyable; used from one host thread at a time; every call restores the
+/// caller's current device. Objects keep its state alive.
+class MultiGpuSpace {
+ public:
+  /// Enables peer access between every pair of devices (Error(invalid_config) naming a pair that
+  /// has none) and allocates each GPU's frame pool. Throws warpvm::Error.
+  explicit MultiGpuSpace(MultiGpuConfig config = {});
+  ~MultiGpuSpace();
+  MultiGpuSpace(const MultiGpuSpace&) = delete;
+  MultiGpuSpace& operator=(const MultiGpuSpace&) = delete;
+
+  /// `count` elements in new pinned host memory (zeroed), placed by `policy` (default: the
+  /// space's), named for messages.
+  template <class T>
+  [[nodiscard]] shared_object<T> alloc(std::size_t count, std::optional<PlacementPolicy> policy = std::nullopt,
+                                       std::string name = {}) {
+    WARPVM_EXPECTS(count <= std::numeric_limits<std::size_t>::max() / sizeof(T), ErrorKind::invalid_argument,
+                   "object '" + name + "': " + std::to_string(count) + " elements overflow the address space");
+    return shared_object<T>(register_object(count * sizeof(T), policy, std::move(name)));
+  }
+
+  /// An explicit phase boundary: waits for every GPU's work, then clears every object's O-Table
+  /// count (the next shared fault relearns its policy). launch() and launch_on() call it.
+  void begin_phase();
+
+  /// One phase: begin_phase(), then `kernel` on every GPU of the space, each launch with its
+  /// shared_array arguments rebound to that GPU. Does not wait for the kernels.
+  template <class... Params, class... Args>
+  void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, const Args&... args) {
+    static_assert(sizeof...(Params) == sizeof...(Args), "launch: wrong number of kernel arguments");
+    begin_phase();
+    for (unsigned g = 0; g < gpus(); ++g) launch_one(g, kernel, grid, block, shared_bytes, args...);
+  }
+  /// One phase on one GPU.
+  template <class... Params, class... Args>
+  void launch_on(unsigned gpu, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes,
+                 const Args&... args) {
+    static_assert(sizeof...(Params) == sizeof...(Args), "launch_on: wrong number of kernel arguments");
+    begin_phase();
+    launch_one(gpu, kernel, grid, block, shared_bytes, args...);
+  }
+
+  /// Waits for every GPU; raises the first device-side failure (a full frame pool, naming the
+  /// object and the GPU) or CUDA error as warpvm::Error.
+  void synchronize();
+  /// synchronize(), then writes every dirty page back from its owner: each object's host() is exact.
+  void flush();
+  /// flush(), then forgets every GPU copy: pages, directories, access counters, O-Table back to
+  /// their state at allocation (stats are kept).
+  void drop_cached();
+
+  [[nodiscard]] MultiGpuStats stats() const;
+  void reset_stats();
+
+  [[nodiscard]] unsigned gpus() const;
+  [[nodiscard]] int device(unsigned gpu) const;
+  [[nodiscard]] cudaStream_t stream(unsigned gpu) const;
+  [[nodiscard]] std::size_t page_bytes() const;
+  [[nodiscard]] std::uint32_t frames_per_gpu() const;
+
+ private:
+  template <class A>
+  static const A& bind_arg(const detail::mg::SpaceState&, unsigned, const A& a) {
+    return a;
+  }
+  template <class U>
+  static shared_array<U> bind_arg(const detail::mg::SpaceState& state, unsigned gpu, const shared_array<U>& a) {
+    return shared_array<U>(binding_of(state, a.id(), gpu), a.size(), a.id());
+  }
+  template <class... Params, class... Args>
+  void launch_one(unsigned gpu, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes,
+                  const Args&... args) {
+    std::tuple<std::decay_t<Params>...> params(bind_arg(*state_, gpu, args)...);
+    std::apply(
+        [&](auto&... p) {
+          void* pointers[] = {static_cast<void*>(&p)..., nullptr};
+          launch_raw(gpu, reinterpret_cast<const void*>(kernel), grid, block, shared_bytes, pointers);
+        },
+        params);
+  }
+  static detail::mg::Binding binding_of(const detail::mg::SpaceState& state, std::uint32_t id, unsigned gpu);
+  detail::mg::ObjectOwner register_object(std::size_t bytes, std::optional<PlacementPolicy> policy, std::string name);
+  void launch_raw(unsigned gpu, const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes, void** args);
+  std::shared_ptr<detail::mg::SpaceState> state_;
+};
+
+}  // namespace warpvm

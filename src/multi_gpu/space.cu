@@ -1,0 +1,559 @@
+// MultiGpuSpace: the host side of multi-GPU placement (docs/placement.md). Owns each GPU's frame
+// pool, page tables, counters and device views, the objects' directories (on their home GPU),
+// the O-Table and the error record; runs the maintenance kernels (directory init, O-Table phase
+// reset, write-back, freeing an object's frames).
+
+#include "warpvm/multi_gpu.hpp"
+
+#include "cuda_buffers.hpp"
+#include "warpvm/detail/multi_gpu/fault.cuh"
+#include "warpvm/runtime.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace warpvm {
+
+GpuPlacementStats& GpuPlacementStats::operator+=(const GpuPlacementStats& o) {
+  local_accesses += o.local_accesses;
+  remote_accesses += o.remote_accesses;
+  remote_lines += o.remote_lines;
+  first_touches += o.first_touches;
+  shared_faults += o.shared_faults;
+  migrations += o.migrations;
+  counter_migrations += o.counter_migrations;
+  replications += o.replications;
+  collapses += o.collapses;
+  remote_maps += o.remote_maps;
+  write_upgrades += o.write_upgrades;
+  invalidations += o.invalidations;
+  aborted_transitions += o.aborted_transitions;
+  nvlink_bytes += o.nvlink_bytes;
+  pcie_bytes += o.pcie_bytes;
+  writebacks += o.writebacks;
+  return *this;
+}
+
+GpuPlacementStats MultiGpuStats::total() const {
+  GpuPlacementStats sum;
+  for (const auto& g : per_gpu) sum += g;
+  return sum;
+}
+
+namespace detail::mg {
+namespace {
+
+constexpr unsigned maintenance_block = 256;
+
+/// cudaMalloc'd memory of one device, freed with that device current.
+template <class T>
+class OnDevice {
+ public:
+  OnDevice() = default;
+  OnDevice(int device, std::size_t count, const char* what) : device_(device) {
+    DeviceGuard guard(device);
+    void* p = nullptr;
+    const std::size_t bytes = std::max<std::size_t>(1, count * sizeof(T));
+    expect_success(cudaMalloc(&p, bytes), ErrorKind::out_of_memory,
+                   "cudaMalloc of " + std::to_string(bytes) + " B for " + what + " on device " + std::to_string(device));
+    ptr_ = static_cast<T*>(p);
+    bytes_ = bytes;
+    zero();
+  }
+  ~OnDevice() { release(); }
+  OnDevice(OnDevice&& o) noexcept
+      : device_(o.device_), ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  OnDevice& operator=(OnDevice&& o) noexcept {
+    if (this != &o) {
+      release();
+      device_ = o.device_;
+      ptr_ = std::exchange(o.ptr_, nullptr);
+      bytes_ = std::exchange(o.bytes_, 0);
+    }
+    return *this;
+  }
+  OnDevice(const OnDevice&) = delete;
+  OnDevice& operator=(const OnDevice&) = delete;
+
+  void zero() const {
+    DeviceGuard guard(device_);
+    WARPVM_CUDA_TRY(cudaMemset(ptr_, 0, bytes_));
+  }
+  [[nodiscard]] T* get() const { return ptr_; }
+
+ private:
+  void release() noexcept {
+    if (ptr_ == nullptr) return;
+    int previous = 0;
+    if (cudaGetDevice(&previous) == cudaSuccess && cudaSetDevice(device_) == cudaSuccess) {
+      cudaFree(ptr_);
+      cudaSetDevice(previous);
+    }
+    ptr_ = nullptr;
+  }
+  int device_ = -1;
+  T* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+__global__ void init_directory(DirectoryEntry* entries, std::uint64_t pages) {
+  for (std::uint64_t p = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; p < pages;
+       p += std::uint64_t{gridDim.x} * blockDim.x)
+    entries[p] = DirectoryEntry{};
+}
+
+__global__ void otable_phase(std::uint32_t* otable, std::uint32_t objects) {
+  for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < objects; i += gridDim.x * blockDim.x)
+    otable_begin_phase(otable[i]);
+}
+
+/// GPU view.gpu writes back the dirty pages of object `id` that it owns, then clears their dirty
+/// mark and every GPU's write permission (the next store faults and marks the page again).
+/// Runs only while no kernel uses the space.
+__global__ void write_back_owned(const SpaceView* view, std::uint32_t id, std::uint64_t pages) {
+  const SpaceView& s = *view;
+  const ObjectView& o = s.objects[id];
+  const unsigned lane = threadIdx.x % 32;
+  const std::uint64_t warps = std::uint64_t{gridDim.x} * blockDim.x / 32;
+  for (std::uint64_t p = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32; p < pages; p += warps) {
+    const DirectoryEntry e = load_entry(o.directory[p]);
+    if (e.owner != s.gpu || __ldcg(o.dirty + p) == 0u) continue;
+    const std::uint64_t bytes = page_bytes_of(s, o, p);
+    const auto* frame = reinterpret_cast<const std::byte*>(pte::address(pte_load(o.pte[s.gpu][p])));
+    warp_copy(0xffffffffu, o.host + (p << s.page_shift), frame, bytes);
+    __threadfence_system();
+    __syncwarp();
+    if (lane == 0) {
+      __stcg(o.dirty + p, 0u);
+      for (unsigned g = 0; g < s.gpus; ++g) pte_clear_write(o.pte[g][p]);
+      count(s, Counter::writebacks, 1);
+      count(s, Counter::pcie_bytes, bytes);
+    }
+  }
+}
+
+/// Gives back to GPU view.gpu's pool every frame it holds for object `id`.
+__global__ void free_object_frames(const SpaceView* view, std::uint32_t id, std::uint64_t pages) {
+  const SpaceView& s = *view;
+  const ObjectView& o = s.objects[id];
+  for (std::uint64_t p = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; p < pages;
+       p += std::uint64_t{gridDim.x} * blockDim.x) {
+    const std::uint64_t w = pte_load(o.pte[s.gpu][p]);
+    if (!pte::is_own_frame(w)) continue;
+    frame_free(s.pools[s.gpu],
+               static_cast<std::uint32_t>((pte::address(w) - reinterpret_cast<std::uint64_t>(s.pools[s.gpu].base)) >> s.page_shift));
+  }
+}
+
+unsigned blocks_for(std::uint64_t items) {
+  return static_cast<unsigned>(std::clamp<std::uint64_t>((items + maintenance_block - 1) / maintenance_block, 1, 4096));
+}
+
+void check_launch(const char* what) {
+  const cudaError_t status = cudaGetLastError();
+  expect_success(status, ErrorKind::cuda, what);
+}
+
+}  // namespace
+
+struct GpuState {
+  int device = 0;
+  stream_ptr stream;
+  OnDevice<std::byte> frames;      ///< one page more than the pool, so that the base can be aligned
+  std::byte* base = nullptr;       ///< page-aligned first frame
+  OnDevice<std::uint32_t> pool_words;
+  OnDevice<std::uint64_t> counters;
+  OnDevice<ObjectView> objects;
+  OnDevice<SpaceView> view;
+};
+
+struct ObjectState {
+  bool live = false;
+  std::string name;
+  pinned_ptr<std::byte> host;
+  std::uint64_t bytes = 0;
+  std::uint64_t pages = 0;
+  PlacementPolicy policy = PlacementPolicy::oasis;
+  OnDevice<DirectoryEntry> directory;
+  OnDevice<std::uint32_t> dirty;
+  std::vector<OnDevice<std::uint64_t>> pte;
+  std::vector<OnDevice<std::uint32_t>> counters;
+  std::vector<Binding> bindings;
+};
+
+class SpaceState {
+ public:
+  explicit SpaceState(MultiGpuConfig config) : config_(std::move(config)) {
+    const int visible = device_count();
+    WARPVM_EXPECTS(visible > 0, ErrorKind::no_device, "MultiGpuSpace: no CUDA device visible");
+    if (config_.devices.empty())
+      for (int d = 0; d < visible; ++d) config_.devices.push_back(d);
+    const auto n = config_.devices.size();
+    WARPVM_EXPECTS(n <= max_gpus, ErrorKind::invalid_config,
+                   "MultiGpuSpace: " + std::to_string(n) + " devices, at most " + std::to_string(max_gpus));
+    for (std::size_t i = 0; i < n; ++i) {
+      WARPVM_EXPECTS(config_.devices[i] >= 0 && config_.devices[i] < visible, ErrorKind::invalid_config,
+                     "MultiGpuSpace: device " + std::to_string(config_.devices[i]) + " is not visible");
+      for (std::size_t j = 0; j < i; ++j)
+        WARPVM_EXPECTS(config_.devices[i] != config_.devices[j], ErrorKind::invalid_config,
+                       "MultiGpuSpace: device " + std::to_string(config_.devices[i]) + " listed twice");
+    }
+    const std::size_t page = config_.page_bytes;
+    WARPVM_EXPECTS(page >= 4096 && (page & (page - 1)) == 0 && page <= (std::size_t{1} << 30), ErrorKind::invalid_config,
+                   "MultiGpuSpace: page_bytes must be a power of two from 4 KiB to 1 GiB");
+    page_shift_ = 0;
+    while ((std::size_t{1} << page_shift_) < page) ++page_shift_;
+    const std::uint64_t frames = config_.frame_bytes_per_gpu / page;
+    WARPVM_EXPECTS(frames >= 1 && frames < no_frame, ErrorKind::invalid_config,
+                   "MultiGpuSpace: frame_bytes_per_gpu must hold from one page to 2^32 - 1 pages");
+    frames_ = static_cast<std::uint32_t>(frames);
+    WARPVM_EXPECTS(config_.reset_threshold >= 1 && config_.reset_threshold <= otable::max_reset_threshold,
+                   ErrorKind::invalid_config, "MultiGpuSpace: reset_threshold must be in [1, 255]");
+    WARPVM_EXPECTS(config_.counter_threshold >= 1, ErrorKind::invalid_config,
+                   "MultiGpuSpace: counter_threshold must be at least 1");
+    WARPVM_EXPECTS(config_.max_objects >= 1, ErrorKind::invalid_config, "MultiGpuSpace: max_objects must be at least 1");
+    WARPVM_EXPECTS(config_.drain_timeout_seconds > 0, ErrorKind::invalid_config,
+                   "MultiGpuSpace: drain_timeout_seconds must be positive");
+
+    // Peer access between every pair, both ways.
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < n; ++j) {
+        if (i == j) continue;
+        int can = 0;
+        WARPVM_CUDA_TRY(cudaDeviceCanAccessPeer(&can, config_.devices[i], config_.devices[j]));
+        WARPVM_EXPECTS(can != 0, ErrorKind::invalid_config,
+                       "MultiGpuSpace: device " + std::to_string(config_.devices[i]) + " has no peer access to device " +
+                           std::to_string(config_.devices[j]));
+        DeviceGuard guard(config_.devices[i]);
+        const cudaError_t status = cudaDeviceEnablePeerAccess(config_.devices[j], 0);
+        if (status == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
+        else WARPVM_CUDA_TRY(status);
+      }
+
+    gpus_.resize(n);
+    for (std::size_t g = 0; g < n; ++g) {
+      GpuState& gs = gpus_[g];
+      gs.device = config_.devices[g];
+      DeviceGuard guard(gs.device);
+      cudaStream_t s = nullptr;
+      WARPVM_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      gs.stream.reset(s);
+      gs.frames = OnDevice<std::byte>(gs.device, (std::uint64_t{frames_} + 1) << page_shift_, "frame pool");
+      const auto raw = reinterpret_cast<std::uint64_t>(gs.frames.get());
+      const std::uint64_t aligned = (raw + page - 1) & ~static_cast<std::uint64_t>(page - 1);
+      gs.base = reinterpret_cast<std::byte*>(aligned);
+      WARPVM_EXPECTS(aligned + (std::uint64_t{frames_} << page_shift_) <= pte::address_limit, ErrorKind::invalid_config,
+                     "MultiGpuSpace: frame addresses exceed what a page-table word holds");
+      gs.pool_words = OnDevice<std::uint32_t>(gs.device, frame_pool_words(frames_), "frame pool bitmap");
+      gs.counters = OnDevice<std::uint64_t>(gs.device, std::size_t{counter_shards} * counter_count, "counters");
+      gs.objects = OnDevice<ObjectView>(gs.device, config_.max_objects, "object table");
+      gs.view = OnDevice<SpaceView>(gs.device, 1, "space view");
+    }
+    otable_ = OnDevice<std::uint32_t>(gpus_[0].device, config_.max_objects, "O-Table");
+    error_claim_ = OnDevice<std::uint32_t>(gpus_[0].device, 1, "error claim");
+    error_ = make_pinned_zeroed<ErrorRecord>(1, cudaHostAllocMapped | cudaHostAllocPortable, "error record");
+    for (std::size_t g = 0; g < n; ++g) {
+      DeviceGuard guard(gpus_[g].device);
+      SpaceView v{};
+      for (std::size_t h = 0; h < n; ++h) v.pools[h] = FramePoolView{gpus_[h].base, gpus_[h].pool_words.get(), frames_};
+      v.objects = gpus_[g].objects.get();
+      v.otable = otable_.get();
+      v.counters = gpus_[g].counters.get();
+      v.error = on_device(error_.get());
+      v.error_claim = error_claim_.get();
+      v.drain_timeout_ns = static_cast<std::uint64_t>(config_.drain_timeout_seconds * 1e9);
+      v.reset_threshold = config_.reset_threshold;
+      v.counter_threshold = config_.counter_threshold;
+      v.pages_per_group = std::max<std::uint32_t>(1, counter_group_bytes >> page_shift_);
+      v.gpu = static_cast<unsigned>(g);
+      v.gpus = static_cast<unsigned>(n);
+      v.page_shift = page_shift_;
+      WARPVM_CUDA_TRY(cudaMemcpy(gpus_[g].view.get(), &v, sizeof v, cudaMemcpyHostToDevice));
+    }
+    objects_.resize(config_.max_objects);
+  }
+
+  ~SpaceState() {
+    for (const GpuState& g : gpus_) {
+      DeviceGuard guard(g.device);
+      cudaStreamSynchronize(g.stream.get());
+    }
+  }
+  SpaceState(const SpaceState&) = delete;
+  SpaceState& operator=(const SpaceState&) = delete;
+
+  std::uint32_t add(std::size_t bytes, PlacementPolicy policy, std::string name) {
+    std::uint32_t id = 0;
+    while (id < objects_.size() && objects_[id].live) ++id;
+    WARPVM_EXPECTS(id < objects_.size(), ErrorKind::invalid_argument,
+                   "object '" + name + "': the space already holds max_objects = " + std::to_string(objects_.size()) +
+                       " objects");
+    WARPVM_EXPECTS(bytes > 0, ErrorKind::invalid_argument, "object '" + name + "' has no elements");
+    ObjectState o;
+    o.name = name.empty() ? "object " + std::to_string(id) : std::move(name);
+    o.bytes = bytes;
+    o.pages = (bytes + page_bytes() - 1) >> page_shift_;
+    o.policy = policy;
+    o.host = make_pinned_zeroed<std::byte>(bytes, cudaHostAllocMapped | cudaHostAllocPortable, o.name.c_str());
+    const int home = gpus_[id % gpus_.size()].device;
+    o.directory = OnDevice<DirectoryEntry>(home, o.pages, "page directory");
+    o.dirty = OnDevice<std::uint32_t>(home, o.pages, "dirty marks");
+    const std::uint64_t groups = (o.pages + pages_per_group() - 1) / pages_per_group();
+    for (const GpuState& g : gpus_) {
+      o.pte.emplace_back(g.device, o.pages, "page table");
+      o.counters.emplace_back(g.device, groups, "access counters");
+    }
+    reset_directory(o, id % gpus_.size());
+    for (std::size_t g = 0; g < gpus_.size(); ++g) {
+      DeviceGuard guard(gpus_[g].device);
+      ObjectView v{};
+      v.host = on_device(o.host.get());
+      v.bytes = bytes;
+      v.directory = o.directory.get();
+      v.dirty = o.dirty.get();
+      for (std::size_t h = 0; h < gpus_.size(); ++h) v.pte[h] = o.pte[h].get();
+      v.counters = o.counters[g].get();
+      v.id = id;
+      v.policy = policy;
+      WARPVM_CUDA_TRY(cudaMemcpy(gpus_[g].objects.get() + id, &v, sizeof v, cudaMemcpyHostToDevice));
+      o.bindings.push_back(Binding{gpus_[g].view.get(), gpus_[g].objects.get() + id, o.pte[g].get(),
+                                   static_cast<unsigned>(g), static_cast<unsigned>(gpus_.size()), page_shift_});
+    }
+    {
+      DeviceGuard guard(gpus_[0].device);
+      WARPVM_CUDA_TRY(cudaMemset(otable_.get() + id, 0, sizeof(std::uint32_t)));
+    }
+    o.live = true;
+    objects_[id] = std::move(o);
+    return id;
+  }
+
+  /// Drops an object: its frames go back to the pools, its tables and host memory are freed.
+  void remove(std::uint32_t id) {
+    synchronize_streams();
+    ObjectState& o = objects_[id];
+    for (std::size_t g = 0; g < gpus_.size(); ++g) {
+      DeviceGuard guard(gpus_[g].device);
+      free_object_frames<<<blocks_for(o.pages), maintenance_block, 0, gpus_[g].stream.get()>>>(gpus_[g].view.get(), id,
+                                                                                                o.pages);
+      check_launch("free_object_frames");
+    }
+    synchronize_streams();
+    objects_[id] = ObjectState{};
+  }
+
+  void begin_phase() {
+    synchronize_streams();
+    DeviceGuard guard(gpus_[0].device);
+    otable_phase<<<blocks_for(config_.max_objects), maintenance_block, 0, gpus_[0].stream.get()>>>(otable_.get(),
+                                                                                                  config_.max_objects);
+    check_launch("otable_phase");
+    WARPVM_CUDA_TRY(cudaStreamSynchronize(gpus_[0].stream.get()));
+  }
+
+  void launch(unsigned gpu, const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes, void** args) {
+    WARPVM_EXPECTS(gpu < gpus_.size(), ErrorKind::invalid_argument,
+                   "MultiGpuSpace::launch: GPU index " + std::to_string(gpu) + " of " + std::to_string(gpus_.size()));
+    DeviceGuard guard(gpus_[gpu].device);
+    WARPVM_CUDA_TRY(cudaLaunchKernel(kernel, grid, block, args, shared_bytes, gpus_[gpu].stream.get()));
+  }
+
+  /// Waits for every GPU; the device error record first (it names the object), then CUDA's.
+  void synchronize() {
+    cudaError_t first = cudaSuccess;
+    for (const GpuState& g : gpus_) {
+      DeviceGuard guard(g.device);
+      const cudaError_t status = cudaStreamSynchronize(g.stream.get());
+      if (first == cudaSuccess) first = status;
+    }
+    const ErrorRecord record = *error_;
+    if (record.state != 0) {
+      cudaGetLastError();
+      const std::string name = record.object_id < objects_.size() && objects_[record.object_id].live
+                                   ? objects_[record.object_id].name
+                                   : "object " + std::to_string(record.object_id);
+      throw_error(ErrorKind::out_of_memory,
+                  "object '" + name + "' (page " + std::to_string(record.page) + "): the frame pool of GPU " +
+                      std::to_string(record.gpu) + " (device " + std::to_string(gpus_[record.gpu].device) + ", " +
+                      std::to_string(record.frames) +
+                      " frames) is full; there is no eviction yet: raise MultiGpuConfig::frame_bytes_per_gpu",
+                  __FILE__, __LINE__);
+    }
+    expect_success(first, ErrorKind::cuda, "a kernel of the multi-GPU space");
+  }
+
+  void flush() {
+    synchronize();
+    for (std::uint32_t id = 0; id < objects_.size(); ++id) {
+      const ObjectState& o = objects_[id];
+      if (!o.live) continue;
+      for (const GpuState& g : gpus_) {
+        DeviceGuard guard(g.device);
+        write_back_owned<<<blocks_for(o.pages * 32), maintenance_block, 0, g.stream.get()>>>(g.view.get(), id, o.pages);
+        check_launch("write_back_owned");
+      }
+    }
+    synchronize();
+  }
+
+  void drop_cached() {
+    flush();
+    for (std::uint32_t id = 0; id < objects_.size(); ++id) {
+      ObjectState& o = objects_[id];
+      if (!o.live) continue;
+      reset_directory(o, id % gpus_.size());
+      o.dirty.zero();
+      for (auto& p : o.pte) p.zero();
+      for (auto& c : o.counters) c.zero();
+    }
+    for (const GpuState& g : gpus_) g.pool_words.zero();
+    otable_.zero();
+  }
+
+  MultiGpuStats stats() {
+    synchronize();
+    MultiGpuStats out;
+    std::vector<std::uint64_t> raw(std::size_t{counter_shards} * counter_count);
+    for (const GpuState& g : gpus_) {
+      DeviceGuard guard(g.device);
+      WARPVM_CUDA_TRY(cudaMemcpy(raw.data(), g.counters.get(), raw.size() * sizeof(std::uint64_t), cudaMemcpyDeviceToHost));
+      std::uint64_t sum[counter_count] = {};
+      for (std::uint32_t s = 0; s < counter_shards; ++s)
+        for (std::uint32_t c = 0; c < counter_count; ++c) sum[c] += raw[s * counter_count + c];
+      const auto at = [&](Counter c) { return sum[static_cast<std::uint32_t>(c)]; };
+      GpuPlacementStats st;
+      st.local_accesses = at(Counter::local_accesses);
+      st.remote_accesses = at(Counter::remote_accesses);
+      st.remote_lines = at(Counter::remote_lines);
+      st.first_touches = at(Counter::first_touches);
+      st.shared_faults = at(Counter::shared_faults);
+      st.migrations = at(Counter::migrations);
+      st.counter_migrations = at(Counter::counter_migrations);
+      st.replications = at(Counter::replications);
+      st.collapses = at(Counter::collapses);
+      st.remote_maps = at(Counter::remote_maps);
+      st.write_upgrades = at(Counter::write_upgrades);
+      st.invalidations = at(Counter::invalidations);
+      st.aborted_transitions = at(Counter::aborted_transitions);
+      st.nvlink_bytes = at(Counter::nvlink_bytes);
+      st.pcie_bytes = at(Counter::pcie_bytes);
+      st.writebacks = at(Counter::writebacks);
+      out.per_gpu.push_back(st);
+    }
+    return out;
+  }
+
+  void reset_stats() {
+    synchronize();
+    for (const GpuState& g : gpus_) g.counters.zero();
+  }
+
+  [[nodiscard]] const ObjectState& object(std::uint32_t id) const { return objects_.at(id); }
+  [[nodiscard]] unsigned gpus() const { return static_cast<unsigned>(gpus_.size()); }
+  [[nodiscard]] int device(unsigned g) const { return gpus_.at(g).device; }
+  [[nodiscard]] cudaStream_t stream(unsigned g) const { return gpus_.at(g).stream.get(); }
+  [[nodiscard]] std::size_t page_bytes() const { return std::size_t{1} << page_shift_; }
+  [[nodiscard]] std::uint32_t frames() const { return frames_; }
+  [[nodiscard]] const MultiGpuConfig& config() const { return config_; }
+
+ private:
+  [[nodiscard]] std::uint32_t pages_per_group() const { return std::max<std::uint32_t>(1, counter_group_bytes >> page_shift_); }
+
+  void synchronize_streams() {
+    for (const GpuState& g : gpus_) {
+      DeviceGuard guard(g.device);
+      WARPVM_CUDA_TRY(cudaStreamSynchronize(g.stream.get()));
+    }
+  }
+
+  void reset_directory(const ObjectState& o, std::size_t home) {
+    DeviceGuard guard(gpus_[home].device);
+    init_directory<<<blocks_for(o.pages), maintenance_block, 0, gpus_[home].stream.get()>>>(o.directory.get(), o.pages);
+    check_launch("init_directory");
+    WARPVM_CUDA_TRY(cudaStreamSynchronize(gpus_[home].stream.get()));
+  }
+
+  MultiGpuConfig config_;
+  unsigned page_shift_ = 12;
+  std::uint32_t frames_ = 0;
+  std::vector<GpuState> gpus_;
+  OnDevice<std::uint32_t> otable_;
+  OnDevice<std::uint32_t> error_claim_;
+  pinned_ptr<ErrorRecord> error_;
+  std::vector<ObjectState> objects_;
+};
+
+ObjectOwner::ObjectOwner(std::shared_ptr<SpaceState> state, std::uint32_t id) : state_(std::move(state)), id_(id) {}
+ObjectOwner::~ObjectOwner() { reset(); }
+ObjectOwner::ObjectOwner(ObjectOwner&& other) noexcept
+    : state_(std::move(other.state_)), id_(std::exchange(other.id_, ~0u)) {}
+ObjectOwner& ObjectOwner::operator=(ObjectOwner&& other) noexcept {
+  if (this != &other) {
+    reset();
+    state_ = std::move(other.state_);
+    id_ = std::exchange(other.id_, ~0u);
+  }
+  return *this;
+}
+void ObjectOwner::reset() noexcept {
+  if (!state_) return;
+  try {
+    state_->remove(id_);
+  } catch (const Error&) {
+    // Destructors never throw; a failing device has already been reported by synchronize().
+  }
+  state_.reset();
+}
+Binding ObjectOwner::binding(unsigned gpu) const {
+  WARPVM_EXPECTS(state_ != nullptr, ErrorKind::invalid_argument, "shared_object: empty (moved-from) object");
+  WARPVM_EXPECTS(gpu < state_->gpus(), ErrorKind::invalid_argument,
+                 "shared_object::on: GPU index " + std::to_string(gpu) + " of " + std::to_string(state_->gpus()));
+  return state_->object(id_).bindings[gpu];
+}
+std::byte* ObjectOwner::host_data() const { return state_ ? state_->object(id_).host.get() : nullptr; }
+std::uint64_t ObjectOwner::bytes() const { return state_ ? state_->object(id_).bytes : 0; }
+const std::string& ObjectOwner::name() const {
+  static const std::string empty;
+  return state_ ? state_->object(id_).name : empty;
+}
+PlacementPolicy ObjectOwner::policy() const { return state_ ? state_->object(id_).policy : PlacementPolicy::oasis; }
+
+}  // namespace detail::mg
+
+MultiGpuSpace::MultiGpuSpace(MultiGpuConfig config)
+    : state_(std::make_shared<detail::mg::SpaceState>(std::move(config))) {}
+MultiGpuSpace::~MultiGpuSpace() = default;
+
+detail::mg::ObjectOwner MultiGpuSpace::register_object(std::size_t bytes, std::optional<PlacementPolicy> policy,
+                                                       std::string name) {
+  const std::uint32_t id = state_->add(bytes, policy.value_or(state_->config().default_policy), std::move(name));
+  return detail::mg::ObjectOwner(state_, id);
+}
+detail::mg::Binding MultiGpuSpace::binding_of(const detail::mg::SpaceState& state, std::uint32_t id, unsigned gpu) {
+  WARPVM_EXPECTS(id < state.config().max_objects && state.object(id).live, ErrorKind::invalid_argument,
+                 "MultiGpuSpace::launch: a shared_array of no live object of this space");
+  WARPVM_EXPECTS(gpu < state.gpus(), ErrorKind::invalid_argument, "MultiGpuSpace::launch: bad GPU index");
+  return state.object(id).bindings[gpu];
+}
+void MultiGpuSpace::launch_raw(unsigned gpu, const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes,
+                               void** args) {
+  state_->launch(gpu, kernel, grid, block, shared_bytes, args);
+}
+void MultiGpuSpace::begin_phase() { state_->begin_phase(); }
+void MultiGpuSpace::synchronize() { state_->synchronize(); }
+void MultiGpuSpace::flush() { state_->flush(); }
+void MultiGpuSpace::drop_cached() { state_->drop_cached(); }
+MultiGpuStats MultiGpuSpace::stats() const { return state_->stats(); }
+void MultiGpuSpace::reset_stats() { state_->reset_stats(); }
+unsigned MultiGpuSpace::gpus() const { return state_->gpus(); }
+int MultiGpuSpace::device(unsigned gpu) const { return state_->device(gpu); }
+cudaStream_t MultiGpuSpace::stream(unsigned gpu) const { return state_->stream(gpu); }
+std::size_t MultiGpuSpace::page_bytes() const { return state_->page_bytes(); }
+std::uint32_t MultiGpuSpace::frames_per_gpu() const { return state_->frames(); }
+
+}  // namespace warpvm

@@ -1,0 +1,219 @@
+// MultiGpuSpace on real GPUs (issue #6): every placement policy on a transpose and a
+// read-shared/write-private workload over two GPUs with fresh random data checked against a host
+// reference; replicas collapsing on write; access-counter migration at the threshold; a space
+// over one GPU. Skips (saying why) without two peer-connected GPUs.
+
+#include "gpu_test_support.cuh"
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace warpvm::testing {
+namespace {
+
+constexpr PlacementPolicy all_policies[] = {PlacementPolicy::oasis, PlacementPolicy::on_touch,
+                                            PlacementPolicy::access_counter, PlacementPolicy::duplication};
+
+bool two_peer_gpus() {
+  if (device_count() < 2) return false;
+  int a = 0, b = 0;
+  return cudaDeviceCanAccessPeer(&a, 0, 1) == cudaSuccess && cudaDeviceCanAccessPeer(&b, 1, 0) == cudaSuccess && a != 0 &&
+         b != 0;
+}
+
+class MultiGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!two_peer_gpus()) GTEST_SKIP() << "needs two CUDA devices with peer access: multi-GPU test skipped";
+  }
+};
+
+std::uint64_t fresh_seed() {
+  std::random_device rd;
+  return (std::uint64_t{rd()} << 32) | rd();
+}
+
+std::vector<std::uint32_t> random_values(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::uint32_t> v(n);
+  for (auto& x : v) x = static_cast<std::uint32_t>(rng());
+  return v;
+}
+
+__device__ std::uint64_t thread_index() { return blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; }
+__device__ std::uint64_t thread_count() { return std::uint64_t{gridDim.x} * blockDim.x; }
+
+/// out = in^T (n x n); rows of 32-row bands of `out` dealt to the GPUs round-robin, so every GPU
+/// reads every page of `in` (shared) and writes its own bands of `out` (private).
+__global__ void transpose(shared_array<std::uint32_t> in, shared_array<std::uint32_t> out, std::uint64_t n) {
+  for (std::uint64_t i = thread_index(); i < n * n; i += thread_count()) {
+    const std::uint64_t r = i / n, c = i % n;
+    if ((r / 32) % out.gpus() != out.gpu()) continue;
+    out.store(r * n + c, in.load(c * n + r));
+  }
+}
+
+/// Each GPU writes its contiguous part of `out` with gathers from `table` (read by all GPUs).
+__global__ void gather(shared_array<std::uint32_t> table, shared_array<std::uint32_t> out) {
+  const std::uint64_t m = out.size(), begin = m * out.gpu() / out.gpus(), end = m * (out.gpu() + 1) / out.gpus();
+  for (std::uint64_t i = begin + thread_index(); i < end; i += thread_count())
+    out.store(i, table.load(mix(i) % table.size()) + static_cast<std::uint32_t>(i));
+}
+
+std::vector<std::uint32_t> transposed(const std::vector<std::uint32_t>& in, std::uint64_t n) {
+  std::vector<std::uint32_t> out(n * n);
+  for (std::uint64_t r = 0; r < n; ++r)
+    for (std::uint64_t c = 0; c < n; ++c) out[r * n + c] = in[c * n + r];
+  return out;
+}
+
+std::uint64_t mismatches(std::span<const std::uint32_t> got, const std::vector<std::uint32_t>& want) {
+  std::uint64_t wrong = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) wrong += got[i] != want[i];
+  return wrong;
+}
+
+TEST_F(MultiGpu, TransposeIsExactUnderEveryPolicy) {
+  constexpr std::uint64_t n = 1024;  // 4 KB rows: every column read touches 32 pages
+  for (const PlacementPolicy policy : all_policies) {
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE(std::string(to_string(policy)) + ", seed " + std::to_string(seed));
+    MultiGpuSpace space({.devices = {0, 1}, .frame_bytes_per_gpu = 64ull << 20, .default_policy = policy});
+    auto in = space.alloc<std::uint32_t>(n * n, std::nullopt, "in");
+    auto out = space.alloc<std::uint32_t>(n * n, std::nullopt, "out");
+    const auto values = random_values(n * n, seed);
+    std::copy(values.begin(), values.end(), in.host().begin());
+    space.launch(transpose, dim3(264), dim3(256), 0, in.on(0), out.on(0), n);
+    space.flush();
+    EXPECT_EQ(mismatches(out.host(), transposed(values, n)), 0u);
+    const GpuPlacementStats total = space.stats().total();
+    EXPECT_GT(total.first_touches, 0u);
+    EXPECT_GT(total.shared_faults, 0u) << "both GPUs read every page of in";
+    EXPECT_EQ(total.aborted_transitions, 0u);
+    if (policy == PlacementPolicy::duplication || policy == PlacementPolicy::oasis) {
+      EXPECT_GT(total.replications, 0u);
+    }
+    if (policy == PlacementPolicy::access_counter) EXPECT_GT(total.remote_accesses, 0u);
+    if (policy == PlacementPolicy::on_touch) EXPECT_GT(total.migrations, 0u);
+  }
+}
+
+TEST_F(MultiGpu, ReadSharedWritePrivateIsExactUnderEveryPolicy) {
+  constexpr std::uint64_t table_n = 1 << 20, out_n = 3 << 20;
+  for (const PlacementPolicy policy : all_policies) {
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE(std::string(to_string(policy)) + ", seed " + std::to_string(seed));
+    MultiGpuSpace space({.devices = {0, 1}, .frame_bytes_per_gpu = 64ull << 20});
+    auto table = space.alloc<std::uint32_t>(table_n, policy, "table");
+    auto out = space.alloc<std::uint32_t>(out_n, policy, "out");
+    EXPECT_EQ(table.policy(), policy);
+    const auto values = random_values(table_n, seed);
+    std::copy(values.begin(), values.end(), table.host().begin());
+    space.launch(gather, dim3(264), dim3(256), 0, table.on(0), out.on(0));
+    space.flush();
+    std::vector<std::uint32_t> want(out_n);
+    for (std::uint64_t i = 0; i < out_n; ++i) want[i] = values[mix(i) % table_n] + static_cast<std::uint32_t>(i);
+    EXPECT_EQ(mismatches(out.host(), want), 0u);
+    const MultiGpuStats stats = space.stats();
+    ASSERT_EQ(stats.per_gpu.size(), 2u);
+    EXPECT_GT(stats.per_gpu[0].local_accesses + stats.per_gpu[0].remote_accesses, 0u);
+    EXPECT_GT(stats.per_gpu[1].local_accesses + stats.per_gpu[1].remote_accesses, 0u);
+    EXPECT_GT(stats.total().pcie_bytes, 0u);
+  }
+}
+
+/// Every GPU reads every element into `sums` (one slot per GPU and element).
+__global__ void read_all(shared_array<std::uint32_t> a, shared_array<std::uint32_t> seen) {
+  for (std::uint64_t i = thread_index(); i < a.size(); i += thread_count()) seen.store(a.gpu() * a.size() + i, a.load(i));
+}
+
+__global__ void write_all(shared_array<std::uint32_t> a, std::uint32_t salt) {
+  for (std::uint64_t i = thread_index(); i < a.size(); i += thread_count())
+    a.store(i, static_cast<std::uint32_t>(mix(i + salt)));
+}
+
+TEST_F(MultiGpu, ReplicasCollapseOnWriteAndTheOtherGpuSeesTheLastWriter) {
+  constexpr std::uint64_t n = 1 << 18;
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  MultiGpuSpace space({.devices = {0, 1}, .frame_bytes_per_gpu = 32ull << 20});
+  auto a = space.alloc<std::uint32_t>(n, PlacementPolicy::duplication, "a");
+  auto seen = space.alloc<std::uint32_t>(2 * n, PlacementPolicy::on_touch, "seen");
+  const auto values = random_values(n, seed);
+  std::copy(values.begin(), values.end(), a.host().begin());
+  space.launch(read_all, dim3(132), dim3(256), 0, a.on(0), seen.on(0));  // phase 1: both read: replicas
+  space.synchronize();
+  const GpuPlacementStats after_reads = space.stats().total();
+  EXPECT_GT(after_reads.replications, 0u);
+  const auto salt = static_cast<std::uint32_t>(seed);
+  space.launch_on(1, write_all, dim3(132), dim3(256), 0, a.on(1), salt);  // phase 2: GPU 1 writes
+  space.launch_on(0, read_all, dim3(132), dim3(256), 0, a.on(0), seen.on(0));  // phase 3: GPU 0 reads
+  space.flush();
+  EXPECT_GT(space.stats().total().collapses, after_reads.collapses);
+  std::vector<std::uint32_t> want(n);
+  for (std::uint64_t i = 0; i < n; ++i) want[i] = static_cast<std::uint32_t>(mix(i + salt));
+  EXPECT_EQ(mismatches(seen.host().subspan(0, n), want), 0u) << "GPU 0 sees GPU 1's writes";
+  EXPECT_EQ(mismatches(a.host(), want), 0u) << "flush writes the last writer's pages back";
+  EXPECT_EQ(mismatches(seen.host().subspan(n, n), values), 0u) << "GPU 1 read the original in phase 1";
+}
+
+__global__ void read_repeatedly(shared_array<std::uint32_t> a, shared_array<std::uint32_t> sums, int rounds) {
+  for (std::uint64_t i = thread_index(); i < a.size(); i += thread_count()) {
+    std::uint32_t s = 0;
+    for (int r = 0; r < rounds; ++r) s += a.load(i);
+    sums.store(i, s);
+  }
+}
+
+TEST_F(MultiGpu, AccessCounterMigratesAfterTheThreshold) {
+  constexpr std::uint64_t n = 1 << 16;  // 256 KiB: 4 counter groups of 64 KiB
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  MultiGpuSpace space({.devices = {0, 1}, .frame_bytes_per_gpu = 16ull << 20, .counter_threshold = 64});
+  auto a = space.alloc<std::uint32_t>(n, PlacementPolicy::access_counter, "a");
+  auto sums = space.alloc<std::uint32_t>(n, PlacementPolicy::on_touch, "sums");
+  const auto values = random_values(n, seed);
+  std::copy(values.begin(), values.end(), a.host().begin());
+  space.launch_on(0, write_all, dim3(64), dim3(256), 0, a.on(0), 7u);  // GPU 0 owns every page
+  space.launch_on(1, read_repeatedly, dim3(8), dim3(256), 0, a.on(1), sums.on(1), 8);
+  space.flush();
+  const MultiGpuStats stats = space.stats();
+  EXPECT_GT(stats.per_gpu[1].remote_maps, 0u);
+  EXPECT_GT(stats.per_gpu[1].remote_accesses, 0u);
+  EXPECT_GT(stats.per_gpu[1].counter_migrations, 0u) << "64 remote lines per group move the group to GPU 1";
+  std::vector<std::uint32_t> want(n);
+  for (std::uint64_t i = 0; i < n; ++i) want[i] = static_cast<std::uint32_t>(mix(i + 7)) * 8u;
+  EXPECT_EQ(mismatches(sums.host(), want), 0u);
+}
+
+TEST(MultiGpuSingle, OneGpuSpaceTransposes) {
+  if (device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
+  constexpr std::uint64_t n = 512;
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  MultiGpuSpace space({.devices = {0}, .frame_bytes_per_gpu = 8ull << 20});
+  ASSERT_EQ(space.gpus(), 1u);
+  auto in = space.alloc<std::uint32_t>(n * n, std::nullopt, "in");
+  auto out = space.alloc<std::uint32_t>(n * n, std::nullopt, "out");
+  const auto values = random_values(n * n, seed);
+  std::copy(values.begin(), values.end(), in.host().begin());
+  space.launch(transpose, dim3(132), dim3(256), 0, in.on(0), out.on(0), n);
+  space.flush();
+  EXPECT_EQ(mismatches(out.host(), transposed(values, n)), 0u);
+  const GpuPlacementStats s = space.stats().total();
+  EXPECT_EQ(s.remote_accesses, 0u);
+  EXPECT_EQ(s.shared_faults, 0u);
+  EXPECT_EQ(s.first_touches, 2 * n * n * 4 / space.page_bytes());
+}
+
+TEST(MultiGpuConfigCheck, RejectsBadConfigurations) {
+  if (device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
+  EXPECT_THROW(MultiGpuSpace({.devices = {0, 0}}), Error);
+  EXPECT_THROW(MultiGpuSpace({.devices = {0}, .page_bytes = 2048}), Error);
+  EXPECT_THROW(MultiGpuSpace({.devices = {device_count()}}), Error);
+}
+
+}  // namespace
+}  // namespace warpvm::testing

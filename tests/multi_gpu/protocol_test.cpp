@@ -1,0 +1,272 @@
+// The multi-GPU page-table protocol on the host: the page-table word (holds, revoke, drain,
+// install) with real threads, the frame pool with real threads, and the transition planner
+// driven through placement.hpp's decide()/apply() against a model of a page's contents: every
+// read through any GPU's mapping must see the last value written by any GPU.
+
+#include "warpvm/detail/multi_gpu/frame_pool.hpp"
+#include "warpvm/detail/multi_gpu/pte.hpp"
+#include "warpvm/detail/multi_gpu/space_view.hpp"
+#include "warpvm/detail/multi_gpu/transition.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace warpvm::detail::mg {
+namespace {
+
+TEST(MultiGpuPte, FieldsRoundTrip) {
+  const std::uint64_t address = 0x7f12'3456'7000ull;
+  const std::uint64_t w = pte::make(address, pte::present | pte::writable);
+  EXPECT_EQ(pte::address(w), address);
+  EXPECT_TRUE(pte::usable(w, true));
+  EXPECT_FALSE(pte::usable(w | pte::revoke, false));
+  EXPECT_FALSE(pte::usable(pte::make(address, pte::present), true));
+  EXPECT_TRUE(pte::usable(pte::make(address, pte::present), false));
+  EXPECT_FALSE(pte::usable(0, false));
+  std::uint64_t word = w;
+  EXPECT_EQ(pte_hold(word), w);
+  EXPECT_EQ(pte::holders(word), 1u);
+  pte_install(word, pte::make(address + 4096, pte::present | pte::remote));
+  EXPECT_EQ(pte::holders(word), 1u) << "installing keeps the holders";
+  EXPECT_EQ(pte::address(word), address + 4096);
+  EXPECT_TRUE(pte::is_remote(word));
+  pte_release(word);
+  EXPECT_TRUE(pte_drained(word));
+}
+
+/// Readers hold the word and read the frame it maps; an invalidator revokes, drains, poisons the
+/// old frame (as a reuse would) and installs a fresh one. No reader may ever see poison.
+TEST(MultiGpuPte, RevokedFramesAreNeverReadAfterTheDrain) {
+  constexpr int frames = 64;
+  constexpr std::uint64_t poison = ~std::uint64_t{0};
+  std::vector<std::atomic<std::uint64_t>> frame(frames);
+  for (auto& f : frame) f.store(1);
+  auto address_of = [](int f) { return std::uint64_t(f + 1) << pte::address_shift; };
+  std::uint64_t word = pte::make(address_of(0), pte::present);
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> reads{0}, bad{0};
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 4; ++r)
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        const std::uint64_t seen = pte_hold(word);
+        if (pte::usable(seen, false)) {
+          const int f = static_cast<int>((pte::address(seen) >> pte::address_shift) - 1);
+          if (frame[f].load() == poison) ++bad;
+          ++reads;
+          pte_release(word);
+        } else {
+          pte_drop_unused(word);
+        }
+      }
+    });
+  int current = 0;
+  for (int round = 1; round < 2000; ++round) {
+    pte_begin_revoke(word);
+    while (!pte_drained(word)) std::this_thread::yield();
+    frame[current].store(poison);  // the old frame is reused for something else
+    const int next = round % frames;
+    frame[next].store(1);
+    pte_install(word, pte::make(address_of(next), pte::present));
+    current = next;
+  }
+  stop = true;
+  for (auto& t : readers) t.join();
+  EXPECT_GT(reads.load(), 0u);
+  EXPECT_EQ(bad.load(), 0u);
+  EXPECT_EQ(pte::holders(word), 0u);
+}
+
+TEST(MultiGpuFramePool, ThreadsGetDistinctFramesAndReuseFreedOnes) {
+  constexpr std::uint32_t frames = 1000;
+  std::vector<std::uint32_t> words(frame_pool_words(frames), 0);
+  const FramePoolView pool{nullptr, words.data(), frames};
+  std::vector<std::vector<std::uint32_t>> got(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (std::uint32_t f; (f = frame_alloc(pool)) != no_frame;) got[t].push_back(f);
+    });
+  for (auto& th : threads) th.join();
+  std::set<std::uint32_t> all;
+  for (const auto& g : got) all.insert(g.begin(), g.end());
+  EXPECT_EQ(all.size(), frames);
+  EXPECT_EQ(frame_alloc(pool), no_frame) << "a full pool says so";
+  // Free every third frame from two threads, then take them back from four: each exactly once.
+  std::vector<std::uint32_t> freed;
+  for (std::uint32_t f = 0; f < frames; f += 3) freed.push_back(f);
+  std::thread a([&] { for (std::size_t i = 0; i < freed.size(); i += 2) frame_free(pool, freed[i]); });
+  std::thread b([&] { for (std::size_t i = 1; i < freed.size(); i += 2) frame_free(pool, freed[i]); });
+  a.join();
+  b.join();
+  for (auto& g : got) g.clear();
+  threads.clear();
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (std::uint32_t f; (f = frame_alloc(pool)) != no_frame;) got[t].push_back(f);
+    });
+  for (auto& th : threads) th.join();
+  std::multiset<std::uint32_t> again;
+  for (const auto& g : got) again.insert(g.begin(), g.end());
+  EXPECT_EQ(std::vector<std::uint32_t>(again.begin(), again.end()), freed);
+}
+
+struct ModelCounts {
+  std::uint64_t transitions = 0, frees = 0, invalidations = 0, upgrades = 0;
+};
+
+/// One page over `gpus` GPUs, served the way the device handler serves it (fault.cuh's serve()),
+/// with frames as slots of a value store: checks that every access sees the last write and that
+/// the page tables follow the directory after every transition.
+class PageModel {
+ public:
+  PageModel(unsigned gpus, PlacementPolicy policy, std::uint32_t counter_threshold)
+      : gpus_(gpus), policy_(policy), counter_threshold_(counter_threshold), words_(gpus, 0), counters_(gpus, 0) {}
+
+  void access(unsigned g, bool write) {
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      if (pte::usable(words_[g], write)) {
+        hit(g, write);
+        return;
+      }
+      serve(g, write, false);
+    }
+    FAIL() << "GPU " << g << " still faults after serving (write " << write << ")";
+  }
+
+  [[nodiscard]] const ModelCounts& counts() const { return counts_; }
+
+ private:
+  void hit(unsigned g, bool write) {
+    const std::uint64_t address = pte::address(words_[g]);
+    ASSERT_TRUE(values_.count(address)) << "GPU " << g << " maps a frame nobody holds";
+    EXPECT_EQ(values_[address], truth_) << "GPU " << g << " read a stale copy";
+    if (write) {
+      ASSERT_TRUE(pte::is_writable(words_[g]));
+      values_[address] = ++truth_;
+    }
+    if (pte::is_remote(words_[g]) && count_remote(counters_[g], 1, counter_threshold_)) serve(g, false, true);
+  }
+
+  void serve(unsigned me, bool write, bool counter_migration) {
+    Action action = Action::local;
+    if (counter_migration) {
+      if (entry_.maps_remote(me)) action = Action::counter_migrate;
+    } else {
+      const Decision d = decide(entry_, me, write, [&](bool w) {
+        switch (policy_) {
+          case PlacementPolicy::on_touch: return PagePolicy::on_touch;
+          case PlacementPolicy::access_counter: return PagePolicy::access_counter;
+          case PlacementPolicy::duplication: return PagePolicy::duplication;
+          case PlacementPolicy::oasis: break;
+        }
+        return otable_shared_fault(otable_, w, 2);
+      });
+      action = d.action;
+      if ((action == Action::local || action == Action::remote) && write && !pte::is_writable(words_[me])) {
+        words_[me] |= pte::writable;
+        ++counts_.upgrades;
+      }
+    }
+    if (action == Action::local || action == Action::remote) return;
+    const DirectoryEntry before = entry_;
+    DirectoryEntry after = before;
+    const Effects fx = apply(after, me, action);
+    std::uint64_t requester_frame = pte::address(words_[me]);
+    if (fx.pulled) {
+      requester_frame = next_frame_ += std::uint64_t{1} << pte::address_shift;
+      const std::uint64_t source = fx.source == owner_host ? 0 : pte::address(words_[fx.source]);
+      values_[requester_frame] = fx.source == owner_host ? host_ : values_.at(source);
+    }
+    const std::uint64_t owner_frame = owner_frame_after(after, me, requester_frame, words_[after.owner]);
+    std::vector<PteChange> changes(gpus_);
+    for (unsigned g = 0; g < gpus_; ++g) changes[g] = plan_pte(after, g, me, write, words_[g], owner_frame, requester_frame);
+    for (unsigned g = 0; g < gpus_; ++g) {
+      const std::uint64_t old = words_[g], next = changes[g].after;
+      if (pte::is_present(old)) {
+        const bool dropped = !pte::is_present(next) || pte::address(next) != pte::address(old);
+        const bool narrowed = pte::is_writable(old) && !pte::is_writable(next);
+        EXPECT_EQ(changes[g].revoke, dropped || narrowed) << "GPU " << g << " " << to_string(action);
+      } else {
+        EXPECT_FALSE(changes[g].revoke);
+      }
+      if (changes[g].frees_frame) {
+        // The old frame is dropped: its value must already live elsewhere (or be host's).
+        values_.erase(pte::address(old));
+        ++counts_.frees;
+      }
+      if (changes[g].revoke && g != me) ++counts_.invalidations;
+      words_[g] = next;
+    }
+    entry_ = after;
+    ++counts_.transitions;
+    check_invariants();
+  }
+
+  void check_invariants() {
+    ASSERT_TRUE(directory_valid(entry_));
+    std::set<std::uint64_t> own;
+    for (unsigned g = 0; g < gpus_; ++g) {
+      const Mapping m = mapping_of(entry_, g);
+      const std::uint64_t w = words_[g];
+      EXPECT_EQ(pte::is_present(w), m != Mapping::none) << "GPU " << g;
+      if (m == Mapping::own) {
+        EXPECT_TRUE(own.insert(pte::address(w)).second) << "two GPUs own one frame";
+      }
+      if (m == Mapping::remote) {
+        EXPECT_EQ(pte::address(w), pte::address(words_[entry_.owner]));
+      }
+      if (pte::is_writable(w)) {
+        EXPECT_EQ(entry_.replicas, 0u) << "writable while replicated";
+      }
+      if (m != Mapping::none) {
+        EXPECT_TRUE(values_.count(pte::address(w))) << "GPU " << g << " maps a freed frame";
+      }
+    }
+    EXPECT_EQ(own.size() + 0u, values_.size()) << "a frame leaked";
+  }
+
+ private:
+  unsigned gpus_;
+  PlacementPolicy policy_;
+  std::uint32_t counter_threshold_;
+  DirectoryEntry entry_{};
+  std::vector<std::uint64_t> words_;
+  std::vector<std::uint32_t> counters_;
+  std::uint32_t otable_ = 0;
+  std::map<std::uint64_t, std::uint64_t> values_;  ///< frame address -> the value it holds
+  std::uint64_t host_ = 0, truth_ = 0, next_frame_ = 0;
+  ModelCounts counts_;
+};
+
+/// Random accesses (a few hot GPUs, reads and writes) to one page under every policy and GPU
+/// count, with a small counter threshold so that counter migrations happen too.
+TEST(MultiGpuTransitions, EveryReadSeesTheLastWriteAndTablesFollowTheDirectory) {
+  for (unsigned gpus : {1u, 2u, 3u, 4u})
+    for (PlacementPolicy policy : {PlacementPolicy::on_touch, PlacementPolicy::access_counter,
+                                   PlacementPolicy::duplication, PlacementPolicy::oasis}) {
+      SCOPED_TRACE(std::to_string(gpus) + " GPUs, " + to_string(policy));
+      PageModel model(gpus, policy, 5);
+      std::mt19937 rng(gpus * 31 + static_cast<unsigned>(policy));
+      for (int i = 0; i < 5000 && !::testing::Test::HasFatalFailure(); ++i) {
+        // Phases of mostly reads, then mostly writes, so replicas build up and collapse.
+        const bool writes_phase = (i / 250) % 2 == 1;
+        model.access(rng() % gpus, rng() % 8 < (writes_phase ? 5u : 1u));
+      }
+      EXPECT_GT(model.counts().transitions, 0u);
+      if (gpus > 1) {
+        EXPECT_GT(model.counts().invalidations, 0u);
+        EXPECT_GT(model.counts().frees, 0u);
+      }
+    }
+}
+
+}  // namespace
+}  // namespace warpvm::detail::mg
