@@ -32,7 +32,8 @@ namespace {
                "workloads: stream, vadd, random_page, sparse_read, resident\n"
                "modes: explicit, uvm, uvm_prefetch, zero_copy, warpvm, warpvm_uvm, warpvm_remote, device\n"
                "--trace writes the fault batches of the warpvm_uvm runs (the uvm preset) as CSV; warpvm_uvm runs\n"
-               "every batch size and prefetch setting given (the SC21 study's Figs. 9 and 14)\n"
+               "every batch size and prefetch setting given (the SC21 study's Figs. 9 and 14), at cache fraction 1,\n"
+               "and at the smaller fractions given in a WARPVM_HOST_BATCHED_EVICTION=ON build (Figs. 12-13)\n"
                "--fault-events records fault events in warpvm modes (a WARPVM_FAULT_EVENTS=ON build); --events\n"
                "also writes each point's last run of them as CSV (warpvm timeline makes a Perfetto trace of it)\n",
                message);

@@ -276,9 +276,11 @@ class Bench {
 
   /// The uvm preset (host_batched transport) with a cache of whole 2 MB chunks for each object,
   /// once per batch size and prefetch setting asked for.
-  std::vector<Config> uvm_configs(std::initializer_list<std::uint64_t> object_bytes) const {
+  std::vector<Config> uvm_configs(std::initializer_list<std::uint64_t> object_bytes, double fraction) const {
+    constexpr std::uint64_t chunk = 2ull << 20;
     Config config = Config::preset(Preset::uvm);
-    config.cache_bytes = uvm_cache_bytes(object_bytes);
+    const auto chunks = static_cast<std::uint64_t>(static_cast<double>(uvm_cache_bytes(object_bytes) / chunk) * fraction);
+    config.cache_bytes = std::max<std::uint64_t>(chunks, 1) * chunk;
     config.fault_event_capacity = event_capacity(config.cache_bytes);
     std::vector<Config> configs;
     for (const unsigned batch : o_.uvm_batch_sizes) {
@@ -305,8 +307,11 @@ class Bench {
     if (o_.wants_mode("warpvm"))
       for (const double fraction : o_.cache_fractions)
         runs.push_back({warpvm_config(footprint, fraction, holds), fraction, "warpvm"});
+    // The uvm preset below a cache of every object's chunks evicts, in builds with the evicting path.
     if (o_.wants_mode("warpvm_uvm"))
-      for (const Config& config : uvm_configs(object_bytes)) runs.push_back({config, 1.0, "warpvm_uvm"});
+      for (const double fraction : o_.cache_fractions)
+        if (fraction >= 1.0 || WARPVM_HOST_BATCHED_EVICTION)
+          for (const Config& config : uvm_configs(object_bytes, fraction)) runs.push_back({config, fraction, "warpvm_uvm"});
     return runs;
   }
 

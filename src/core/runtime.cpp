@@ -212,7 +212,10 @@ void RuntimeState::unregister_object(std::uint32_t id) noexcept {
   } catch (const Error&) {
     // A destructor must not throw; a broken context is reported by the next checked call.
     slots_[id] = ObjectSlot{};
-    if (service_) update_served(id, service_->pause());  // the service must not keep its pointers
+    try {
+      if (service_) update_served(id, service_->pause());  // the service forgets the object even if this throws
+    } catch (const Error&) {
+    }
   }
 }
 

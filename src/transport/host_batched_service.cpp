@@ -89,7 +89,14 @@ HostBatchedService::~HostBatchedService() {
 
 void HostBatchedService::set_object(const std::unique_lock<std::mutex>& /*paused*/, std::uint32_t id,
                                     const ServedObject* object) {
-  drop_stale_posts();
+  // The bookkeeping below runs even when the device cannot be told (a kernel failed): the
+  // service must never keep an object it was told to forget. The failure is raised after it.
+  std::exception_ptr device_failure;
+  try {
+    drop_stale_posts();
+  } catch (const Error&) {
+    device_failure = std::current_exception();
+  }
   auto of_object = [id](std::uint64_t block) { return key_object(block * uvm_block_pages) == id; };
   model_.forget_blocks(of_object);
   // The runtime settled the orders for this object's blocks before dropping its pages.
@@ -109,6 +116,7 @@ void HostBatchedService::set_object(const std::unique_lock<std::mutex>& /*paused
   std::uint64_t needed = 0;
   for (const auto& [served, o] : objects_) needed += chunks_for_bytes(o.bytes);
   chunks_needed_.store(needed);
+  if (device_failure) std::rethrow_exception(device_failure);
 }
 
 std::pair<std::uint64_t, std::uint64_t> HostBatchedService::unsettled_orders(
