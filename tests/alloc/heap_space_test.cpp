@@ -171,6 +171,22 @@ TEST(HeapProtocol, RegionWordsCatchDoubleFreesAndForeignTags) {
   EXPECT_EQ(heap_slot_header(5, heap_slot_posted), (5u << 2) | 1u);
 }
 
+TEST(HeapProtocol, ALanesMaskFreesOnlyTheLiveParts) {
+  const std::uint64_t word = heap_region_word(7, 4);
+  std::uint64_t next = 0;
+  EXPECT_EQ(release_lanes(word, 7, 0b0110u, next), 0b0110u);
+  EXPECT_EQ(next, heap_region_word(7, 4) & ~std::uint64_t{0b0110u});
+  const std::uint64_t after = next;
+  EXPECT_EQ(release_lanes(after, 7, 0b0011u, next), 0b0001u) << "lane 1 again is not freed";
+  EXPECT_EQ(next & 0xffffffffu, 0b1000u);
+  EXPECT_EQ(release_lanes(next, 8, 0b1000u, next), 0u) << "another region's tag";
+  EXPECT_EQ(next & 0xffffffffu, 0b1000u) << "and nothing changed";
+  EXPECT_EQ(release_lanes(next, 7, 0xffffffffu, next), 0b1000u);
+  EXPECT_EQ(next & 0xffffffffu, 0u) << "the region is free";
+  EXPECT_EQ(release_lanes(0, 0, 1u, next), 0u) << "a word never live";
+  EXPECT_EQ(next, 0u);
+}
+
 /// The lanes of one request never share a byte and stay inside the region, in both layouts.
 TEST(HeapPtr, LanesOfARegionPartitionIt) {
   for (const HeapLayout layout : {HeapLayout::contiguous, HeapLayout::aligned}) {

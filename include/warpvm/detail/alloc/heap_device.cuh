@@ -113,22 +113,47 @@ __device__ inline heap_ptr heap_malloc(const HeapView& heap, const CacheView& ca
   return heap_ptr(offset, lane_bytes, tag, rank, lanes, heap.layout, heap.order);
 }
 
-/// Frees one lane's part; the lane that frees a region's last part gives it back to the host.
-/// Returns false (changing nothing) for a pointer whose part is not live.
-__device__ inline bool heap_free(const HeapView& heap, const CacheView& cache, std::uint32_t object_id, heap_ptr p) {
-  if (p.is_null()) return true;
-  if (p.block() >= heap.blocks || p.lane() >= p.lanes() || p.lanes() > warp_lanes) return false;
+/// Frees the parts `lanes` of `p`'s region with one CAS loop on its word: the parts that were
+/// live (0 for a tag mismatch); the caller that empties the region gets `emptied`.
+__device__ inline std::uint32_t heap_release_lanes(const HeapView& heap, const heap_ptr& p, std::uint32_t lanes,
+                                                   bool& emptied) {
   cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device> word(heap.regions[p.block()]);
   std::uint64_t seen = word.load(cuda::std::memory_order_relaxed);
   std::uint64_t next = 0;
-  LaneRelease outcome = release_lane(seen, p.tag(), p.lane(), next);
-  while (outcome != LaneRelease::not_live &&
+  std::uint32_t live = release_lanes(seen, p.tag(), lanes, next);
+  while (live != 0 &&
          !word.compare_exchange_weak(seen, next, cuda::std::memory_order_acq_rel, cuda::std::memory_order_relaxed))
-    outcome = release_lane(seen, p.tag(), p.lane(), next);
-  if (outcome == LaneRelease::not_live) return false;
-  if (outcome == LaneRelease::region_free)
-    heap_post(heap, cache, object_id, HeapRequest::release, p.region_offset(), 0);
-  return true;
+    live = release_lanes(seen, p.tag(), lanes, next);
+  emptied = live != 0 && static_cast<std::uint32_t>(next) == 0;
+  return live;
+}
+
+/// Frees one lane's part; whoever frees a region's last part gives it back to the host.
+/// Returns false (changing nothing) for a pointer whose part is not live. The active lanes
+/// freeing parts of one region together (the usual case: a warp frees what it allocated) do it
+/// with one CAS by their lowest lane rather than one contended CAS each.
+__device__ inline bool heap_free(const HeapView& heap, const CacheView& cache, std::uint32_t object_id, heap_ptr p) {
+  if (p.is_null()) return true;
+  if (p.block() >= heap.blocks || p.lane() >= p.lanes() || p.lanes() > warp_lanes) return false;
+  const unsigned mask = __activemask();
+  const unsigned group = __match_any_sync(mask, (std::uint64_t{p.block()} << 32) | p.tag());
+  const std::uint32_t part = std::uint32_t{1} << p.lane();
+  const std::uint32_t parts = __reduce_or_sync(group, part);
+  bool emptied = false;
+  if (__popc(parts) != __popc(group)) {
+    // Two lanes free the same part (a double free in one call): each on its own, so that
+    // exactly one of them succeeds.
+    const bool freed = heap_release_lanes(heap, p, part, emptied) != 0;
+    if (emptied) heap_post(heap, cache, object_id, HeapRequest::release, p.region_offset(), 0);
+    return freed;
+  }
+  const unsigned leader = static_cast<unsigned>(__ffs(group) - 1);
+  __syncwarp(group);  // every lane's accesses to its part happen before the leader's release
+  std::uint32_t live = 0;
+  if (lane_id() == leader) live = heap_release_lanes(heap, p, parts, emptied);
+  live = __shfl_sync(group, live, leader);
+  if (emptied) heap_post(heap, cache, object_id, HeapRequest::release, p.region_offset(), 0);
+  return (live & part) != 0;
 }
 
 }  // namespace warpvm::detail

@@ -63,15 +63,25 @@ enum class LaneRelease : std::uint8_t {
   not_live,       ///< tag mismatch or the lane already freed: a double free or a foreign pointer
 };
 
+/// Frees the parts `lanes` (bit i: lane i) of a region whose word is `word`, for pointers
+/// carrying `tag`: returns the parts that were live and are now free (0 for a tag mismatch),
+/// and in `next` the word to store (== word when 0). The region is free when `next`'s low
+/// half is 0 and something was freed.
+WARPVM_HD_INLINE constexpr std::uint32_t release_lanes(std::uint64_t word, std::uint32_t tag, std::uint32_t lanes,
+                                                       std::uint64_t& next) {
+  next = word;
+  if (tag == 0 || static_cast<std::uint32_t>(word >> 32) != tag) return 0;
+  const std::uint32_t live = static_cast<std::uint32_t>(word) & lanes;
+  next = word & ~std::uint64_t{live};
+  return live;
+}
+
 /// Frees `lane`'s part of a region whose word is `word`, for a pointer carrying `tag`: the
 /// outcome, and in `next` the word to store (== word when not_live).
 WARPVM_HD_INLINE constexpr LaneRelease release_lane(std::uint64_t word, std::uint32_t tag, std::uint32_t lane,
                                                     std::uint64_t& next) {
   next = word;
-  const std::uint64_t bit = std::uint64_t{1} << lane;
-  if (tag == 0 || lane >= 32 || static_cast<std::uint32_t>(word >> 32) != tag || (word & bit) == 0)
-    return LaneRelease::not_live;
-  next = word & ~bit;
+  if (lane >= warp_lanes || release_lanes(word, tag, std::uint32_t{1} << lane, next) == 0) return LaneRelease::not_live;
   return (next & 0xffffffffu) == 0 ? LaneRelease::region_free : LaneRelease::released;
 }
 
