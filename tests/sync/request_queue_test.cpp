@@ -1,4 +1,4 @@
-// The request queue (PFQ), the batching rule, staging leases and the waiter protocol: known
+// The request queue (PFQ), the batching rule, staging leases and a waiter protocol: known
 // cases, many producer threads against one monitor thread, and a whole channel on threads
 // (producers, consumer "warps", one monitor) whose consumers check every byte they receive.
 
@@ -23,6 +23,66 @@ namespace warpvm::detail {
 namespace {
 
 using namespace std::chrono_literals;
+
+// ---- the parked thread's waiter -------------------------------------------------------------
+// The channel as these tests model it on host threads: a consumer parks on a waiter that the
+// activator wakes with the answer. (The device channel parks a warp on a count of its requests
+// served, written by the copy engine: channel_view.hpp.)
+
+/// A waiter's state word. A warp uses its waiter for one request at a time:
+///   idle/ready --arm (consumer, before posting)--> waiting --wake (activator)--> ready
+enum class WaiterState : std::uint32_t { idle = 0, waiting = 1, ready = 2 };
+
+/// One consumer warp's parking place, in the consumer GPU's memory (the warp polls it locally,
+/// never across the link). `lease` and `staging_offset` are the activator's answer, valid once
+/// the state is ready.
+struct Waiter {
+  std::uint32_t state;
+  std::uint32_t lease;           ///< index of the batch's StagingLease
+  std::uint64_t staging_offset;  ///< byte offset of this warp's data in the staging area
+};
+
+/// The consumer arms its waiter before posting the request. Relaxed is enough: the post's
+/// release store carries this store to the monitor, and the activator's wake comes after the
+/// monitor took the request, so the wake is later in the word's modification order and a warp
+/// never sees its own arm hide the wake.
+void waiter_arm(Waiter& waiter) {
+  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(waiter.state)
+      .store(static_cast<std::uint32_t>(WaiterState::waiting), cuda::std::memory_order_relaxed);
+}
+
+/// The activator, after the warp's data is in staging, tells the warp where it is and wakes it.
+/// Release: the data, `lease` and `staging_offset` are visible to the warp that sees ready.
+/// A copy done by many lanes must be ordered before this store first (`__syncwarp()` within a
+/// warp, or a fence and a barrier across warps).
+void waiter_wake(Waiter& waiter, std::uint32_t lease, std::uint64_t staging_offset) {
+  waiter.lease = lease;
+  waiter.staging_offset = staging_offset;
+  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(waiter.state)
+      .store(static_cast<std::uint32_t>(WaiterState::ready), cuda::std::memory_order_release);
+}
+
+/// Acquire: once true, the warp may read `lease`, `staging_offset` and its data.
+[[nodiscard]] bool waiter_is_ready(Waiter& waiter) {
+  return cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(waiter.state).load(cuda::std::memory_order_acquire) ==
+         static_cast<std::uint32_t>(WaiterState::ready);
+}
+
+/// Polls the waiter at most `max_polls` times, calling `pause(ns)` between polls with a pause
+/// that doubles from 8 ns to 256 ns: `__nanosleep` on the GPU (the warp yields its issue slots to
+/// warps with work), a yield or sleep on the host. Returns whether the waiter became ready; a
+/// caller that gets false checks its watchdog and parks again, so no wait is unbounded.
+template <class Pause>
+[[nodiscard]] bool waiter_await(Waiter& waiter, std::uint32_t max_polls, Pause&& pause) {
+  std::uint32_t backoff_ns = waiter_backoff_min_ns;
+  for (std::uint32_t poll = 0; poll < max_polls; ++poll) {
+    if (waiter_is_ready(waiter)) return true;
+    if (poll + 1 == max_polls) break;
+    pause(backoff_ns);
+    backoff_ns = backoff_ns * 2 < waiter_backoff_max_ns ? backoff_ns * 2 : waiter_backoff_max_ns;
+  }
+  return false;
+}
 
 struct OwnedQueue {
   explicit OwnedQueue(std::uint32_t capacity) : slots(capacity), queue(&cursors, slots.data(), capacity) {

@@ -2,16 +2,18 @@
 /// @file
 /// The request side of a WIC channel (paper Sections 5.3-5.5), without driver support:
 ///
-///  1. A consumer warp that needs producer data arms its waiter (a word in its own GPU's
-///     memory), posts a Request to the channel's RequestQueue (the paper's PFQ) and parks on
-///     the waiter with nanosleep backoff instead of polling the producer's memory.
+///  1. A consumer warp that needs producer data posts a Request to the channel's RequestQueue
+///     (the paper's PFQ) and parks on its waiter word (in its own GPU's memory: the count of its
+///     requests served, channel_view.hpp) with nanosleep backoff instead of polling the
+///     producer's memory.
 ///  2. The monitor (one per consumer GPU) drains the queue, keeps the requests whose tags are not
 ///     all set in its AvailabilityBitmap, and puts ready ones into batches of at most 16
 ///     (the paper's Interrupter batches 16 warps); each batch gets one contiguous run of staging
 ///     pages from the StagingPageTree.
-///  3. The activator copies each request's data into the run and wakes its waiter with a release
-///     store. The warp reads its data there, then says so on the batch's StagingLease; the monitor
-///     gives the run back to the tree once every reader of the batch has finished.
+///  3. The activator copies each request's data into the run and wakes its waiter (the copy
+///     engine writes the data, then the waiter word). The warp reads its data there, then says
+///     so; the monitor counts that down on the batch's StagingLease and gives the run back to the
+///     tree once every reader of the batch has finished.
 ///
 /// Step 3's acknowledgement replaces the paper's P / P' page pairing: the paper alternates two
 /// pages per slot because its invalidation signal could not be timed after the consumers'
@@ -230,68 +232,10 @@ template <cuda::thread_scope Scope = cuda::thread_scope_system>
   return cuda::atomic_ref<std::uint32_t, Scope>(lease.readers_left).load(cuda::std::memory_order_acquire) == 0;
 }
 
-// ---- the parked warp's waiter ---------------------------------------------------------------
+// ---- parking ---------------------------------------------------------------------------------
 
-/// A waiter's state word. A warp uses its waiter for one request at a time:
-///   idle/ready --arm (consumer, before posting)--> waiting --wake (activator)--> ready
-enum class WaiterState : std::uint32_t { idle = 0, waiting = 1, ready = 2 };
-
-/// One consumer warp's parking place, in the consumer GPU's memory (the warp polls it locally,
-/// never across the link). `lease` and `staging_offset` are the activator's answer, valid once
-/// the state is ready.
-struct Waiter {
-  std::uint32_t state;
-  std::uint32_t lease;           ///< index of the batch's StagingLease
-  std::uint64_t staging_offset;  ///< byte offset of this warp's data in the staging area
-};
-
-/// The consumer arms its waiter before posting the request. Relaxed is enough: the post's
-/// release store carries this store to the monitor, and the activator's wake comes after the
-/// monitor took the request, so the wake is later in the word's modification order and a warp
-/// never sees its own arm hide the wake.
-template <cuda::thread_scope Scope = cuda::thread_scope_system>
-WARPVM_HD void waiter_arm(Waiter& waiter) {
-  cuda::atomic_ref<std::uint32_t, Scope>(waiter.state)
-      .store(static_cast<std::uint32_t>(WaiterState::waiting), cuda::std::memory_order_relaxed);
-}
-
-/// The activator, after the warp's data is in staging, tells the warp where it is and wakes it.
-/// Release: the data, `lease` and `staging_offset` are visible to the warp that sees ready.
-/// A copy done by many lanes must be ordered before this store first (`__syncwarp()` within a
-/// warp, or a fence and a barrier across warps).
-template <cuda::thread_scope Scope = cuda::thread_scope_system>
-WARPVM_HD void waiter_wake(Waiter& waiter, std::uint32_t lease, std::uint64_t staging_offset) {
-  waiter.lease = lease;
-  waiter.staging_offset = staging_offset;
-  cuda::atomic_ref<std::uint32_t, Scope>(waiter.state)
-      .store(static_cast<std::uint32_t>(WaiterState::ready), cuda::std::memory_order_release);
-}
-
-/// Acquire: once true, the warp may read `lease`, `staging_offset` and its data.
-template <cuda::thread_scope Scope = cuda::thread_scope_system>
-[[nodiscard]] WARPVM_HD bool waiter_is_ready(Waiter& waiter) {
-  return cuda::atomic_ref<std::uint32_t, Scope>(waiter.state).load(cuda::std::memory_order_acquire) ==
-         static_cast<std::uint32_t>(WaiterState::ready);
-}
-
-/// First and longest pause between two polls of a parked waiter (as the fault path's waiters).
+/// First and longest pause between two polls of a parked warp (as the fault path's waiters).
 inline constexpr std::uint32_t waiter_backoff_min_ns = 8;
 inline constexpr std::uint32_t waiter_backoff_max_ns = 256;
-
-/// Polls the waiter at most `max_polls` times, calling `pause(ns)` between polls with a pause
-/// that doubles from 8 ns to 256 ns: `__nanosleep` on the GPU (the warp yields its issue slots to
-/// warps with work), a yield or sleep on the host. Returns whether the waiter became ready; a
-/// caller that gets false checks its watchdog and parks again, so no wait is unbounded.
-template <cuda::thread_scope Scope = cuda::thread_scope_system, class Pause>
-[[nodiscard]] WARPVM_HD bool waiter_await(Waiter& waiter, std::uint32_t max_polls, Pause&& pause) {
-  std::uint32_t backoff_ns = waiter_backoff_min_ns;
-  for (std::uint32_t poll = 0; poll < max_polls; ++poll) {
-    if (waiter_is_ready<Scope>(waiter)) return true;
-    if (poll + 1 == max_polls) break;
-    pause(backoff_ns);
-    backoff_ns = backoff_ns * 2 < waiter_backoff_max_ns ? backoff_ns * 2 : waiter_backoff_max_ns;
-  }
-  return false;
-}
 
 }  // namespace warpvm::detail
