@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -22,14 +23,6 @@
 
 namespace warpvm::detail {
 namespace {
-
-std::uint32_t next_power_of_two(std::uint32_t n) {
-  std::uint32_t p = 2;
-  while (p < n) p <<= 1;
-  return p;
-}
-
-bool seq_reached(std::uint32_t a, std::uint32_t b) { return static_cast<std::int32_t>(a - b) >= 0; }
 
 /// Waiter entries whose indices lie this close share one copy (the words between are copied
 /// with the values the device already has: only the copy engine writes them).
@@ -139,7 +132,7 @@ ChannelState::ChannelState(const ChannelConfig& cfg)
   WARPVM_CUDA_TRY(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
   stream_.reset(created);
   buffer = make_pinned_zeroed<std::byte>(cfg.buffer_bytes, cudaHostAllocPortable, "the channel's producer buffer");
-  const std::uint32_t capacity = next_power_of_two(cfg.max_warps);  // a warp posts one request at a time
+  const std::uint32_t capacity = std::max(2u, std::bit_ceil(cfg.max_warps));  // a warp posts one request at a time
   slots_ = make_pinned_zeroed<RequestSlot>(capacity, cudaHostAllocMapped, "the channel's request queue");
   device_cursors_ = make_device_zeroed<RequestQueueCursors>(1, "the channel's queue cursors");
   queue_ = RequestQueue<>(&host_cursors_, slots_.get(), capacity);
@@ -231,7 +224,7 @@ void ChannelState::recycle(bool& busy) {
       ++seen;
       // Acquire: the warp's reads of its data happen before the pages are handed out again.
       const std::uint32_t released = std::atomic_ref<std::uint32_t>(released_.get()[reader.waiter]).load(std::memory_order_acquire);
-      if (seq_reached(released, reader.seq)) {
+      if (channel_seq_reached(released, reader.seq)) {
         reader.done = true;
         lease_finish_reading(it->lease);
       }

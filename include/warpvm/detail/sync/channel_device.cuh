@@ -39,11 +39,6 @@ __device__ inline void channel_fail(const ChannelView& view, ChannelFault fault,
   __trap();
 }
 
-/// Wrap-safe "a is at or after b" for 32-bit sequence numbers.
-__device__ __forceinline__ bool channel_seq_reached(std::uint32_t a, std::uint32_t b) {
-  return static_cast<std::int32_t>(a - b) >= 0;
-}
-
 /// What acquire returns to every lane: where the data is and what to release.
 struct ChannelGrant {
   const std::byte* data;

@@ -15,6 +15,7 @@
 /// the producers' tail cursor in device memory (a device atomic among the consumer warps; the
 /// monitor keeps its own head), so no atomic ever crosses PCIe.
 
+#include "warpvm/detail/host_device.hpp"
 #include "warpvm/detail/sync/request_queue.hpp"
 
 #include <cstddef>
@@ -43,6 +44,11 @@ struct ChannelErrorRecord {
   std::uint64_t source_offset;
 };
 
+/// Wrap-safe "a is at or after b" for the 32-bit request counts of a waiter word.
+WARPVM_HD_INLINE constexpr bool channel_seq_reached(std::uint32_t a, std::uint32_t b) {
+  return static_cast<std::int32_t>(a - b) >= 0;
+}
+
 struct ChannelView {
   RequestSlot* slots;                ///< mapped pinned host memory, `queue_capacity` cells
   RequestQueueCursors* cursors;      ///< device memory: the consumers' tail
@@ -59,6 +65,5 @@ struct ChannelView {
   std::uint32_t waiters;             ///< consumer warps a launch may have (global warp ids below this)
   std::uint32_t tag_count;
 };
-
 
 }  // namespace warpvm::detail
