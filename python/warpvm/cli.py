@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -128,6 +130,16 @@ def _binary(build_dir: Path | None, relative: Path) -> Path:
     except runner.MissingBinaryError as error:
         typer.echo(f"error: {error}", err=True)
         raise typer.Exit(2) from None
+
+
+@contextmanager
+def _exit_on_bad_input() -> Iterator[None]:
+    """Turns a ResultsError (a bad or missing input file) into its message and exit code 1."""
+    try:
+        yield
+    except ResultsError as error:
+        typer.echo(f"error: {error}", err=True)
+        raise typer.Exit(1) from None
 
 
 def _print_table(console: Console, table: TextTable) -> None:
@@ -297,7 +309,7 @@ def report(
 ) -> None:
     """Write summary.md and plots (bandwidth, cache sweep, bytes moved) from result files."""
     console = _console()
-    try:
+    with _exit_on_bad_input():
         records = load_records(files)
         if not records:
             raise ResultsError(f"no records in {', '.join(map(str, files))}")
@@ -317,9 +329,6 @@ def report(
                 written.append(path)
         if parquet:
             written.append(write_parquet(records, out / "records.parquet"))
-    except ResultsError as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(1) from None
     for path in written:
         typer.echo(f"wrote {path}")
 
@@ -338,14 +347,10 @@ def trace_command(
     cannot support (Fig. 7 without timings, for one) are skipped, saying why.
     """
     console = _console()
-    try:
+    with _exit_on_bad_input():
         batches = trace.load_traces(files)
-    except ResultsError as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(1) from None
-    if not batches:
-        typer.echo(f"error: no batches in {', '.join(map(str, files))}", err=True)
-        raise typer.Exit(1)
+        if not batches:
+            raise ResultsError(f"no batches in {', '.join(map(str, files))}")
     for table in trace.tables(batches):
         _print_table(console, table)
     out.mkdir(parents=True, exist_ok=True)
@@ -378,7 +383,7 @@ def timeline(
     `warpvm-bench --events FILE` built with -DWARPVM_FAULT_EVENTS=ON, or Runtime::fault_events().
     """
     console = _console()
-    try:
+    with _exit_on_bad_input():
         events = timeline_events.load_events(file)
         if not events:
             raise ResultsError(f"no events in {file}")
@@ -386,8 +391,5 @@ def timeline(
         written = [timeline_events.write_chrome_trace(events, out)]
         if parquet is not None:
             written.append(timeline_events.write_parquet(events, parquet))
-    except ResultsError as error:
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(1) from None
     for path in written:
         typer.echo(f"wrote {path}")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 from matplotlib import colormaps
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
@@ -52,6 +53,14 @@ def _legend(colors: dict[str, ColorType]) -> list[Patch]:
 def _log_if_wide(values: list[float]) -> bool:
     positive = [v for v in values if v > 0]
     return bool(positive) and max(positive) / min(positive) > _LOG_RANGE
+
+
+def log2_x_axis(ax: Axes, ticks: Sequence[float], labels: Sequence[str]) -> None:
+    """A base-2 logarithmic x axis with exactly `ticks`, labelled `labels` (no minor ticks)."""
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator(list(ticks)))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels(list(labels))
 
 
 def save_png(figure: Figure | None, path: Path) -> Path | None:
@@ -150,10 +159,7 @@ def cache_sweep_figure(records: Iterable[Record]) -> Figure | None:
                         r.useful_gbps or 0.0, color=color, linestyle=dashes, lw=1, label=f"{label}: {mode}"
                     )
     fractions = sorted({r.cache_fraction for r in sweep})
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_locator(FixedLocator([f * 100 for f in fractions]))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xticklabels([format_fraction(f) for f in fractions])
+    log2_x_axis(ax, [f * 100 for f in fractions], [format_fraction(f) for f in fractions])
     ax.set_xlabel("cache = % of data")
     ax.set_ylabel("useful bandwidth (GB/s)")
     ax.set_title(f"warpvm bandwidth against cache size: {', '.join(devices)}")

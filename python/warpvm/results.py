@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 # Field name -> accepted kinds: "str", "number", "int", each optionally "|null".
 REQUIRED_FIELDS: dict[str, str] = {
@@ -175,6 +178,25 @@ def load_records(paths: Iterable[Path]) -> list[Record]:
             raise ResultsError(f"{path}: cannot read ({error.strerror})") from None
         records.extend(parse_lines(text.splitlines(), str(path)))
     return records
+
+
+def load_csv(path: Path, required: Iterable[str], parse_row: Callable[[dict[Any, Any]], T]) -> list[T]:
+    """Reads a CSV with a header row, each row through `parse_row`; raises ResultsError naming the
+    file when a `required` column is missing, and its line when `parse_row` rejects a row (ValueError,
+    or TypeError for a short row)."""
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        header = reader.fieldnames or []
+        missing = [c for c in required if c not in header]
+        if missing:
+            raise ResultsError(f"{path}: missing columns {', '.join(missing)}")
+        parsed = []
+        for row in reader:
+            try:
+                parsed.append(parse_row(row))
+            except (TypeError, ValueError) as error:
+                raise ResultsError(f"{path}:{reader.line_num}: bad row: {error}") from None
+    return parsed
 
 
 def latest_points(records: Iterable[Record]) -> list[Record]:
@@ -349,14 +371,19 @@ def markdown_summary(records: list[Record]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_parquet(records: list[Record], path: Path) -> Path:
-    """Writes the records as a Parquet table (needs the 'parquet' extra: pyarrow)."""
+def write_parquet_columns(columns: dict[str, list[Any]], path: Path) -> Path:
+    """Writes the columns (name -> values) as a Parquet table (needs the 'parquet' extra: pyarrow)."""
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError:
         raise ResultsError("writing Parquet needs pyarrow: pip install 'warpvm[parquet]'") from None
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+def write_parquet(records: list[Record], path: Path) -> Path:
+    """Writes the records as a Parquet table, one column per field any record has."""
     rows = [r.to_dict() for r in records]
     columns = dict.fromkeys(name for row in rows for name in row)
-    pq.write_table(pa.table({name: [row.get(name) for row in rows] for name in columns}), path)
-    return path
+    return write_parquet_columns({name: [row.get(name) for row in rows] for name in columns}, path)

@@ -10,13 +10,12 @@ module checks such a file, summarises it per run and turns it into a Chrome/Perf
 
 from __future__ import annotations
 
-import csv
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from statistics import fmean, median
 
-from warpvm.results import ResultsError, TextTable
+from warpvm.results import TextTable, load_csv, write_parquet_columns
 
 EVENT_COLUMNS = (
     "workload",
@@ -89,18 +88,7 @@ def _event(row: dict[str, str]) -> FaultEvent:
 
 def load_events(path: Path) -> list[FaultEvent]:
     """Reads a fault event CSV; raises ResultsError naming the file and line of a bad row."""
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in EVENT_COLUMNS if c not in (reader.fieldnames or [])]
-        if missing:
-            raise ResultsError(f"{path}: missing columns {', '.join(missing)}")
-        events = []
-        for row in reader:
-            try:
-                events.append(_event(row))
-            except ValueError as error:
-                raise ResultsError(f"{path}:{reader.line_num}: bad row: {error}") from None
-    return events
+    return load_csv(path, EVENT_COLUMNS, _event)
 
 
 def _by_run(events: list[FaultEvent]) -> dict[str, list[FaultEvent]]:
@@ -201,12 +189,5 @@ def write_chrome_trace(events: list[FaultEvent], path: Path) -> Path:
 
 def write_parquet(events: list[FaultEvent], path: Path) -> Path:
     """Writes the events as a Parquet table (needs the 'parquet' extra: pyarrow)."""
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise ResultsError("writing Parquet needs pyarrow: pip install 'warpvm[parquet]'") from None
-    rows = [asdict(e) for e in events]
-    columns = list(FaultEvent.__dataclass_fields__)
-    pq.write_table(pa.table({c: [row[c] for row in rows] for c in columns}), path)
-    return path
+    names = [f.name for f in fields(FaultEvent)]
+    return write_parquet_columns({name: [getattr(e, name) for e in events] for name in names}, path)

@@ -10,7 +10,6 @@ them. Every analysis works on counts; the ones that need time (Fig. 7, service t
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +17,9 @@ from statistics import StatisticsError, fmean, linear_regression, median
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.ticker import FixedLocator, NullLocator
 
-from warpvm.plots import save_png
-from warpvm.results import ResultsError, TextTable, _markdown_table, format_fraction
+from warpvm.plots import log2_x_axis, save_png
+from warpvm.results import ResultsError, TextTable, _markdown_table, format_fraction, load_csv
 
 COLUMNS = (
     "workload",
@@ -53,6 +51,7 @@ TIMING_COLUMNS = (
     "eviction_ns",
 )
 _COUNT_COLUMNS = COLUMNS[4:12]
+_REQUIRED_COLUMNS = tuple(c for c in COLUMNS if c not in TIMING_COLUMNS)
 
 PAGE_BYTES = 4096
 MIB = 2**20
@@ -60,6 +59,22 @@ MIB = 2**20
 TRANSFER_SHARE_MARK = 0.25
 # Figs. 12-13: sorted batch costs start a new level where one is this many times the previous.
 LEVEL_RATIO = 1.5
+
+
+def _label(
+    workload: str, cache_fraction: float, batch_limit: int | None = None, prefetch: bool | None = None
+) -> str:
+    """'workload, cache 50%[, 256/batch][, prefetch|no prefetch]': what names a run or a set of runs."""
+    parts = [workload, f"cache {format_fraction(cache_fraction)}"]
+    if batch_limit is not None:
+        parts.append(f"{batch_limit}/batch")
+    if prefetch is not None:
+        parts.append("prefetch" if prefetch else "no prefetch")
+    return ", ".join(parts)
+
+
+def _on_off(prefetch: bool) -> str:
+    return "on" if prefetch else "off"
 
 
 @dataclass(frozen=True, order=True)
@@ -73,10 +88,7 @@ class Run:
 
     def label(self) -> str:
         """E.g. 'stream, cache 50%, 256/batch, prefetch'."""
-        return (
-            f"{self.workload}, cache {format_fraction(self.cache_fraction)}, {self.batch_limit}/batch, "
-            f"{'prefetch' if self.prefetch else 'no prefetch'}"
-        )
+        return _label(self.workload, self.cache_fraction, self.batch_limit, self.prefetch)
 
     def cells(self) -> tuple[str, str, str, str]:
         """The run's identifying table cells."""
@@ -84,7 +96,7 @@ class Run:
             self.workload,
             format_fraction(self.cache_fraction),
             str(self.batch_limit),
-            "on" if self.prefetch else "off",
+            _on_off(self.prefetch),
         )
 
 
@@ -130,6 +142,13 @@ class Batch:
         return self.pages_migrated + self.pages_evicted
 
     @property
+    def transfer_share(self) -> float | None:
+        """Share of the service time spent moving data (Fig. 7); None when untimed or of zero duration."""
+        if not self.duration_ns or self.transfer_ns is None:
+            return None
+        return self.transfer_ns / self.duration_ns
+
+    @property
     def management_ns(self) -> int | None:
         """Service time not spent moving data (duration - transfer - eviction), when known."""
         if self.duration_ns is None or self.transfer_ns is None:
@@ -152,7 +171,7 @@ def _parse_row(row: dict[str, str | None]) -> Batch:
     """One CSV row as a Batch; ValueError (or TypeError for a short row) when it breaks the schema."""
     if None in row:
         raise ValueError("more fields than the header")
-    if any(row.get(c) is None for c in COLUMNS if c not in TIMING_COLUMNS):
+    if any(row.get(c) is None for c in _REQUIRED_COLUMNS):
         raise ValueError("fewer fields than the header")
     prefetch = row["prefetch"]
     if prefetch not in ("0", "1"):
@@ -187,19 +206,7 @@ def load_trace(path: Path) -> list[Batch]:
 
     The timing columns may be empty (simulator traces) or absent; all others are required.
     """
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        header = reader.fieldnames or []
-        missing = [c for c in COLUMNS if c not in header and c not in TIMING_COLUMNS]
-        if missing:
-            raise ResultsError(f"{path}: missing columns {', '.join(missing)}")
-        batches = []
-        for row in reader:
-            try:
-                batches.append(_parse_row(row))
-            except (TypeError, ValueError) as error:
-                raise ResultsError(f"{path}:{reader.line_num}: bad row: {error}") from None
-    return batches
+    return load_csv(path, _REQUIRED_COLUMNS, _parse_row)
 
 
 def load_traces(paths: Sequence[Path]) -> list[Batch]:
@@ -256,6 +263,31 @@ def total_ns(group: Sequence[Batch]) -> int | None:
 
 
 @dataclass(frozen=True)
+class RunTotals:
+    """A run's totals (the summary and the prefetch comparison are made of them)."""
+
+    batches: int
+    faults: int
+    unique_faults: int
+    pages_migrated: int
+    pages_prefetched: int
+    pages_evicted: int
+    total_ns: int | None
+
+
+def run_totals(group: Sequence[Batch]) -> RunTotals:
+    return RunTotals(
+        batches=len(group),
+        faults=sum(b.faults for b in group),
+        unique_faults=sum(b.unique_faults for b in group),
+        pages_migrated=sum(b.pages_migrated for b in group),
+        pages_prefetched=sum(b.pages_prefetched for b in group),
+        pages_evicted=sum(b.pages_evicted for b in group),
+        total_ns=total_ns(group),
+    )
+
+
+@dataclass(frozen=True)
 class RunSummary:
     """The study's per-run numbers: batch sizes, duplicates, VA blocks, prefetch, eviction, time."""
 
@@ -283,22 +315,20 @@ def summarize(batches: Iterable[Batch]) -> list[RunSummary]:
     """One summary per run."""
     out = []
     for run, group in runs(batches).items():
-        faults = sum(b.faults for b in group)
-        unique = sum(b.unique_faults for b in group)
+        t = run_totals(group)
         blocks = sum(b.blocks for b in group)
-        migrated = sum(b.pages_migrated for b in group)
         out.append(
             RunSummary(
                 run=run,
-                batches=len(group),
-                mean_faults=fmean(b.faults for b in group),
-                mean_unique_faults=fmean(b.unique_faults for b in group),
-                duplicate_share=(faults - unique) / faults if faults else 0.0,
-                mean_blocks=fmean(b.blocks for b in group),
-                faults_per_block=unique / blocks if blocks else 0.0,
-                prefetched_share=sum(b.pages_prefetched for b in group) / migrated if migrated else 0.0,
-                pages_evicted=sum(b.pages_evicted for b in group),
-                total_ns=total_ns(group),
+                batches=t.batches,
+                mean_faults=t.faults / t.batches,
+                mean_unique_faults=t.unique_faults / t.batches,
+                duplicate_share=(t.faults - t.unique_faults) / t.faults if t.faults else 0.0,
+                mean_blocks=blocks / t.batches,
+                faults_per_block=t.unique_faults / blocks if blocks else 0.0,
+                prefetched_share=t.pages_prefetched / t.pages_migrated if t.pages_migrated else 0.0,
+                pages_evicted=t.pages_evicted,
+                total_ns=t.total_ns,
             )
         )
     return out
@@ -542,7 +572,7 @@ def transfer_shares(batches: Iterable[Batch]) -> list[TransferShare]:
         out.append(
             TransferShare(
                 run=run,
-                shares=[(b.transfer_ns or 0) / b.duration_ns for b in group if b.duration_ns],
+                shares=[share for b in group if (share := b.transfer_share) is not None],
                 management_share=management / total if total else 0.0,
             )
         )
@@ -597,10 +627,7 @@ class Sweep:
     points: list[SweepPoint]
 
     def label(self) -> str:
-        return (
-            f"{self.workload}, cache {format_fraction(self.cache_fraction)}, "
-            f"{'prefetch' if self.prefetch else 'no prefetch'}"
-        )
+        return _label(self.workload, self.cache_fraction, prefetch=self.prefetch)
 
     @property
     def timed(self) -> bool:
@@ -639,7 +666,7 @@ def sweep_table(sweeps: Iterable[Sweep]) -> TextTable:
         (
             s.workload,
             format_fraction(s.cache_fraction),
-            "on" if s.prefetch else "off",
+            _on_off(s.prefetch),
             str(p.batch_limit),
             str(p.batches),
             f"{p.mean_unique_faults:.1f}",
@@ -657,31 +684,6 @@ def sweep_table(sweeps: Iterable[Sweep]) -> TextTable:
 
 
 @dataclass(frozen=True)
-class RunTotals:
-    """A run's totals for the prefetch comparison."""
-
-    batches: int
-    faults: int
-    unique_faults: int
-    pages_migrated: int
-    pages_prefetched: int
-    pages_evicted: int
-    total_ns: int | None
-
-
-def run_totals(group: Sequence[Batch]) -> RunTotals:
-    return RunTotals(
-        batches=len(group),
-        faults=sum(b.faults for b in group),
-        unique_faults=sum(b.unique_faults for b in group),
-        pages_migrated=sum(b.pages_migrated for b in group),
-        pages_prefetched=sum(b.pages_prefetched for b in group),
-        pages_evicted=sum(b.pages_evicted for b in group),
-        total_ns=total_ns(group),
-    )
-
-
-@dataclass(frozen=True)
 class PrefetchComparison:
     """Two runs differing only in `prefetch` (Fig. 14)."""
 
@@ -692,7 +694,7 @@ class PrefetchComparison:
     on: RunTotals
 
     def label(self) -> str:
-        return f"{self.workload}, cache {format_fraction(self.cache_fraction)}, {self.batch_limit}/batch"
+        return _label(self.workload, self.cache_fraction, self.batch_limit)
 
     @property
     def batch_reduction(self) -> float:
@@ -1004,25 +1006,12 @@ def transfer_figure(batches: Sequence[Batch]) -> Figure | None:
     x_of, xlabel = _time_axis(grouped)
     figure, (ax,) = _figure()
     for run, group in grouped.items():
-        kept = [b for b in group if b.duration_ns]
-        ax.scatter(
-            [x_of(b) for b in kept],
-            [100 * (b.transfer_ns or 0) / (b.duration_ns or 1) for b in kept],
-            s=8,
-            alpha=0.6,
-            label=run.label(),
-        )
+        kept = [(x_of(b), 100 * share) for b in group if (share := b.transfer_share) is not None]
+        ax.scatter([x for x, _ in kept], [y for _, y in kept], s=8, alpha=0.6, label=run.label())
     ax.axhline(100 * TRANSFER_SHARE_MARK, color="black", linestyle=":", linewidth=1)
     ax.set_ylim(0, 100)
     _finish(ax, "Fig. 7: share of batch time spent moving data (rest: management)", xlabel, "transfer (%)")
     return figure
-
-
-def _log2_axis(ax: Axes, limits: Sequence[int]) -> None:
-    ax.set_xscale("log", base=2)
-    ax.xaxis.set_major_locator(FixedLocator(list(limits)))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xticklabels([str(n) for n in limits])
 
 
 def sweep_figure(batches: Sequence[Batch]) -> Figure | None:
@@ -1045,7 +1034,7 @@ def sweep_figure(batches: Sequence[Batch]) -> Figure | None:
             ax.plot(
                 [p.batch_limit for p in s.points], [y_of(p) for p in s.points], marker="o", label=s.label()
             )
-        _log2_axis(ax, limits)
+        log2_x_axis(ax, limits, [str(n) for n in limits])
         _finish(ax, ylabel, "batch limit (faults)", ylabel, legend=ax is axes[0])
     figure.suptitle("Fig. 9: batch-size sweep")
     return figure
