@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <exception>
 #include <fstream>
 #include <functional>
 #include <stdexcept>
@@ -57,24 +56,14 @@ GraphOptions parse(int argc, char** argv) {
     if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
     const std::string value = argv[++i];
     try {
+      if (parse_shared_option(o.common, flag, value)) continue;
       if (flag == "--scale") o.graph.scale = static_cast<unsigned>(std::stoul(value));
       else if (flag == "--edge-factor") o.graph.edge_factor = static_cast<unsigned>(std::stoul(value));
       else if (flag == "--seed") o.graph.seed = std::stoull(value);
       else if (flag == "--sources") o.sources = static_cast<unsigned>(std::stoul(value));
       else if (flag == "--roots") {
         for (const std::string& r : tools::split_list(value)) o.roots.push_back(static_cast<std::uint32_t>(std::stoul(r)));
-      } else if (flag == "--modes") o.common.modes = tools::split_list(value);
-      else if (flag == "--cache-fractions") {
-        o.common.cache_fractions.clear();
-        for (const std::string& f : tools::split_list(value)) o.common.cache_fractions.push_back(std::stod(f));
-      } else if (flag == "--repeats") o.common.repeats = std::stoi(value);
-      else if (flag == "--eviction") o.common.eviction = value == "fifo" ? EvictionPolicy::fifo : EvictionPolicy::clock;
-      else if (flag == "--out") o.common.out = value;
-      else if (flag == "--commit") o.common.commit = value;
-      else if (flag == "--driver") o.common.driver = value;
-      else if (flag == "--suite") o.common.suite = value;
-      else if (flag == "--trace") o.common.trace = value;
-      else usage(("unknown option " + flag).c_str());
+      } else usage(("unknown option " + flag).c_str());
     } catch (const std::logic_error&) {  // stoul and friends
       usage(("cannot read the value of " + flag + ": " + value).c_str());
     }
@@ -386,15 +375,5 @@ class GraphBench {
 
 int main(int argc, char** argv) {
   const auto options = warpvm::bench::parse(argc, argv);
-  if (warpvm::device_count() == 0) {
-    std::fprintf(stderr, "warpvm-graph-bench: no CUDA device visible; nothing measured\n");
-    return 3;
-  }
-  try {
-    warpvm::bench::GraphBench(options).run();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "warpvm-graph-bench: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  return warpvm::bench::bench_main("warpvm-graph-bench", "", [&] { warpvm::bench::GraphBench(options).run(); });
 }

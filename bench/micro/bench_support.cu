@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <exception>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -58,23 +59,30 @@ bool Options::wants_mode(const std::string& mode) const {
   return modes.empty() || std::find(modes.begin(), modes.end(), mode) != modes.end();
 }
 
-namespace {
-
-/// Applies one option with a value; std::stoi and friends throw std::logic_error on bad numbers.
-void parse_value(Options& o, const std::string& flag, const std::string& value) {
-  if (flag == "--workloads") o.workloads = tools::split_list(value);
-  else if (flag == "--modes") o.modes = tools::split_list(value);
+bool parse_shared_option(Options& o, const std::string& flag, const std::string& value) {
+  if (flag == "--modes") o.modes = tools::split_list(value);
   else if (flag == "--cache-fractions") {
     o.cache_fractions.clear();
     for (const auto& f : tools::split_list(value)) o.cache_fractions.push_back(std::stod(f));
-  } else if (flag == "--bytes") o.dataset_bytes = tools::parse_bytes(value);
-  else if (flag == "--repeats") o.repeats = std::stoi(value);
+  } else if (flag == "--repeats") o.repeats = std::stoi(value);
   else if (flag == "--eviction") o.eviction = value == "fifo" ? EvictionPolicy::fifo : EvictionPolicy::clock;
   else if (flag == "--out") o.out = value;
   else if (flag == "--commit") o.commit = value;
   else if (flag == "--driver") o.driver = value;
   else if (flag == "--suite") o.suite = value;
   else if (flag == "--trace") o.trace = value;
+  else return false;
+  return true;
+}
+
+namespace {
+
+/// Applies one warpvm-bench option with a value; std::stoi and friends throw std::logic_error on
+/// bad numbers.
+void parse_value(Options& o, const std::string& flag, const std::string& value) {
+  if (parse_shared_option(o, flag, value)) return;
+  if (flag == "--workloads") o.workloads = tools::split_list(value);
+  else if (flag == "--bytes") o.dataset_bytes = tools::parse_bytes(value);
   else if (flag == "--events") {
     o.events = value;
     o.fault_events = true;
@@ -112,6 +120,20 @@ Options parse_options(int argc, char** argv) {
   }
   if (o.repeats < 1) usage("--repeats must be at least 1");
   return o;
+}
+
+int bench_main(const char* name, const char* no_device_hint, const std::function<void()>& run) {
+  if (device_count() == 0) {
+    std::fprintf(stderr, "%s: no CUDA device visible; nothing measured%s\n", name, no_device_hint);
+    return 3;
+  }
+  try {
+    run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", name, e.what());
+    return 1;
+  }
+  return 0;
 }
 
 PinnedArray::PinnedArray(std::uint64_t bytes) : bytes_(bytes) {

@@ -36,7 +36,18 @@ struct Options {
   bool wants_mode(const std::string& mode) const;
 };
 
+/// warpvm-bench's options; prints usage and exits 2 on a bad one.
 Options parse_options(int argc, char** argv);
+
+/// Applies one of the options every benchmark takes (--modes, --cache-fractions, --repeats,
+/// --eviction, --out, --commit, --driver, --suite, --trace); false when `flag` is none of them.
+/// @throws std::logic_error (std::stoi and friends) on a value that is not a number.
+bool parse_shared_option(Options& o, const std::string& flag, const std::string& value);
+
+/// A benchmark's main() after its options are parsed: exit code 3 (saying so, then
+/// `no_device_hint`) when no CUDA device is visible, 1 (with the message) when `run` throws,
+/// else 0. Messages go to stderr prefixed with `name`.
+int bench_main(const char* name, const char* no_device_hint, const std::function<void()>& run);
 
 /// Pinned host memory (cudaHostAlloc, mapped), move-only.
 class PinnedArray {

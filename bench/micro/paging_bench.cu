@@ -11,7 +11,6 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <fstream>
 #include <stdexcept>
 #include <memory>
@@ -629,15 +628,6 @@ class Bench {
 
 int main(int argc, char** argv) {
   const auto options = warpvm::bench::parse_options(argc, argv);
-  if (warpvm::device_count() == 0) {
-    std::fprintf(stderr, "warpvm-bench: no CUDA device visible; nothing measured (use `warpvm sim` for the simulator)\n");
-    return 3;
-  }
-  try {
-    warpvm::bench::Bench(options).run();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "warpvm-bench: %s\n", e.what());
-    return 1;
-  }
-  return 0;
+  return warpvm::bench::bench_main("warpvm-bench", " (use `warpvm sim` for the simulator)",
+                                   [&] { warpvm::bench::Bench(options).run(); });
 }
