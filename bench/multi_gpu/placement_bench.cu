@@ -26,6 +26,7 @@ namespace {
 /// Plain device memory with the shared_array interface: the ideal mode and the reference.
 template <class T>
 struct Raw {
+  using value_type = T;
   T* data;
   std::uint64_t n;
   unsigned g, G;
@@ -40,9 +41,10 @@ __device__ std::uint64_t tid() { return blockIdx.x * std::uint64_t{blockDim.x} +
 __device__ std::uint64_t nthreads() { return std::uint64_t{gridDim.x} * blockDim.x; }
 
 // ---- transpose: 32 x 32 tiles through shared memory, tile rows dealt to the GPUs round-robin ----
-template <class In, class Out>
-__global__ void transpose_kernel(In in, Out out, std::uint64_t n) {
-  __shared__ float tile[32][33];
+// A pure move: the tile holds the arrays' own element type, so no element is converted on the way.
+template <class Array>
+__global__ void transpose_kernel(Array in, Array out, std::uint64_t n) {
+  __shared__ typename Array::value_type tile[32][33];
   const std::uint64_t tiles = n / 32;
   for (std::uint64_t t = blockIdx.x; t < tiles * tiles; t += gridDim.x) {
     const std::uint64_t ti = t / tiles, tj = t % tiles;
@@ -217,12 +219,12 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* b
     w.raw = [n](const auto& p, const auto& streams, unsigned G) {
       for (unsigned g = 0; g < G; ++g) {
         check(cudaSetDevice(g), "cudaSetDevice");
-        transpose_kernel<<<1056, dim3(32, 8), 0, streams[g]>>>(raw_of<float>(p[g][0], n * n, g, G), raw_of<float>(p[g][1], n * n, g, G), n);
+        transpose_kernel<<<1056, dim3(32, 8), 0, streams[g]>>>(raw_of<std::uint32_t>(p[g][0], n * n, g, G),
+                                                              raw_of<std::uint32_t>(p[g][1], n * n, g, G), n);
       }
     };
     w.paged = [n](MultiGpuSpace& s, const auto& o) {
-      s.launch(transpose_kernel<shared_array<std::uint32_t>, shared_array<std::uint32_t>>, dim3(1056), dim3(32, 8), 0,
-               o[0].on(0), o[1].on(0), n);
+      s.launch(transpose_kernel<shared_array<std::uint32_t>>, dim3(1056), dim3(32, 8), 0, o[0].on(0), o[1].on(0), n);
     };
   } else if (name == "stencil2d") {
     const std::uint64_t n = std::max<std::uint64_t>(64, static_cast<std::uint64_t>(std::sqrt(bytes / 8.0)));

@@ -115,6 +115,8 @@ class shared_array {
   static_assert(std::is_trivially_copyable_v<T>, "shared_array elements must be trivially copyable");
 
  public:
+  using value_type = T;
+
   shared_array() = default;
   [[nodiscard]] WARPVM_HD std::uint64_t size() const { return size_; }
   [[nodiscard]] WARPVM_HD std::uint32_t id() const { return id_; }
