@@ -13,29 +13,38 @@
 
 #include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace warpvm {
+namespace {
+
+/// GpuPlacementStats' field of each device counter, in detail::mg::Counter order: the one list
+/// that ties the two together.
+using StatField = std::uint64_t GpuPlacementStats::*;
+constexpr StatField stat_fields[] = {
+    &GpuPlacementStats::local_accesses, &GpuPlacementStats::remote_accesses, &GpuPlacementStats::remote_lines,
+    &GpuPlacementStats::first_touches,  &GpuPlacementStats::shared_faults,   &GpuPlacementStats::migrations,
+    &GpuPlacementStats::counter_migrations, &GpuPlacementStats::replications, &GpuPlacementStats::collapses,
+    &GpuPlacementStats::remote_maps,    &GpuPlacementStats::write_upgrades,  &GpuPlacementStats::invalidations,
+    &GpuPlacementStats::aborted_transitions, &GpuPlacementStats::nvlink_bytes, &GpuPlacementStats::pcie_bytes,
+    &GpuPlacementStats::writebacks};
+static_assert(std::size(stat_fields) == detail::mg::counter_count, "one GpuPlacementStats field per device counter");
+constexpr bool distinct_fields() {
+  for (std::size_t i = 0; i < std::size(stat_fields); ++i)
+    for (std::size_t j = 0; j < i; ++j)
+      if (stat_fields[i] == stat_fields[j]) return false;
+  return true;
+}
+static_assert(distinct_fields() && sizeof(GpuPlacementStats) == std::size(stat_fields) * sizeof(std::uint64_t),
+              "every GpuPlacementStats field is in stat_fields once");
+
+}  // namespace
 
 GpuPlacementStats& GpuPlacementStats::operator+=(const GpuPlacementStats& o) {
-  local_accesses += o.local_accesses;
-  remote_accesses += o.remote_accesses;
-  remote_lines += o.remote_lines;
-  first_touches += o.first_touches;
-  shared_faults += o.shared_faults;
-  migrations += o.migrations;
-  counter_migrations += o.counter_migrations;
-  replications += o.replications;
-  collapses += o.collapses;
-  remote_maps += o.remote_maps;
-  write_upgrades += o.write_upgrades;
-  invalidations += o.invalidations;
-  aborted_transitions += o.aborted_transitions;
-  nvlink_bytes += o.nvlink_bytes;
-  pcie_bytes += o.pcie_bytes;
-  writebacks += o.writebacks;
+  for (const auto field : stat_fields) this->*field += o.*field;
   return *this;
 }
 
@@ -425,24 +434,9 @@ class SpaceState {
       std::uint64_t sum[counter_count] = {};
       for (std::uint32_t s = 0; s < counter_shards; ++s)
         for (std::uint32_t c = 0; c < counter_count; ++c) sum[c] += raw[s * counter_count + c];
-      const auto at = [&](Counter c) { return sum[static_cast<std::uint32_t>(c)]; };
       GpuPlacementStats st;
-      st.local_accesses = at(Counter::local_accesses);
-      st.remote_accesses = at(Counter::remote_accesses);
-      st.remote_lines = at(Counter::remote_lines);
-      st.first_touches = at(Counter::first_touches);
-      st.shared_faults = at(Counter::shared_faults);
-      st.migrations = at(Counter::migrations);
-      st.counter_migrations = at(Counter::counter_migrations);
-      st.replications = at(Counter::replications);
-      st.collapses = at(Counter::collapses);
-      st.remote_maps = at(Counter::remote_maps);
-      st.write_upgrades = at(Counter::write_upgrades);
-      st.invalidations = at(Counter::invalidations);
-      st.aborted_transitions = at(Counter::aborted_transitions);
-      st.nvlink_bytes = at(Counter::nvlink_bytes);
-      st.pcie_bytes = at(Counter::pcie_bytes);
-      st.writebacks = at(Counter::writebacks);
+      for (std::uint32_t c = 0; c < counter_count; ++c) st.*stat_fields[c] = sum[c];
+      st.nvlink_bytes += st.remote_lines << line_shift;  // the fault path counts remote lines once, not their bytes
       out.per_gpu.push_back(st);
     }
     return out;

@@ -38,6 +38,7 @@ namespace warpvm::detail::mg {
 inline constexpr unsigned lock_backoff_min_ns = 32;
 inline constexpr unsigned lock_backoff_max_ns = 1024;
 inline constexpr unsigned line_shift = 7;  ///< 128 B lines
+static_assert((1u << line_shift) == remote_access_bytes, "a remote access is one line");
 
 __device__ __forceinline__ void count(const SpaceView& s, Counter c, std::uint64_t n) {
   auto* slot = s.counters + (sm_id() % counter_shards) * counter_count + static_cast<std::uint32_t>(c);
@@ -286,15 +287,12 @@ __device__ inline void access_page(const Binding& b, std::uint64_t page, bool wr
   bool pending = true;
   for (;;) {
     std::uint64_t seen = 0;
-    bool usable = false;
     if (pending && is_leader) {
       seen = pte_hold(word);
-      usable = pte::usable(seen, group_writes);
-      if (!usable) pte_drop_unused(word);
+      if (!pte::usable(seen, group_writes)) pte_drop_unused(word);
     }
-    usable = __shfl_sync(mask, usable, leader);
     seen = __shfl_sync(mask, seen, leader);
-    const bool now = pending && usable;
+    const bool now = pending && pte::usable(seen, group_writes);  // group_writes and pending are the group's
     const bool remote = now && pte::is_remote(seen);
     if (now) op(reinterpret_cast<std::byte*>(pte::address(seen)));
     __syncwarp(mask);  // every lane's access to the frame happens before its leader's release
@@ -309,8 +307,7 @@ __device__ inline void access_page(const Binding& b, std::uint64_t page, bool wr
       pte_release(word);
       if (remote) {
         count(s, Counter::remote_accesses, 1);
-        count(s, Counter::remote_lines, lines);
-        count(s, Counter::nvlink_bytes, std::uint64_t{lines} << line_shift);
+        count(s, Counter::remote_lines, lines);  // stats() adds their bytes to nvlink_bytes
         fired = count_remote(b.object->counters[page / s.pages_per_group], lines, s.counter_threshold);
       } else {
         count(s, Counter::local_accesses, 1);

@@ -49,7 +49,7 @@ enum class Counter : std::uint32_t {
   write_upgrades,       ///< first write through a read-only mapping that may write (marks dirty)
   invalidations,        ///< other GPUs' mappings taken away or narrowed (revoked and drained)
   aborted_transitions,  ///< transitions abandoned because a mapping did not drain in time (retried)
-  nvlink_bytes,         ///< pages pulled from peers plus remote lines
+  nvlink_bytes,         ///< pages pulled from peers (the host adds remote_lines' bytes: one atomic less per access)
   pcie_bytes,           ///< pages fetched from the host plus pages written back
   writebacks,
   count
