@@ -75,19 +75,25 @@ std::uint64_t mismatches(std::span<const std::uint32_t> got, const std::vector<s
   return wrong;
 }
 
+/// One phase of `transpose` over every GPU of `space` on fresh random values from `seed`, then
+/// flush(): the host copy of the result must be exact.
+void expect_exact_transpose(MultiGpuSpace& space, std::uint64_t n, std::uint64_t seed, dim3 grid) {
+  auto in = space.alloc<std::uint32_t>(n * n, std::nullopt, "in");
+  auto out = space.alloc<std::uint32_t>(n * n, std::nullopt, "out");
+  const auto values = random_values(n * n, seed);
+  std::copy(values.begin(), values.end(), in.host().begin());
+  space.launch(transpose, grid, dim3(256), 0, in.on(0), out.on(0), n);
+  space.flush();
+  EXPECT_EQ(mismatches(out.host(), transposed(values, n)), 0u);
+}
+
 TEST_F(MultiGpu, TransposeIsExactUnderEveryPolicy) {
   constexpr std::uint64_t n = 1024;  // 4 KB rows: every column read touches 32 pages
   for (const PlacementPolicy policy : all_policies) {
     const std::uint64_t seed = fresh_seed();
     SCOPED_TRACE(std::string(to_string(policy)) + ", seed " + std::to_string(seed));
     MultiGpuSpace space({.devices = {0, 1}, .frame_bytes_per_gpu = 64ull << 20, .default_policy = policy});
-    auto in = space.alloc<std::uint32_t>(n * n, std::nullopt, "in");
-    auto out = space.alloc<std::uint32_t>(n * n, std::nullopt, "out");
-    const auto values = random_values(n * n, seed);
-    std::copy(values.begin(), values.end(), in.host().begin());
-    space.launch(transpose, dim3(264), dim3(256), 0, in.on(0), out.on(0), n);
-    space.flush();
-    EXPECT_EQ(mismatches(out.host(), transposed(values, n)), 0u);
+    expect_exact_transpose(space, n, seed, dim3(264));
     const GpuPlacementStats total = space.stats().total();
     EXPECT_GT(total.first_touches, 0u);
     EXPECT_GT(total.shared_faults, 0u) << "both GPUs read every page of in";
@@ -195,13 +201,7 @@ TEST(MultiGpuSingle, OneGpuSpaceTransposes) {
   SCOPED_TRACE("seed " + std::to_string(seed));
   MultiGpuSpace space({.devices = {0}, .frame_bytes_per_gpu = 8ull << 20});
   ASSERT_EQ(space.gpus(), 1u);
-  auto in = space.alloc<std::uint32_t>(n * n, std::nullopt, "in");
-  auto out = space.alloc<std::uint32_t>(n * n, std::nullopt, "out");
-  const auto values = random_values(n * n, seed);
-  std::copy(values.begin(), values.end(), in.host().begin());
-  space.launch(transpose, dim3(132), dim3(256), 0, in.on(0), out.on(0), n);
-  space.flush();
-  EXPECT_EQ(mismatches(out.host(), transposed(values, n)), 0u);
+  expect_exact_transpose(space, n, seed, dim3(132));
   const GpuPlacementStats s = space.stats().total();
   EXPECT_EQ(s.remote_accesses, 0u);
   EXPECT_EQ(s.shared_faults, 0u);

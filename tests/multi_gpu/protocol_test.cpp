@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -64,6 +65,7 @@ TEST(MultiGpuPte, RevokedFramesAreNeverReadAfterTheDrain) {
           pte_release(word);
         } else {
           pte_drop_unused(word);
+          std::this_thread::yield();  // as a warp that saw REVOKE goes off to fault: lets the drain finish
         }
       }
     });
@@ -87,20 +89,27 @@ TEST(MultiGpuPte, RevokedFramesAreNeverReadAfterTheDrain) {
   EXPECT_EQ(pte::holders(word), 0u);
 }
 
+/// Takes frames from `pool` on four threads until it says it is empty; every frame taken, sorted.
+std::vector<std::uint32_t> take_all(const FramePoolView& pool) {
+  std::vector<std::vector<std::uint32_t>> got(4);
+  std::vector<std::thread> threads;
+  for (auto& mine : got)
+    threads.emplace_back([&pool, &mine] {
+      for (std::uint32_t f; (f = frame_alloc(pool)) != no_frame;) mine.push_back(f);
+    });
+  for (auto& th : threads) th.join();
+  std::vector<std::uint32_t> all;
+  for (const auto& g : got) all.insert(all.end(), g.begin(), g.end());
+  std::sort(all.begin(), all.end());
+  return all;
+}
+
 TEST(MultiGpuFramePool, ThreadsGetDistinctFramesAndReuseFreedOnes) {
   constexpr std::uint32_t frames = 1000;
   std::vector<std::uint32_t> words(frame_pool_words(frames), 0);
   const FramePoolView pool{nullptr, words.data(), frames};
-  std::vector<std::vector<std::uint32_t>> got(4);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t)
-    threads.emplace_back([&, t] {
-      for (std::uint32_t f; (f = frame_alloc(pool)) != no_frame;) got[t].push_back(f);
-    });
-  for (auto& th : threads) th.join();
-  std::set<std::uint32_t> all;
-  for (const auto& g : got) all.insert(g.begin(), g.end());
-  EXPECT_EQ(all.size(), frames);
+  const std::vector<std::uint32_t> first = take_all(pool);
+  EXPECT_EQ(std::set<std::uint32_t>(first.begin(), first.end()).size(), frames);
   EXPECT_EQ(frame_alloc(pool), no_frame) << "a full pool says so";
   // Free every third frame from two threads, then take them back from four: each exactly once.
   std::vector<std::uint32_t> freed;
@@ -109,16 +118,7 @@ TEST(MultiGpuFramePool, ThreadsGetDistinctFramesAndReuseFreedOnes) {
   std::thread b([&] { for (std::size_t i = 1; i < freed.size(); i += 2) frame_free(pool, freed[i]); });
   a.join();
   b.join();
-  for (auto& g : got) g.clear();
-  threads.clear();
-  for (int t = 0; t < 4; ++t)
-    threads.emplace_back([&, t] {
-      for (std::uint32_t f; (f = frame_alloc(pool)) != no_frame;) got[t].push_back(f);
-    });
-  for (auto& th : threads) th.join();
-  std::multiset<std::uint32_t> again;
-  for (const auto& g : got) again.insert(g.begin(), g.end());
-  EXPECT_EQ(std::vector<std::uint32_t>(again.begin(), again.end()), freed);
+  EXPECT_EQ(take_all(pool), freed);
 }
 
 struct ModelCounts {
