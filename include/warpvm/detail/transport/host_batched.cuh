@@ -67,6 +67,33 @@ __device__ inline void post_fault(const CacheView& cache, std::uint64_t key) {
       .store(key + 1, cuda::std::memory_order_release);
 }
 
+/// The leader's post of `key`: the `first`, and another whenever the replay epoch has moved
+/// since the last (counted in `posts`). The epoch is read before the post (the post's release
+/// store orders it too), so a flush that drops the post bumps the epoch after this read, and the
+/// warp posts again.
+__device__ __forceinline__ void post_fault_per_epoch(const CacheView& cache, std::uint64_t key, bool first,
+                                                     std::uint32_t& epoch, unsigned& posts) {
+  const std::uint32_t now = read_replay_epoch(cache.faults);
+  if (!first && now == epoch) return;
+  epoch = now;
+  __threadfence_system();
+  post_fault(cache, key);
+  ++posts;
+}
+
+/// One round of a warp's wait for the host service: past the watchdog since `started` (no
+/// service thread, say), records no_progress on page `page` of object `object_id` and traps;
+/// else sleeps, backing off exponentially.
+__device__ __forceinline__ void back_off_for_host(const CacheView& cache, std::uint64_t started, std::uint32_t object_id,
+                                                  std::uint64_t page, unsigned& backoff_ns) {
+  if (global_timer_ns() - started > cache.watchdog_ns) {
+    record_error(cache, ErrorKind::no_progress, object_id, page, 0);
+    __trap();
+  }
+  __nanosleep(backoff_ns);
+  backoff_ns = backoff_ns * 2 < backoff_max_ns ? backoff_ns * 2 : backoff_max_ns;
+}
+
 /// The frame of page `page` of `object` once the host has served it (all active lanes call
 /// together, each with its own page), while nothing can be evicted (never_evicts): nothing is
 /// held, a resident page stays in its frame until the kernel ends. A warp that waits longer
@@ -79,33 +106,14 @@ __device__ inline std::uint32_t await_host_service(const CacheView& cache, const
   const bool is_leader = lane_id() == static_cast<unsigned>(__ffs(peers) - 1);
   const bool group_writes = (__ballot_sync(mask, write) & peers) != 0;
   const std::uint64_t started = global_timer_ns();  // for the watchdog and the fault event
-  unsigned posts = 1;
+  unsigned posts = 0;
   std::uint32_t epoch = 0;
-  if (is_leader) {
-    // The epoch is read before the post (the post's release store orders it too), so a flush
-    // that drops this post bumps the epoch after this read, and the warp posts again.
-    epoch = read_replay_epoch(cache.faults);
-    __threadfence_system();
-    post_fault(cache, key);
-  }
+  if (is_leader) post_fault_per_epoch(cache, key, /*first=*/true, epoch, posts);
   unsigned backoff_ns = backoff_min_ns;
   std::uint32_t frame = 0;
   while (!recheck_resident_unheld(cache, object, page, frame)) {
-    if (is_leader) {
-      const std::uint32_t now = read_replay_epoch(cache.faults);
-      if (now != epoch) {
-        epoch = now;
-        __threadfence_system();
-        post_fault(cache, key);
-        ++posts;
-      }
-    }
-    if (global_timer_ns() - started > cache.watchdog_ns) {
-      record_error(cache, ErrorKind::no_progress, object.id, page, 0);
-      __trap();
-    }
-    __nanosleep(backoff_ns);
-    backoff_ns = backoff_ns * 2 < backoff_max_ns ? backoff_ns * 2 : backoff_max_ns;
+    if (is_leader) post_fault_per_epoch(cache, key, /*first=*/false, epoch, posts);
+    back_off_for_host(cache, started, object.id, page, backoff_ns);
   }
   if (is_leader)
     record_fault(cache, started, object.id, page, static_cast<unsigned>(__popc(peers)), FaultKind::host, group_writes, posts);
@@ -218,24 +226,9 @@ __device__ inline std::uint32_t hold_from_host(const CacheView& cache, const Obj
       if (got && is_leader) page_release(word, static_cast<std::uint32_t>(__popc(peers)));
     }
     if (__all_sync(mask, done)) break;
-    if (is_leader && !done) {
-      // As in await_host_service: the epoch is read before each post, so a flush that drops
-      // the post bumps it afterwards and the warp posts again.
-      const std::uint32_t now = read_replay_epoch(cache.faults);
-      if (posts == 0 || now != epoch) {
-        epoch = now;
-        __threadfence_system();
-        post_fault(cache, key);
-        ++posts;
-      }
-    }
+    if (is_leader && !done) post_fault_per_epoch(cache, key, /*first=*/posts == 0, epoch, posts);
     help_evict(cache, mask, round);
-    if (global_timer_ns() - started > cache.watchdog_ns) {
-      record_error(cache, ErrorKind::no_progress, object.id, page, 0);
-      __trap();
-    }
-    __nanosleep(backoff_ns);
-    backoff_ns = backoff_ns * 2 < backoff_max_ns ? backoff_ns * 2 : backoff_max_ns;
+    back_off_for_host(cache, started, object.id, page, backoff_ns);
   }
   const unsigned hit_leaders = __ballot_sync(mask, is_leader && posts == 0);
   if (lane_id() == static_cast<unsigned>(__ffs(mask) - 1) && hit_leaders != 0)
