@@ -20,7 +20,7 @@ namespace {
 // H200 at full occupancy); past this, posters wait for the host to take older ones.
 constexpr std::uint32_t ring_capacity = 1u << 18;
 constexpr std::uint64_t chunk_frames = uvm_block_pages;
-constexpr std::uint64_t page_bytes = 4096;
+constexpr std::uint64_t page_bytes = 4096;  // Config::validate: host_batched serves 4 KB pages
 // How long a batch waits for the device to carry out the eviction orders its blocks need before
 // it serves what it can and leaves those blocks queued for a later batch. Bounded, so that a
 // chunk pinned by a long hold (a span kept while its warp waits for another fault) delays only
@@ -39,6 +39,43 @@ std::uint64_t nanoseconds(std::chrono::steady_clock::duration d) {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(d).count());
 }
 
+std::uint64_t page_count(const ServedObject& object) { return (object.bytes + page_bytes - 1) / page_bytes; }
+
+/// Pages of `object` in the block whose first page is `block_page` (its last block may be partial).
+unsigned pages_in_block(const ServedObject& object, std::uint64_t block_page) {
+  return static_cast<unsigned>(std::min<std::uint64_t>(uvm_block_pages, page_count(object) - block_page));
+}
+
+/// Pages [first, end) of a block, to be copied as one: bytes [offset, offset + length) of the
+/// object (the object's last page may be partial).
+struct PageRun {
+  unsigned first;
+  unsigned end;
+  std::uint64_t offset;
+  std::uint64_t length;
+};
+
+/// Calls copy(run) for each run of pages p < `limit` with in_run(p) in the block of `object`
+/// whose first page is `block_page`. Returns the pages in runs.
+template <class InRun, class Copy>
+std::uint64_t for_each_run(const ServedObject& object, std::uint64_t block_page, unsigned limit, InRun in_run,
+                           Copy copy) {
+  std::uint64_t pages = 0;
+  for (unsigned p = 0; p < limit;) {
+    if (!in_run(p)) {
+      ++p;
+      continue;
+    }
+    unsigned end = p + 1;
+    while (end < limit && in_run(end)) ++end;
+    const std::uint64_t offset = (block_page + p) * page_bytes;
+    copy(PageRun{p, end, offset, std::min<std::uint64_t>(std::uint64_t{end - p} * page_bytes, object.bytes - offset)});
+    pages += end - p;
+    p = end;
+  }
+  return pages;
+}
+
 }  // namespace
 
 HostBatchedService::HostBatchedService(const Config& config, std::byte* frames, std::uint64_t* frame_owners,
@@ -48,7 +85,7 @@ HostBatchedService::HostBatchedService(const Config& config, std::byte* frames, 
       frame_owners_(frame_owners),
       frame_dirty_(frame_dirty),
       chunks_(frame_count / chunk_frames),
-      model_(std::max<std::uint64_t>(frame_count / chunk_frames, 1), config.prefetch, config.fault_batch_size) {
+      model_(chunks_, config.prefetch, config.fault_batch_size) {
   WARPVM_EXPECTS(chunks_ >= 1, ErrorKind::invalid_config,
                  "the host_batched transport serves whole 2 MB chunks: the cache needs at least 2 MiB");
   cudaStream_t created = nullptr;
@@ -93,7 +130,7 @@ void HostBatchedService::set_object(const std::unique_lock<std::mutex>& /*paused
   // service must never keep an object it was told to forget. The failure is raised after it.
   std::exception_ptr device_failure;
   try {
-    drop_stale_posts();
+    flush_posts();
   } catch (const Error&) {
     device_failure = std::current_exception();
   }
@@ -130,7 +167,7 @@ void HostBatchedService::settle_orders(const std::unique_lock<std::mutex>& /*pau
   reap_orders(written_back);
   WARPVM_EXPECTS(pending_orders_.empty(), ErrorKind::cuda,
                  "the host_batched transport's eviction orders were not all carried out before a drop");
-  drop_stale_posts();  // tells the device orders_complete
+  flush_posts();  // tells the device orders_complete
 }
 
 std::vector<FaultBatch> HostBatchedService::batches() const {
@@ -140,14 +177,14 @@ std::vector<FaultBatch> HostBatchedService::batches() const {
 
 void HostBatchedService::clear_batches() {
   const std::lock_guard lock(mutex_);
-  drop_stale_posts();
+  flush_posts();
   batches_.clear();
   run_started_ = false;
 }
 
 void HostBatchedService::reset_totals() {
   const std::lock_guard lock(mutex_);
-  drop_stale_posts();
+  flush_posts();
   pages_in_.store(0);
   bytes_in_.store(0);
   pages_evicted_.store(0);
@@ -168,13 +205,15 @@ void HostBatchedService::fail(ErrorKind kind, const std::string& what) {
   failure_ = what;
 }
 
-void HostBatchedService::drop_stale_posts() {
-  std::vector<std::uint64_t> stale;
-  while (take_faults(stale, ring_capacity) != 0) stale.clear();
+std::size_t HostBatchedService::flush_posts() {
+  std::vector<std::uint64_t> flushed;
+  std::size_t count = 0;
+  for (std::size_t taken = 0; (taken = take_faults(flushed, ring_capacity)) != 0; flushed.clear()) count += taken;
   staged_replay_->consumed = taken_position_;
   WARPVM_CUDA_TRY(cudaMemcpyAsync(replay_.get(), staged_replay_.get(), sizeof(ReplayState), cudaMemcpyHostToDevice,
                                   stream_.get()));
   WARPVM_CUDA_TRY(cudaStreamSynchronize(stream_.get()));
+  return count;
 }
 
 std::size_t HostBatchedService::take_faults(std::vector<std::uint64_t>& out, std::size_t limit) {
@@ -299,28 +338,19 @@ void HostBatchedService::reap_orders(std::uint32_t& written_back) {
       const std::uint64_t block_page = key_page(first_key);
       const std::uint64_t first_frame = std::uint64_t{order.chunk} * chunk_frames;
       const std::uint32_t* dirty = staged_dirty_.get() + i * chunk_frames;
-      auto dirty_and_ordered = [&](unsigned p) { return p < uvm_block_pages && order.pages.test(p) && dirty[p] != 0; };
-      for (unsigned p = 0; p < uvm_block_pages;) {
-        if (!dirty_and_ordered(p)) {
-          ++p;
-          continue;
-        }
-        unsigned end = p;
-        while (dirty_and_ordered(end)) ++end;
-        const std::uint64_t offset = (block_page + p) * page_bytes;
-        const std::uint64_t length = std::min<std::uint64_t>(std::uint64_t{end - p} * page_bytes, object.bytes - offset);
-        WARPVM_CUDA_TRY(cudaMemcpyAsync(object.host + offset, frames_ + (first_frame + p) * page_bytes,
-                                        length, cudaMemcpyDeviceToHost, stream_.get()));
-        written_back += end - p;
-        pages_out_.fetch_add(end - p);
-        bytes_out_.fetch_add(length);
-        p = end;
-      }
+      const std::uint64_t pages = for_each_run(
+          object, block_page, uvm_block_pages, [&](unsigned p) { return order.pages.test(p) && dirty[p] != 0; },
+          [&](const PageRun& run) {
+            WARPVM_CUDA_TRY(cudaMemcpyAsync(object.host + run.offset, frames_ + (first_frame + run.first) * page_bytes,
+                                            run.length, cudaMemcpyDeviceToHost, stream_.get()));
+            bytes_out_.fetch_add(run.length);
+          });
+      written_back += static_cast<std::uint32_t>(pages);
+      pages_out_.fetch_add(pages);
       WARPVM_CUDA_TRY(cudaMemsetAsync(frame_dirty_ + first_frame, 0, chunk_frames * sizeof(std::uint32_t), stream_.get()));
-      const std::uint64_t object_pages = (object.bytes + page_bytes - 1) / page_bytes;
-      const std::uint64_t in_object = std::min<std::uint64_t>(uvm_block_pages, object_pages - block_page);
-      WARPVM_CUDA_TRY(cudaMemcpyAsync(object.pages + block_page, absent_entries_.get(), in_object * sizeof(PageEntry),
-                                      cudaMemcpyHostToDevice, stream_.get()));
+      WARPVM_CUDA_TRY(cudaMemcpyAsync(object.pages + block_page, absent_entries_.get(),
+                                      pages_in_block(object, block_page) * sizeof(PageEntry), cudaMemcpyHostToDevice,
+                                      stream_.get()));
       pages_evicted_.fetch_add(order.pages.count());
     }
     WARPVM_CUDA_TRY(cudaStreamSynchronize(stream_.get()));
@@ -368,8 +398,7 @@ void HostBatchedService::copy_queued(std::uint64_t& pages, std::uint64_t& bytes)
     const std::uint64_t first_key = block * uvm_block_pages;
     const ServedObject& object = objects_.at(key_object(first_key));  // posts were filtered
     const std::uint64_t block_page = key_page(first_key);
-    const std::uint64_t object_pages = (object.bytes + page_bytes - 1) / page_bytes;
-    const auto in_object = static_cast<unsigned>(std::min<std::uint64_t>(uvm_block_pages, object_pages - block_page));
+    const unsigned in_object = pages_in_block(object, block_page);
     const bool can_copy = !evicting_blocks_.contains(block) && (served.chunk != no_chunk || !free_chunks_.empty()) &&
                           staged + in_object <= staged_capacity_;
     if (!can_copy) {
@@ -381,26 +410,18 @@ void HostBatchedService::copy_queued(std::uint64_t& pages, std::uint64_t& bytes)
       free_chunks_.pop_back();
     }
     const std::uint64_t first_frame = std::uint64_t{served.chunk} * chunk_frames;
-    for (unsigned p = 0; p < in_object;) {
-      if (!served.queued.test(p)) {
-        ++p;
-        continue;
-      }
-      unsigned end = p;
-      while (end < in_object && served.queued.test(end)) ++end;
-      const std::uint64_t offset = (block_page + p) * page_bytes;
-      const std::uint64_t length = std::min<std::uint64_t>(std::uint64_t{end - p} * page_bytes, object.bytes - offset);
-      WARPVM_CUDA_TRY(cudaMemcpyAsync(frames_ + (first_frame + p) * page_bytes, object.host + offset, length,
-                                      cudaMemcpyHostToDevice, stream_.get()));
-      bytes += length;
-      pages += end - p;
-      if (!whole_blocks) {
-        for (unsigned q = p; q < end; ++q)
-          staged_entries_.get()[staged + q] = PageEntry{page_word::valid, static_cast<std::uint32_t>(first_frame + q)};
-        entries.push_back(EntryCopy{&object, block_page + p, first_frame + p, end - p, staged + p});
-      }
-      p = end;
-    }
+    pages += for_each_run(
+        object, block_page, in_object, [&](unsigned p) { return served.queued.test(p); },
+        [&](const PageRun& run) {
+          WARPVM_CUDA_TRY(cudaMemcpyAsync(frames_ + (first_frame + run.first) * page_bytes, object.host + run.offset,
+                                          run.length, cudaMemcpyHostToDevice, stream_.get()));
+          bytes += run.length;
+          if (whole_blocks) return;
+          for (unsigned q = run.first; q < run.end; ++q)
+            staged_entries_.get()[staged + q] = PageEntry{page_word::valid, static_cast<std::uint32_t>(first_frame + q)};
+          entries.push_back(EntryCopy{&object, block_page + run.first, first_frame + run.first, run.end - run.first,
+                                      staged + run.first});
+        });
     served.copied |= served.queued;
     served.queued = BlockMask{};
     for (unsigned p = 0; p < in_object; ++p) {
@@ -429,7 +450,7 @@ void HostBatchedService::serve(std::vector<std::uint64_t> faults, Clock::time_po
   // object id was reused), must not reach the model: it would think their blocks resident.
   std::erase_if(faults, [&](std::uint64_t key) {
     const auto object = objects_.find(key_object(key));
-    return object == objects_.end() || key_page(key) >= (object->second.bytes + page_bytes - 1) / page_bytes;
+    return object == objects_.end() || key_page(key) >= page_count(object->second);
   });
   if (!run_started_) {
     run_start_ = started;
@@ -455,10 +476,7 @@ void HostBatchedService::serve(std::vector<std::uint64_t> faults, Clock::time_po
   if (orders_posted_ != first_order) publish_orders(first_order, orders_posted_ - first_order);
   for (const sim::BlockPages& migration : plan.migrations) {
     const std::uint64_t first_key = migration.block * uvm_block_pages;
-    const ServedObject& object = objects_.at(key_object(first_key));
-    const std::uint64_t object_pages = (object.bytes + page_bytes - 1) / page_bytes;
-    const auto in_object =
-        static_cast<unsigned>(std::min<std::uint64_t>(uvm_block_pages, object_pages - key_page(first_key)));
+    const unsigned in_object = pages_in_block(objects_.at(key_object(first_key)), key_page(first_key));
     // The model sees whole blocks: what it prefetched past the object's end is not copied.
     plan.batch.pages_prefetched -= migration.pages.count_in(in_object, uvm_block_pages - in_object);
     if (model_.resident_pages(migration.block).count() == 0) continue;
@@ -484,17 +502,10 @@ void HostBatchedService::serve(std::vector<std::uint64_t> faults, Clock::time_po
 
   // Replay: drop what is left in the buffer (those warps post again once they see the new
   // epoch, which lands after the pages in stream order), then let them go.
-  std::vector<std::uint64_t> flushed;
-  while (take_faults(flushed, ring_capacity) != 0) {
-  }
-  staged_replay_->consumed = taken_position_;
   staged_replay_->epoch += 1;
-  WARPVM_CUDA_TRY(cudaMemcpyAsync(replay_.get(), staged_replay_.get(), sizeof(ReplayState), cudaMemcpyHostToDevice,
-                                  stream_.get()));
-  WARPVM_CUDA_TRY(cudaStreamSynchronize(stream_.get()));
+  plan.batch.faults_flushed = static_cast<std::uint32_t>(flush_posts());
   const auto replayed = Clock::now();
 
-  plan.batch.faults_flushed = static_cast<std::uint32_t>(flushed.size());
   plan.batch.start_ns = nanoseconds(started - run_start_);
   plan.batch.duration_ns = nanoseconds(replayed - started);
   plan.batch.transfer_ns = nanoseconds(replayed - transferring);

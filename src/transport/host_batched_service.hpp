@@ -23,8 +23,8 @@
 
 namespace warpvm::detail {
 
-/// 2 MB chunks an object of `bytes` needs to be resident whole (the launch check, the
-/// never-evicts flag and the service all decide from this).
+/// 2 MB chunks an object of `bytes` needs to be resident whole (chunks_needed(), from which the
+/// launch check and the never-evicts flag decide).
 [[nodiscard]] inline std::uint64_t chunks_for_bytes(std::uint64_t bytes) {
   constexpr std::uint64_t chunk_bytes = std::uint64_t{uvm_block_pages} * 4096;
   return (bytes + chunk_bytes - 1) / chunk_bytes;
@@ -94,8 +94,9 @@ class HostBatchedService {
   void run();
   /// Takes up to `limit` faults in position order; stops at a slot not yet written.
   std::size_t take_faults(std::vector<std::uint64_t>& out, std::size_t limit);
-  /// Drops every buffered post and tells the device how far the buffer has been taken. Lock held.
-  void drop_stale_posts();
+  /// Drops every buffered post and copies the replay state to the device (with how far the buffer
+  /// has been taken, and whatever else the caller staged in it); returns the posts dropped. Lock held.
+  std::size_t flush_posts();
   /// Records the first failure; the thread then stops serving.
   void fail(ErrorKind kind, const std::string& what);
   void serve(std::vector<std::uint64_t> faults, Clock::time_point started);
