@@ -42,7 +42,8 @@ enum class Transport : std::uint8_t {
   /// As UVM does: the faulting warp posts the fault to a buffer in pinned memory and waits; a
   /// host thread takes batches of up to `fault_batch_size` faults, drops duplicates, services
   /// them per 2 MB block with UVM's tree prefetcher, copies with cudaMemcpyAsync and replays.
-  /// 4 KB pages; the cache must hold every migrate object (eviction is not implemented yet).
+  /// 4 KB pages. Evicts only in builds with WARPVM_HOST_BATCHED_EVICTION=1; otherwise the
+  /// cache must hold every migrate object, in whole 2 MB chunks.
   host_batched,
 };
 

@@ -79,18 +79,13 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
   objects_ = make_device_zeroed<ObjectDescriptor>(config.max_objects, "the object table");
   error_claim_ = make_device_zeroed<std::uint32_t>(1, "the error claim");
   never_evicts_ = make_device_zeroed<std::uint32_t>(1, "the never-evicts flag");
-  ErrorRecord* record = nullptr;
-  WARPVM_CUDA_TRY(cudaHostAlloc(reinterpret_cast<void**>(&record), sizeof(ErrorRecord), cudaHostAllocMapped));
-  error_.reset(record);
-  *record = ErrorRecord{};
-  ErrorRecord* record_on_device = nullptr;
-  WARPVM_CUDA_TRY(cudaHostGetDevicePointer(reinterpret_cast<void**>(&record_on_device), record, 0));
+  error_ = make_pinned_zeroed<ErrorRecord>(1, cudaHostAllocMapped, "the error record");
 
   view_.frames = frame_data_.get();
   view_.table = FrameTable{owner_.get(), lock_.get(), referenced_.get(), dirty_.get(), hand_.get(), frames};
   view_.objects = objects_.get();
   view_.counters = counters_.get();
-  view_.error = record_on_device;
+  view_.error = detail::on_device(error_.get());
   view_.error_claim = error_claim_.get();
   view_.never_evicts = never_evicts_.get();
   view_.watchdog_ns = static_cast<std::uint64_t>(config.watchdog_seconds * 1e9);
@@ -154,16 +149,12 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
     }
     slot.host = adopted;
   }
-  void* host_on_device = nullptr;
-  WARPVM_CUDA_TRY(cudaHostGetDevicePointer(&host_on_device, slot.host, 0));
-
   slot.pages = make_device_zeroed<PageEntry>(pages, ("the page table of '" + slot.name + "'").c_str());
-  slot.descriptor = ObjectDescriptor{static_cast<std::byte*>(host_on_device), bytes, slot.pages.get(), id, placement};
+  slot.descriptor = ObjectDescriptor{detail::on_device(slot.host), bytes, slot.pages.get(), id, placement};
   slot.in_use = true;
   *free_slot = std::move(slot);
   try {
     publish_descriptor(id);
-    if (service_) update_served(id, service_->pause());
   } catch (...) {
     slots_[id] = ObjectSlot{};
     throw;
@@ -175,16 +166,17 @@ void RuntimeState::publish_descriptor(std::uint32_t id) {
   synchronize();
   WARPVM_CUDA_TRY(cudaMemcpy(objects_.get() + id, &slots_[id].descriptor, sizeof(ObjectDescriptor),
                              cudaMemcpyHostToDevice));
-  std::uint64_t migrate_pages = 0;
-  std::uint64_t migrate_chunks = 0;  // host_batched serves whole 2 MB chunks
-  for (const ObjectSlot& slot : slots_) {
-    if (slot.in_use && slot.descriptor.placement == Placement::migrate) {
-      migrate_pages += view_.geometry().pages_for(slot.descriptor.bytes);
-      migrate_chunks += chunks_for_bytes(slot.descriptor.bytes);
-    }
+  bool fits = false;
+  if (service_) {  // host_batched serves whole 2 MB chunks: the service decides, from the objects it serves
+    update_served(id, service_->pause());
+    fits = !service_->evicts();
+  } else {
+    std::uint64_t migrate_pages = 0;
+    for (const ObjectSlot& slot : slots_)
+      if (slot.in_use && slot.descriptor.placement == Placement::migrate)
+        migrate_pages += view_.geometry().pages_for(slot.descriptor.bytes);
+    fits = migrate_pages <= frames;
   }
-  // The same rule as HostBatchedService::evicts(), from the same objects.
-  const bool fits = service_ ? migrate_chunks <= service_->chunks() : migrate_pages <= frames;
   const std::uint32_t never_evicts = fits ? 1u : 0u;
   WARPVM_CUDA_TRY(cudaMemcpy(never_evicts_.get(), &never_evicts, sizeof never_evicts, cudaMemcpyHostToDevice));
 }
@@ -208,7 +200,6 @@ void RuntimeState::unregister_object(std::uint32_t id) noexcept {
     write_back(id, /*write_back=*/false, /*drop=*/true);  // a dying object's cached pages are discarded
     slots_[id] = ObjectSlot{};
     publish_descriptor(id);
-    if (service_) update_served(id, service_->pause());
   } catch (const Error&) {
     // A destructor must not throw; a broken context is reported by the next checked call.
     slots_[id] = ObjectSlot{};
@@ -225,7 +216,6 @@ void RuntimeState::set_placement(std::uint32_t id, Placement placement) {
   if (slot.descriptor.placement == Placement::migrate) write_back(id, /*write_back=*/true, /*drop=*/true);
   slot.descriptor.placement = placement;
   publish_descriptor(id);
-  if (service_) update_served(id, service_->pause());
 }
 
 void RuntimeState::write_back(std::uint32_t object_filter, bool write_back, bool drop) {

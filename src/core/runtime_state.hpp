@@ -66,8 +66,9 @@ class RuntimeState {
   static constexpr std::uint32_t all_objects = ~0u;
 
  private:
-  /// Uploads slot `id`'s descriptor and re-decides whether eviction is possible at all. Waits
-  /// for all device work first: both are read by running kernels.
+  /// Uploads slot `id`'s descriptor, tells the host_batched service (if any) whether it serves
+  /// the object, and re-decides whether eviction is possible at all (under host_batched: the
+  /// service's evicts()). Waits for all device work first: kernels read the descriptor and flag.
   void publish_descriptor(std::uint32_t id);
   void mark_pages_absent(std::uint32_t id);
   /// Tells the host_batched service (if any) which objects it serves: the migrate ones.
