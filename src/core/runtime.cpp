@@ -10,6 +10,7 @@
 #include <array>
 #include <cmath>
 #include <sstream>
+#include <utility>
 
 namespace warpvm {
 namespace detail {
@@ -156,10 +157,19 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
   try {
     publish_descriptor(id);
   } catch (...) {
-    slots_[id] = ObjectSlot{};
+    release_slot(id);
     throw;
   }
   return id;
+}
+
+void RuntimeState::release_slot(std::uint32_t id) noexcept {
+  const ObjectSlot dying = std::exchange(slots_[id], ObjectSlot{});  // freed when this returns
+  try {
+    if (service_) update_served(id, service_->pause());  // set_object forgets the object even if it throws
+  } catch (const Error&) {
+    // The device could not be told (a failed kernel); the next checked call reports it.
+  }
 }
 
 void RuntimeState::publish_descriptor(std::uint32_t id) {
@@ -198,15 +208,11 @@ void RuntimeState::unregister_object(std::uint32_t id) noexcept {
   try {
     const DeviceGuard on_device(config.device);
     write_back(id, /*write_back=*/false, /*drop=*/true);  // a dying object's cached pages are discarded
-    slots_[id] = ObjectSlot{};
+    release_slot(id);
     publish_descriptor(id);
   } catch (const Error&) {
     // A destructor must not throw; a broken context is reported by the next checked call.
-    slots_[id] = ObjectSlot{};
-    try {
-      if (service_) update_served(id, service_->pause());  // the service forgets the object even if this throws
-    } catch (const Error&) {
-    }
+    release_slot(id);
   }
 }
 

@@ -73,6 +73,9 @@ class RuntimeState {
   void mark_pages_absent(std::uint32_t id);
   /// Tells the host_batched service (if any) which objects it serves: the migrate ones.
   void update_served(std::uint32_t id, const std::unique_lock<std::mutex>& paused);
+  /// Empties slot `id`: the host_batched service forgets the object first (even if the device
+  /// cannot be told), and only then are its host memory and page table freed.
+  void release_slot(std::uint32_t id) noexcept;
   void raise_device_error();
 
   device_ptr<std::byte> frame_data_;
