@@ -347,11 +347,11 @@ void ChannelState::post_answers() {
   const auto calls_started = Clock::now();
   const std::uint32_t slot = next_answer_slot_;
   next_answer_slot_ = (next_answer_slot_ + 1) % answer_slots;
-  if (cudaEventQuery(answer_copied_[slot].get()) == cudaErrorNotReady) {
+  if (const cudaError_t copied = cudaEventQuery(answer_copied_[slot].get()); copied == cudaErrorNotReady) {
     ++stats_.answer_stalls;
     WARPVM_CUDA_TRY(cudaEventSynchronize(answer_copied_[slot].get()));
   } else {
-    WARPVM_CUDA_TRY(cudaGetLastError());
+    WARPVM_CUDA_TRY(copied);
   }
   std::byte* snapshot = answer_snapshots_.get() + std::size_t{slot} * answer_slot_bytes();
   auto* offsets = reinterpret_cast<std::uint64_t*>(snapshot);
