@@ -263,7 +263,14 @@ def test_report_writes_summary_and_plots(cli: CliRunner, records_file: Path, tmp
     out = tmp_path / "report"
     result = cli.invoke(app, ["report", str(records_file), str(extra), "--out", str(out)])
     assert result.exit_code == 0, result.output
-    names = ["summary.md", "bandwidth.png", "cache_sweep.png", "bytes_moved.png"]
+    names = [
+        "summary.md",
+        "bandwidth.png",
+        "cache_sweep.png",
+        "bytes_moved.png",
+        "speedup_over_uvm.png",
+        "oversubscription.png",
+    ]
     assert [line for line in result.output.splitlines() if line.startswith("wrote ")] == [
         f"wrote {out / name}" for name in names
     ]
@@ -290,6 +297,66 @@ def test_report_names_the_bad_line(cli: CliRunner, tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert f"error: {results}:2: malformed JSON" in result.output
     assert not (tmp_path / "r").exists()
+
+
+def fake_suite_binary(build: Path, relative: str, records: list[dict], exit_code: int = 0) -> Path:
+    """A suite benchmark that logs its arguments and prints `records` to stdout."""
+    lines = "".join(f"echo '{json.dumps(r)}'\n" for r in records)
+    body = 'echo "$@" > "$(dirname "$0")/args"\n' + lines + f"exit {exit_code}\n"
+    return write_script(build / relative, body)
+
+
+def test_bench_suite_passes_the_grid_and_extra_options(
+    cli: CliRunner, fake_path: Path, tmp_path: Path
+) -> None:
+    fake_gpu(fake_path, present=True)
+    build = tmp_path / "build"
+    points = [
+        record(suite="graph", workload="bfs", mode="uvm", cache_fraction=0.0, root=3),
+        record(suite="graph", workload="bfs", mode="warpvm", cache_fraction=1.0, root=3),
+    ]
+    fake_suite_binary(build, "bench/warpvm-graph-bench", points)
+    out = tmp_path / "graph.jsonl"
+    options = (
+        "--workloads bfs,cc --modes uvm,warpvm --cache-fractions 1,0.25 --repeats 2 --commit abc1234".split()
+    )
+    result = cli.invoke(
+        app, ["bench", "graph", *options, "--out", str(out), "--build-dir", str(build), "--", "--scale", "20"]
+    )
+    assert result.exit_code == 0, result.output
+    assert (build / "bench" / "args").read_text().split() == [
+        *"--apps bfs,cc --modes uvm,warpvm --cache-fractions 1,0.25 --repeats 2 --commit abc1234".split(),
+        *("--driver", "580.159.04", "--scale", "20", "--out", "-"),
+    ]
+    assert len(out.read_text().splitlines()) == 2
+    assert "records not verified" not in result.output
+
+
+def test_bench_suite_defaults_and_unverified_records(cli: CliRunner, fake_path: Path, tmp_path: Path) -> None:
+    fake_gpu(fake_path, present=True)
+    build = tmp_path / "build"
+    bound = record(suite="placement", workload="transpose", mode="ideal", verified=False, ideal_bound=1)
+    fake_suite_binary(build, "bench/warpvm-placement-bench", [bound])
+    result = cli.invoke(
+        app, ["bench", "placement", "--build-dir", str(build), "--out", str(tmp_path / "p.jsonl")]
+    )
+    assert result.exit_code == 0, result.output
+    args = (build / "bench" / "args").read_text().split()
+    assert args[0] == "--commit" and "--driver" not in args and args[-2:] == ["--out", "-"]
+    assert "1 records not verified (bounds, unchecked modes): transpose ideal" in result.output
+
+
+def test_bench_suite_failures(cli: CliRunner, fake_path: Path, tmp_path: Path) -> None:
+    fake_gpu(fake_path, present=True)
+    build = tmp_path / "build"
+    fake_suite_binary(build, "bench/warpvm-alloc-bench", [record(suite="alloc")], exit_code=1)
+    out = tmp_path / "a.jsonl"
+    failed = cli.invoke(app, ["bench", "alloc", "--build-dir", str(build), "--out", str(out)])
+    assert failed.exit_code == 1 and "error: warpvm-alloc-bench failed (exit code 1)" in failed.output
+    no_cache = cli.invoke(app, ["bench", "alloc", "--cache-fractions", "0.5", "--build-dir", str(build)])
+    assert no_cache.exit_code == 2 and "has no cache sizes" in no_cache.output
+    missing = cli.invoke(app, ["bench", "apps", "--build-dir", str(tmp_path / "none")])
+    assert missing.exit_code == 2 and "warpvm-apps-bench not found" in missing.output
 
 
 def test_version(cli: CliRunner) -> None:

@@ -13,7 +13,13 @@ from warpvm.results import Record, load_records
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 Plot = Callable[[list[Record], Path], Path | None]
-ALL_PLOTS = [plots.plot_bandwidth, plots.plot_cache_sweep, plots.plot_bytes_moved]
+ALL_PLOTS = [
+    plots.plot_bandwidth,
+    plots.plot_cache_sweep,
+    plots.plot_bytes_moved,
+    plots.plot_speedup,
+    plots.plot_oversubscription,
+]
 
 
 def _records(tmp_path: Path, raw: list[dict]) -> list[Record]:
@@ -98,3 +104,47 @@ def test_bytes_moved_figure_amplification(tmp_path: Path) -> None:
         "warpvm_remote (NVIDIA H200)",
         "warpvm_sim (cpu-simulator)",
     ]
+
+
+def _app_records() -> list[dict]:
+    """BFS from two roots (the median time counts) and a CC point, in UVM and two warpvm caches."""
+    bfs = {"suite": "graph", "workload": "bfs", "dataset_bytes": 8 * 2**30, "useful_bytes": 8 * 2**30}
+    cc = bfs | {"workload": "cc"}
+    return [
+        record(**bfs, mode="uvm", cache_fraction=0.0, seconds=1.2, root=1),
+        record(**bfs, mode="uvm", cache_fraction=0.0, seconds=1.6, root=2),
+        record(**bfs, mode="warpvm", cache_fraction=1.0, seconds=0.4, root=1),
+        record(**bfs, mode="warpvm", cache_fraction=1.0, seconds=0.4, root=2),
+        record(**bfs, mode="warpvm", cache_fraction=0.25, seconds=1.0, root=1),
+        record(**bfs, mode="warpvm", cache_fraction=0.25, seconds=1.0, root=2),
+        record(**cc, mode="uvm", cache_fraction=0.0, seconds=3.0),
+        record(**cc, mode="zero_copy", cache_fraction=0.0, seconds=1.5),
+    ]
+
+
+def test_speedup_figure_uses_median_times_and_the_largest_cache(tmp_path: Path) -> None:
+    figure = plots.speedup_figure(_records(tmp_path, _app_records()))
+    assert figure is not None
+    ax = figure.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["bfs", "cc"]
+    assert "speed-up over UVM" in ax.get_ylabel()
+    heights = [round(bar.get_height(), 3) for bar in ax.patches]
+    assert heights == [3.5, 2.0]  # bfs: median UVM 1.4 s / 0.4 s at cache 100%; cc: 3.0 / 1.5
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["warpvm", "zero_copy"]
+
+
+def test_oversubscription_figure_slowdown_per_mode(tmp_path: Path) -> None:
+    figure = plots.oversubscription_figure(_records(tmp_path, _app_records()))
+    assert figure is not None
+    ax = figure.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("2x")}
+    assert list(lines) == ["bfs warpvm"]
+    assert list(lines["bfs warpvm"].get_xdata()) == [1.0, 4.0]
+    assert list(lines["bfs warpvm"].get_ydata()) == [1.0, 2.5]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1x", "4x"]
+
+
+def test_no_app_plots_without_a_baseline_or_a_sweep(tmp_path: Path) -> None:
+    only_warpvm = _records(tmp_path, [record(cache_fraction=1.0)])
+    assert plots.plot_speedup(only_warpvm, tmp_path / "s.png") is None
+    assert plots.plot_oversubscription(only_warpvm, tmp_path / "o.png") is None

@@ -41,7 +41,10 @@ ALL_WORKLOADS = ",".join(runner.BENCH_WORKLOADS)
 ALL_MODES = ",".join(runner.BENCH_MODES)
 
 app = typer.Typer(no_args_is_help=True, add_completion=False)
-bench_app = typer.Typer(no_args_is_help=True, help="Run the GPU paging benchmarks (warpvm-bench).")
+bench_app = typer.Typer(
+    no_args_is_help=True,
+    help="Run the GPU benchmarks: paging (quick, run) and the application suites (graph, apps, ...).",
+)
 app.add_typer(bench_app, name="bench")
 
 
@@ -275,6 +278,67 @@ def bench_run(
     _show(console, _bench(console, build_dir, settings, out), "warpvm-bench", out)
 
 
+def _suite_command(suite: runner.Suite) -> None:
+    """Registers `warpvm bench <suite.name>`: the binary over a grid, options after `--` passed on."""
+
+    def command(
+        context: typer.Context,
+        workloads: Annotated[
+            str | None, typer.Option(help="Comma-separated workloads (default: the binary's).")
+        ] = None,
+        modes: Annotated[
+            str | None, typer.Option(help="Comma-separated modes (default: the binary's).")
+        ] = None,
+        cache_fractions: Annotated[
+            str | None,
+            typer.Option(
+                "--cache-fractions", help="Cache sizes, fractions of the data (default: the binary's)."
+            ),
+        ] = None,
+        repeats: Annotated[
+            int | None, typer.Option(min=1, help="Timed runs per point (median reported).")
+        ] = None,
+        out: BenchOut = Path(f"{suite.name}-results.jsonl"),
+        commit: Annotated[str | None, typer.Option(help="Commit to record (default: git HEAD).")] = None,
+        build_dir: BuildDir = None,
+    ) -> None:
+        binary = _binary(build_dir, suite.binary)
+        try:
+            settings = runner.SuiteSettings(
+                suite=suite,
+                workloads=_names(workloads, "--workloads") if workloads else None,
+                modes=_names(modes, "--modes") if modes else None,
+                cache_fractions=_fractions(cache_fractions) if cache_fractions else None,
+                repeats=repeats,
+                commit=_commit(build_dir, commit),
+                driver=runner.driver_version(),
+                extra=tuple(context.args),
+            )
+            args = settings.args()
+        except ValueError as error:
+            raise typer.BadParameter(str(error)) from None
+        console = _console()
+        result = _run(console, binary, args, out, None)
+        _show(console, result, binary.name, out)
+        unchecked = [r for r in result.records if r.verified is not True]
+        if unchecked:
+            kinds = sorted({f"{r.workload} {r.mode}" for r in unchecked})
+            console.print(
+                f"{len(unchecked)} records not verified (bounds, unchecked modes): {', '.join(kinds)}"
+            )
+
+    command.__doc__ = (
+        f"{suite.summary}\n\nOptions after `--` go to the binary unchanged (its --help lists them)."
+    )
+    bench_app.command(
+        suite.name, context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+    )(command)
+
+
+for _suite in runner.SUITES.values():
+    _suite_command(_suite)
+
+
 @app.command()
 def sim(
     workloads: Annotated[
@@ -307,7 +371,8 @@ def report(
     out: ReportOut = Path("report"),
     parquet: Annotated[bool, typer.Option(help="Also write records.parquet (needs pyarrow).")] = False,
 ) -> None:
-    """Write summary.md and plots (bandwidth, cache sweep, bytes moved) from result files."""
+    """Write summary.md and plots (bandwidth, cache sweep, bytes moved, speed-up over UVM, slowdown
+    against oversubscription) from result files."""
     console = _console()
     with _exit_on_bad_input():
         records = load_records(files)
@@ -321,6 +386,8 @@ def report(
             ("bandwidth.png", plots.plot_bandwidth, "timed records"),
             ("cache_sweep.png", plots.plot_cache_sweep, "timed warpvm records"),
             ("bytes_moved.png", plots.plot_bytes_moved, "records with bytes moved"),
+            ("speedup_over_uvm.png", plots.plot_speedup, "workloads timed with uvm and another mode"),
+            ("oversubscription.png", plots.plot_oversubscription, "modes timed at 100% and smaller caches"),
         ):
             path = plot(records, out / name)
             if path is None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -204,3 +205,105 @@ def bytes_moved_figure(records: Iterable[Record]) -> Figure | None:
     figure.suptitle(f"I/O amplification by mode and cache size: {', '.join(devices)}")
     figure.legend(handles=_legend(colors), fontsize=7, loc="outside lower center", ncols=3, title="mode")
     return figure
+
+
+def _median_seconds(records: Iterable[Record]) -> dict[tuple[str, str, str, float, int], float]:
+    """Median time per point (device, workload, mode, cache, size) over its roots or repeats."""
+    times: dict[tuple[str, str, str, float, int], list[float]] = {}
+    for r in latest_points(records):
+        if not r.simulated and r.seconds:
+            key = (r.device, r.workload, r.mode, r.cache_fraction, r.dataset_bytes)
+            times.setdefault(key, []).append(r.seconds)
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
+def speedup_figure(records: Iterable[Record]) -> Figure | None:
+    """Speed-up over real UVM (time of `uvm` / time of the mode) per workload and mode, each mode
+    at its largest cache; None without a workload timed both in `uvm` and in another mode."""
+    seconds = _median_seconds(records)
+    uvm = {(d, w, size): t for (d, w, mode, _, size), t in seconds.items() if mode == "uvm"}
+    best: dict[tuple[str, str, str, int], tuple[float, float]] = {}  # -> (cache, speed-up)
+    for (device, workload, mode, cache, size), t in seconds.items():
+        baseline = uvm.get((device, workload, size))
+        if mode == "uvm" or baseline is None:
+            continue
+        key = (device, workload, mode, size)
+        if key not in best or cache > best[key][0]:
+            best[key] = (cache, baseline / t)
+    if not best:
+        return None
+    devices = _devices_of(best)
+    several = len(devices) > 1
+    workloads = list(dict.fromkeys(w for _, w, _, _ in best))
+    series = {k: f"{k[2]} ({k[0]})" if several else k[2] for k in best}
+    colors = _palette(series.values())
+    per_workload = {w: [k for k in best if k[1] == w] for w in workloads}
+    width = 0.85 / max(len(keys) for keys in per_workload.values())
+    figure = Figure(layout="constrained", figsize=(max(8.0, 1.6 * len(workloads) + 0.25 * len(best)), 5.5))
+    ax = figure.add_subplot()
+    for i, workload in enumerate(workloads):
+        keys = per_workload[workload]
+        for j, key in enumerate(keys):
+            x = i + (j - (len(keys) - 1) / 2) * width
+            bars = ax.bar(x, best[key][1], width, color=colors[series[key]])
+            ax.bar_label(bars, fmt=lambda v: _short(v) + "x", fontsize=6, rotation=90, padding=2)
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
+    if _log_if_wide([s for _, s in best.values()]):
+        ax.set_yscale("log")
+    ax.set_xticks(range(len(workloads)), workloads)
+    ax.set_xlabel("workload")
+    ax.set_ylabel("speed-up over UVM in-core (x, time)")
+    ax.set_title(
+        f"Speed-up over UVM by workload and mode: {', '.join(devices)}\n(each mode at its largest cache)"
+    )
+    ax.legend(handles=_legend(colors), fontsize=7, ncols=2, loc="best")
+    ax.grid(axis="y", alpha=0.3)
+    return figure
+
+
+def oversubscription_figure(records: Iterable[Record]) -> Figure | None:
+    """Slowdown against oversubscription (time at cache f / time at cache 100%, x axis 1/f) per
+    workload and mode, the shape of DREAM's Fig. 14; None without a mode timed at 100% and below."""
+    seconds = _median_seconds(records)
+    full = {(d, w, m, size): t for (d, w, m, cache, size), t in seconds.items() if cache == 1.0}
+    lines: dict[tuple[str, str, str, int], list[tuple[float, float]]] = {}
+    for (device, workload, mode, cache, size), t in seconds.items():
+        reference = full.get((device, workload, mode, size))
+        if reference is not None and 0 < cache <= 1.0:
+            lines.setdefault((device, workload, mode, size), []).append((1.0 / cache, t / reference))
+    lines = {key: sorted(points) for key, points in lines.items() if len(points) > 1}
+    if not lines:
+        return None
+    devices = _devices_of(lines)
+    several = len(devices) > 1
+    labels = {k: f"{k[1]} {k[2]}" + (f" ({k[0]})" if several else "") for k in lines}
+    colors = _palette(labels.values())
+    figure = Figure(layout="constrained", figsize=(8.5, 5.5))
+    ax = figure.add_subplot()
+    for key, points in lines.items():
+        xs, ys = zip(*points, strict=True)
+        ax.plot(xs, ys, marker="o", color=colors[labels[key]], label=labels[key])
+    ratios = sorted({x for points in lines.values() for x, _ in points})
+    log2_x_axis(ax, ratios, [f"{x:g}x" for x in ratios])
+    ax.axhline(2.0, color="black", linewidth=0.8, linestyle=":", label="2x slowdown")
+    ax.set_xlabel("oversubscription (data / cache)")
+    ax.set_ylabel("slowdown (time / time at cache = 100%)")
+    ax.set_title(f"Slowdown against oversubscription: {', '.join(devices)}")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.grid(alpha=0.3)
+    return figure
+
+
+def _devices_of(keys: Iterable[tuple[object, ...]]) -> list[str]:
+    """The devices (first key field) in order of first appearance."""
+    return list(dict.fromkeys(str(key[0]) for key in keys))
+
+
+def plot_speedup(records: Iterable[Record], path: Path) -> Path | None:
+    """Writes `speedup_figure` to `path`; None if there is nothing to plot."""
+    return save_png(speedup_figure(records), path)
+
+
+def plot_oversubscription(records: Iterable[Record], path: Path) -> Path | None:
+    """Writes `oversubscription_figure` to `path`; None if there is nothing to plot."""
+    return save_png(oversubscription_figure(records), path)

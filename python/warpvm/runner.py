@@ -107,6 +107,101 @@ class BenchSettings:
 
 
 @dataclass(frozen=True)
+class Suite:
+    """An application benchmark binary that `warpvm bench <name>` drives.
+
+    The binary owns its workloads and modes (and rejects unknown ones with its own message), so
+    the command passes lists through and leaves unset options at the binary's defaults.
+    """
+
+    name: str
+    binary: Path
+    summary: str
+    workload_flag: str  # the binary's option that selects workloads
+    takes_cache_fractions: bool
+    takes_driver: bool
+
+
+SUITES: dict[str, Suite] = {
+    suite.name: suite
+    for suite in (
+        Suite(
+            "graph",
+            Path("bench/warpvm-graph-bench"),
+            "BFS, CC and SSSP over a generated graph, every memory mode and cache size (warpvm-graph-bench).",
+            "--apps",
+            takes_cache_fractions=True,
+            takes_driver=True,
+        ),
+        Suite(
+            "apps",
+            Path("bench/warpvm-apps-bench"),
+            "Polybench MVT/ATAX/BICG and the columnar trip query in every memory mode (warpvm-apps-bench).",
+            "--workloads",
+            takes_cache_fractions=True,
+            takes_driver=True,
+        ),
+        Suite(
+            "alloc",
+            Path("bench/warpvm-alloc-bench"),
+            "Device-side allocation: warpvm::Heap against CUDA's device malloc (warpvm-alloc-bench).",
+            "--workloads",
+            takes_cache_fractions=False,
+            takes_driver=True,
+        ),
+        Suite(
+            "placement",
+            Path("bench/warpvm-placement-bench"),
+            "OASIS placement across the visible GPUs, every page policy (warpvm-placement-bench).",
+            "--workloads",
+            takes_cache_fractions=False,
+            takes_driver=False,
+        ),
+        Suite(
+            "channel",
+            Path("bench/warpvm-channel-bench"),
+            "warpvm::channel against polling baselines (warpvm-channel-bench).",
+            "--workloads",
+            takes_cache_fractions=False,
+            takes_driver=True,
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class SuiteSettings:
+    """One `warpvm bench <suite>` run: the grid (None: the binary's default) and extra options."""
+
+    suite: Suite
+    workloads: tuple[str, ...] | None = None
+    modes: tuple[str, ...] | None = None
+    cache_fractions: tuple[float, ...] | None = None
+    repeats: int | None = None
+    commit: str = "unknown"
+    driver: str = "unknown"
+    extra: tuple[str, ...] = ()
+
+    def args(self) -> list[str]:
+        """Command-line arguments; records go to stdout."""
+        args: list[str] = []
+        if self.workloads:
+            args += [self.suite.workload_flag, ",".join(self.workloads)]
+        if self.modes:
+            args += ["--modes", ",".join(self.modes)]
+        if self.cache_fractions:
+            if not self.suite.takes_cache_fractions:
+                raise ValueError(f"warpvm bench {self.suite.name} has no cache sizes (--cache-fractions)")
+            args += ["--cache-fractions", ",".join(f"{f:g}" for f in self.cache_fractions)]
+        if self.repeats is not None:
+            args += ["--repeats", str(self.repeats)]
+        args += ["--commit", self.commit]
+        if self.suite.takes_driver:
+            args += ["--driver", self.driver]
+        return [*args, *self.extra, "--out", "-"]
+
+
+@dataclass(frozen=True)
 class SimSettings:
     """Options for warpvm-sim."""
 
