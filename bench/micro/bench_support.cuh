@@ -28,6 +28,9 @@ struct Options {
   std::string driver = "unknown";
   std::string suite = "paging";
   std::string trace;  ///< batch trace CSV of the uvm-preset runs (empty: none)
+  /// Counted (untimed) runs per real-UVM point: UVM's own traffic varies from run to run where
+  /// its prefetcher sits on its threshold, so the record keeps the median and every count.
+  unsigned uvm_counted_runs = 1;
   std::vector<unsigned> uvm_batch_sizes{256};  ///< warpvm_uvm: fault batch limits to run
   std::vector<bool> uvm_prefetch{true};        ///< warpvm_uvm: prefetcher on and/or off
   bool fault_events = false;  ///< warpvm modes record fault events (needs WARPVM_FAULT_EVENTS)
@@ -92,6 +95,7 @@ struct Record {
   std::int64_t bytes_moved = -1;  ///< -1: not measured for this mode
   bool verified = false;
   std::map<std::string, double> extra;  ///< workload-specific numbers
+  std::map<std::string, std::vector<double>> lists;  ///< workload-specific series (JSON arrays)
 };
 
 class Recorder {
@@ -142,10 +146,12 @@ class Managed {
 /// The uvm preset's cache for these objects: each in whole 2 MB chunks, as UVM places them.
 std::uint64_t uvm_cache_bytes(std::initializer_list<std::uint64_t> object_bytes);
 
-/// One more run of a real-UVM point (`before` untimed, then `run`) under CUPTI's unified-memory
-/// counters, which slow UVM down and so stay off while timing: real UVM's bytes and GPU fault
-/// records go into the record (`bytes_moved`, `faults`, `uvm_*`).
-void add_uvm_traffic(Record& r, const std::function<void()>& before, const std::function<void()>& run);
+/// `runs` more runs of a real-UVM point (each: `before` untimed, then `run`) under CUPTI's
+/// unified-memory counters, which slow UVM down and so stay off while timing: the median run's
+/// bytes and GPU fault records go into the record (`bytes_moved`, `faults`, `uvm_*`), every
+/// run's bytes into `uvm_bytes_moved_all`.
+void add_uvm_traffic(Record& r, const std::function<void()>& before, const std::function<void()>& run,
+                     unsigned runs = 1);
 
 /// A warpvm runtime's counters since reset_stats(), averaged over `runs`, into the record.
 void add_paging_stats(Record& r, const Runtime& rt, double runs);

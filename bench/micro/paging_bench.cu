@@ -265,11 +265,11 @@ class Bench {
     return r;
   }
 
-  /// measure() for real UVM, then its traffic from one more, counted run (add_uvm_traffic).
+  /// measure() for real UVM, then its traffic from --uvm-counted-runs more runs (add_uvm_traffic).
   Record measure_uvm(Record r, const std::function<void()>& before, const std::function<void()>& run,
                      const std::function<bool()>& verify) {
     r = measure(std::move(r), before, run, verify);
-    add_uvm_traffic(r, before, run);
+    add_uvm_traffic(r, before, run, o_.uvm_counted_runs);
     return r;
   }
 
