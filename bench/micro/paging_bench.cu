@@ -292,12 +292,13 @@ class Bench {
     return configs;
   }
 
-  /// A workload's warpvm points: mode warpvm at each cache fraction, then warpvm_uvm (the uvm
-  /// preset) in each variant asked for. `footprint` bytes in all, `holds` pages per thread.
+  /// A workload's warpvm points: modes warpvm and warpvm_auto (Placement::automatic) at each
+  /// cache fraction, then warpvm_uvm (the uvm preset) in each variant asked for. `footprint` bytes in all, `holds` pages per thread.
   struct PagedRun {
     Config config;
     double cache_fraction;
     const char* mode;
+    Placement placement = Placement::migrate;  ///< of the workload's objects
     [[nodiscard]] bool uvm_preset() const { return config.transport == Transport::host_batched; }
   };
   std::vector<PagedRun> paged_runs(std::uint64_t footprint, std::uint32_t holds,
@@ -306,6 +307,9 @@ class Bench {
     if (o_.wants_mode("warpvm"))
       for (const double fraction : o_.cache_fractions)
         runs.push_back({warpvm_config(footprint, fraction, holds), fraction, "warpvm"});
+    if (o_.wants_mode("warpvm_auto"))
+      for (const double fraction : o_.cache_fractions)
+        runs.push_back({warpvm_config(footprint, fraction, holds), fraction, "warpvm_auto", Placement::automatic});
     // The uvm preset below a cache of every object's chunks evicts, in builds with the evicting path.
     if (o_.wants_mode("warpvm_uvm"))
       for (const double fraction : o_.cache_fractions)
@@ -404,7 +408,7 @@ class Bench {
     }
     for (const PagedRun& run : paged_runs(n * 4, 1, {n * 4})) {
       Runtime rt(run.config);
-      auto a = rt.adopt(host.as<std::uint32_t>(), n, Placement::migrate, "stream");
+      auto a = rt.adopt(host.as<std::uint32_t>(), n, run.placement, "stream");
       recorder_.write(paged_point(base("stream", run.mode, n * 4, n * 4), rt, run, [&] {
         total.zero(rt.stream());
         rt.launch(sum_pages, grid(rt), dim3(block_threads), 0, a.device(), total.value);
@@ -466,9 +470,9 @@ class Bench {
     }
     for (const PagedRun& run : paged_runs(3 * bytes, 3, {bytes, bytes, bytes})) {
       Runtime rt(run.config);
-      auto oa = rt.adopt(a.as<std::uint32_t>(), n4, Placement::migrate, "A");
-      auto ob = rt.adopt(b.as<std::uint32_t>(), n4, Placement::migrate, "B");
-      auto oc = rt.adopt(c.as<std::uint32_t>(), n4, Placement::migrate, "C");
+      auto oa = rt.adopt(a.as<std::uint32_t>(), n4, run.placement, "A");
+      auto ob = rt.adopt(b.as<std::uint32_t>(), n4, run.placement, "B");
+      auto oc = rt.adopt(c.as<std::uint32_t>(), n4, run.placement, "C");
       auto kernel = [&] {
         rt.launch(vadd_pages, grid(rt), dim3(block_threads), 0, oa.device(), ob.device(), oc.device());
       };
@@ -511,7 +515,7 @@ class Bench {
     }
     for (const PagedRun& run : paged_runs(n * 4, 1, {n * 4})) {
       Runtime rt(run.config);
-      auto a = rt.adopt(host.as<std::uint32_t>(), n, Placement::migrate, "pages");
+      auto a = rt.adopt(host.as<std::uint32_t>(), n, run.placement, "pages");
       finish(paged_point(base("random_page", run.mode, n * 4, useful), rt, run, [&] {
         total.zero(rt.stream());
         rt.launch(touch_pages, grid(rt), dim3(block_threads), 0, a.device(), pages, touches, total.value);
@@ -549,11 +553,12 @@ class Bench {
       Managed m(host.as<void>(), n * 8);
       finish(measure_uvm(base("sparse_read", "uvm", n * 8, useful), [&] { m.to_host(); }, [&] { raw(m.as<void>()); }, verify));
     }
-    for (const char* mode : {"warpvm_remote", "warpvm"}) {
+    for (const auto& [mode, placement] : {std::pair{"warpvm_remote", Placement::remote}, std::pair{"warpvm", Placement::migrate},
+                                         std::pair{"warpvm_auto", Placement::automatic}}) {
       if (!o_.wants_mode(mode)) continue;
-      const bool remote = std::string(mode) == "warpvm_remote";
+      const bool remote = placement == Placement::remote;
       Runtime rt(warpvm_config(n * 8, 1.0, 1));
-      auto a = rt.adopt(host.as<std::uint64_t>(), n, remote ? Placement::remote : Placement::migrate, "sparse");
+      auto a = rt.adopt(host.as<std::uint64_t>(), n, placement, "sparse");
       finish(warpvm_point(base("sparse_read", mode, n * 8, useful), rt, remote ? 0.0 : 1.0, [&] {
         total.zero(rt.stream());
         rt.launch(sparse_elements, grid(rt), dim3(block_threads), 0, a.device(), reads, total.value);

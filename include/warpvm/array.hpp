@@ -94,6 +94,9 @@ class array {
     // between the entry's load and this one, the compiler overlaps it with the caller's next access.
     const T seen = *frame_slot(frame, i);
     if (unheld) return seen;
+    if (object_.placement == Placement::automatic && cache_.transport == Transport::gpu_initiated &&
+        detail::read_absent_page_remotely(object_, page))
+      return detail::load_through_l2(remote_slot(i));
     return on_pinned(i, detail::Intent::read, [](const T* slot) { return *slot; });
   }
   [[nodiscard]] __device__ T operator[](std::uint64_t i) const { return load(i); }

@@ -33,7 +33,15 @@ enum class EvictionPolicy : std::uint8_t {
 enum class Placement : std::uint8_t {
   migrate,  ///< pages are copied into the device cache on first touch (default)
   remote,   ///< every access goes to pinned host memory over the link (zero-copy); nothing cached
+  /// Per page, as access counters do: element reads of an absent page go to host memory over the
+  /// link until the page has been read Config::automatic_remote_reads times, then it migrates.
+  /// Sparse pages cost only the lines read; dense ones are copied once. Writes, atomics, spans
+  /// and cursors migrate at once. The uvm preset (host_batched) migrates, as UVM does.
+  automatic,
 };
+
+/// Whether an object's pages may be cached on the device (migrate or automatic).
+[[nodiscard]] constexpr bool is_cached(Placement placement) { return placement != Placement::remote; }
 
 /// Who serves a fault.
 enum class Transport : std::uint8_t {
@@ -84,6 +92,9 @@ struct Config {
   std::uint32_t max_pages_held_per_thread = 4;
   /// Objects that may be alive at once.
   std::uint32_t max_objects = 1024;
+  /// Placement::automatic: warp-level reads of an absent page served from host memory before
+  /// the page migrates (each group of lanes reading one page counts once).
+  std::uint32_t automatic_remote_reads = 4;
   /// CUDA device ordinal.
   int device = 0;
   /// A warp that finds no evictable frame for this long records a no_progress error and traps.

@@ -49,7 +49,9 @@ def test_bench_arguments_and_expected_points() -> None:
     assert args[args.index("--cache-fractions") + 1] == "1,0.5,0.25,0.125"
     assert args[args.index("--workloads") + 1] == "stream,vadd,random_page,sparse_read,resident"
     assert args[-2:] == ["--out", "-"]
-    assert full.expected_points() == 45  # the records of bench/results/h200/paging-16GiB-a5a0fae.jsonl
+    # The 45 records of bench/results/h200/paging-16GiB-a5a0fae.jsonl, plus warpvm_auto: stream,
+    # vadd and random_page at each of the 4 cache sizes, sparse_read once.
+    assert full.expected_points() == 45 + 3 * 4 + 1
     subset = runner.BenchSettings(
         workloads=("stream", "sparse_read"), modes=("uvm", "warpvm"), cache_fractions=(1, 0.5)
     )

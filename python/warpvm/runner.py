@@ -25,6 +25,7 @@ BENCH_MODES = (
     "uvm_prefetch",
     "zero_copy",
     "warpvm",
+    "warpvm_auto",
     "warpvm_uvm",
     "warpvm_remote",
     "device",
@@ -33,15 +34,18 @@ BENCH_MODES = (
 # Records warpvm-bench writes per (workload, mode): (count, whether once per cache fraction).
 _BASELINES = {mode: (1, False) for mode in ("explicit", "zero_copy", "uvm", "uvm_prefetch")}
 _BENCH_POINTS: dict[str, dict[str, tuple[int, bool]]] = {
-    "stream": _BASELINES | {"warpvm": (1, True), "warpvm_uvm": (1, False)},
-    "vadd": _BASELINES | {"warpvm": (1, True), "warpvm_uvm": (1, False)},
+    "stream": _BASELINES | {"warpvm": (1, True), "warpvm_auto": (1, True), "warpvm_uvm": (1, False)},
+    "vadd": _BASELINES | {"warpvm": (1, True), "warpvm_auto": (1, True), "warpvm_uvm": (1, False)},
     "random_page": {
         "zero_copy": (1, False),
         "uvm": (1, False),
         "warpvm": (1, True),
+        "warpvm_auto": (1, True),
         "warpvm_uvm": (1, False),
     },
-    "sparse_read": {m: (1, False) for m in ("zero_copy", "device", "uvm", "warpvm_remote", "warpvm")},
+    "sparse_read": {
+        m: (1, False) for m in ("zero_copy", "device", "uvm", "warpvm_remote", "warpvm", "warpvm_auto")
+    },
     # device: vector, element and chunked patterns (the last two also with ILP 4); warpvm: span,
     # element, cursor (the last two also with ILP 4), each without and with eviction possible.
     "resident": {"device": (5, False), "warpvm": (10, False)},

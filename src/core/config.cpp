@@ -12,7 +12,11 @@ const char* to_string(EvictionPolicy policy) noexcept {
 }
 
 const char* to_string(Placement placement) noexcept {
-  return placement == Placement::migrate ? "migrate" : "remote";
+  switch (placement) {
+    case Placement::remote: return "remote";
+    case Placement::automatic: return "automatic";
+    default: return "migrate";
+  }
 }
 
 const char* to_string(Transport transport) noexcept {

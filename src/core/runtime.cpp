@@ -151,7 +151,9 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
     slot.host = adopted;
   }
   slot.pages = make_device_zeroed<PageEntry>(pages, ("the page table of '" + slot.name + "'").c_str());
-  slot.descriptor = ObjectDescriptor{detail::on_device(slot.host), bytes, slot.pages.get(), id, placement};
+  slot.descriptor = ObjectDescriptor{detail::on_device(slot.host), bytes, slot.pages.get(), nullptr,
+                                     config.automatic_remote_reads, id, Placement::migrate};
+  set_counts_for(slot, placement);
   slot.in_use = true;
   *free_slot = std::move(slot);
   try {
@@ -183,7 +185,7 @@ void RuntimeState::publish_descriptor(std::uint32_t id) {
   } else {
     std::uint64_t migrate_pages = 0;
     for (const ObjectSlot& slot : slots_)
-      if (slot.in_use && slot.descriptor.placement == Placement::migrate)
+      if (slot.in_use && is_cached(slot.descriptor.placement))
         migrate_pages += view_.geometry().pages_for(slot.descriptor.bytes);
     fits = migrate_pages <= frames;
   }
@@ -194,7 +196,7 @@ void RuntimeState::publish_descriptor(std::uint32_t id) {
 void RuntimeState::update_served(std::uint32_t id, const std::unique_lock<std::mutex>& paused) {
   const ObjectSlot& slot = slots_[id];
   const ServedObject object{slot.host, slot.descriptor.bytes, slot.descriptor.pages};
-  const bool served = slot.in_use && slot.descriptor.placement == Placement::migrate;
+  const bool served = slot.in_use && is_cached(slot.descriptor.placement);
   service_->set_object(paused, id, served ? &object : nullptr);
 }
 
@@ -202,6 +204,9 @@ void RuntimeState::mark_pages_absent(std::uint32_t id) {
   const ObjectSlot& slot = slots_[id];
   const std::uint64_t pages = view_.geometry().pages_for(slot.descriptor.bytes);
   WARPVM_CUDA_TRY(cudaMemsetAsync(slot.descriptor.pages, 0, pages * sizeof(PageEntry), stream()));
+  // Placement::automatic learns again from scratch: a dropped page's history is not its future's.
+  if (slot.absent_reads)
+    WARPVM_CUDA_TRY(cudaMemsetAsync(slot.absent_reads.get(), 0, pages * sizeof(std::uint32_t), stream()));
 }
 
 void RuntimeState::unregister_object(std::uint32_t id) noexcept {
@@ -219,9 +224,24 @@ void RuntimeState::unregister_object(std::uint32_t id) noexcept {
 void RuntimeState::set_placement(std::uint32_t id, Placement placement) {
   ObjectSlot& slot = slots_.at(id);
   if (slot.descriptor.placement == placement) return;
-  if (slot.descriptor.placement == Placement::migrate) write_back(id, /*write_back=*/true, /*drop=*/true);
-  slot.descriptor.placement = placement;
+  // Pages stay cached between migrate and automatic; remote objects have none.
+  if (is_cached(slot.descriptor.placement) && !is_cached(placement)) write_back(id, /*write_back=*/true, /*drop=*/true);
+  synchronize();  // running kernels may read the counts about to be freed or allocated
+  set_counts_for(slot, placement);
   publish_descriptor(id);
+}
+
+void RuntimeState::set_counts_for(ObjectSlot& slot, Placement placement) {
+  slot.descriptor.placement = placement;
+  if (placement != Placement::automatic) {
+    slot.descriptor.absent_reads = nullptr;
+    slot.absent_reads.reset();
+    return;
+  }
+  if (!slot.absent_reads)
+    slot.absent_reads = make_device_zeroed<std::uint32_t>(view_.geometry().pages_for(slot.descriptor.bytes),
+                                                          ("the absent-read counts of '" + slot.name + "'").c_str());
+  slot.descriptor.absent_reads = slot.absent_reads.get();
 }
 
 void RuntimeState::write_back(std::uint32_t object_filter, bool write_back, bool drop) {

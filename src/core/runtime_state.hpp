@@ -27,6 +27,7 @@ struct ObjectSlot {
   pinned_ptr<std::byte> owned_host;  ///< set when the runtime allocated the backing store
   registration registered;           ///< set when adopt() pinned caller memory itself
   device_ptr<PageEntry> pages;
+  device_ptr<std::uint32_t> absent_reads;  ///< Placement::automatic's per-page counts
   bool in_use = false;
 };
 
@@ -40,6 +41,9 @@ class RuntimeState {
   std::uint32_t register_object(std::byte* adopted, std::size_t bytes, Placement placement, std::string name);
   void unregister_object(std::uint32_t id) noexcept;
   void set_placement(std::uint32_t id, Placement placement);
+  /// Sets the slot's placement and gives it the per-page counts Placement::automatic needs (or
+  /// frees them); the device learns it from publish_descriptor().
+  void set_counts_for(ObjectSlot& slot, Placement placement);
 
   /// For the frames of `object_filter` (all objects when all_objects): with write_back, writes
   /// the dirty ones back; with drop, empties them and marks the objects' pages absent.

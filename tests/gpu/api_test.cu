@@ -1,5 +1,5 @@
-// The host API around the fault path: flush exactness, drop_cached, remote placement and
-// switching placement, adopted memory, page sizes with partial last pages, checked mode,
+// The host API around the fault path: flush exactness, drop_cached, remote and automatic
+// placement and switching placement, adopted memory, page sizes with partial last pages, checked mode,
 // launch refusal, object lifetime, and the no-progress watchdog.
 
 #include "gpu_test_support.cuh"
@@ -143,9 +143,106 @@ TEST_F(Api, SwitchingPlacementKeepsData) {
   rt.launch(rewrite_pages<std::uint32_t>, dim3(8), dim3(128), 0, a.device());  // now zero-copy
   a.set_placement(Placement::migrate);
   rt.launch(rewrite_pages<std::uint32_t>, dim3(8), dim3(128), 0, a.device());
+  a.set_placement(Placement::automatic);  // the cached pages stay
+  rt.launch(rewrite_pages<std::uint32_t>, dim3(8), dim3(128), 0, a.device());
   rt.flush();
-  const auto expected = rewritten(rewritten(rewritten(before)));
+  const auto expected = rewritten(rewritten(rewritten(rewritten(before))));
   EXPECT_TRUE(std::equal(expected.begin(), expected.end(), a.host().begin()));
+}
+
+/// out[t] = a[pick(t)] for t < count: one element of page `first_page + t` each, at an offset
+/// drawn from the seed: every page read once, by one lane.
+__global__ void read_one_per_page(array<std::uint32_t> a, std::uint64_t first_page, std::uint64_t count,
+                                  std::uint32_t seed, std::uint32_t* out) {
+  for (std::uint64_t t = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < count;
+       t += std::uint64_t{gridDim.x} * blockDim.x) {
+    const std::uint64_t i = (first_page + t) * a.elements_per_page() + mix(t + seed) % a.elements_per_page();
+    out[t] = a[i];
+  }
+}
+
+/// out[i - first] = a[i] for every element of [first, first + count): dense reads.
+__global__ void read_range(array<std::uint32_t> a, std::uint64_t first, std::uint64_t count, std::uint32_t* out) {
+  for (std::uint64_t k = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; k < count;
+       k += std::uint64_t{gridDim.x} * blockDim.x)
+    out[k] = a[first + k];
+}
+
+/// The elements read_one_per_page reads, from the host copy `v`.
+std::vector<std::uint32_t> one_per_page(const std::vector<std::uint32_t>& v, std::uint64_t per_page,
+                                        std::uint64_t first_page, std::uint64_t count, std::uint32_t seed) {
+  std::vector<std::uint32_t> out(count);
+  for (std::uint64_t t = 0; t < count; ++t) out[t] = v[(first_page + t) * per_page + mix(t + seed) % per_page];
+  return out;
+}
+
+TEST_F(Api, AutomaticPlacementReadsSparsePagesRemotelyAndMigratesDenseOnes) {
+  Runtime rt(Config{.cache_bytes = 64ull << 20, .max_pages_held_per_thread = 1});
+  constexpr std::uint64_t pages = 4096, per_page = 1024, sparse_pages = 2048;
+  auto a = rt.alloc<std::uint32_t>(pages * per_page, Placement::automatic, "automatic");
+  EXPECT_EQ(a.placement(), Placement::automatic);
+  fill_initial(a, 21);
+  const std::vector<std::uint32_t> v(a.host().begin(), a.host().end());
+
+  // Each sparse page is read by one lane, three times in all (below the 4 remote reads a page
+  // gets before it migrates): nothing is loaded.
+  DeviceVector<std::uint32_t> sparse(sparse_pages);
+  for (std::uint32_t seed : {1u, 2u, 3u}) {
+    rt.launch(read_one_per_page, dim3(16), dim3(128), 0, a.device(), std::uint64_t{0}, sparse_pages, seed,
+              sparse.get());
+    rt.synchronize();
+    EXPECT_EQ(sparse.to_host(), one_per_page(v, per_page, 0, sparse_pages, seed)) << "seed " << seed;
+  }
+  EXPECT_EQ(rt.stats().misses, 0u) << "sparse reads must not migrate pages";
+
+  // Dense reads: 32 warp-level reads per page, so every other page migrates, once.
+  const std::uint64_t dense = (pages - sparse_pages) * per_page;
+  DeviceVector<std::uint32_t> out(dense);
+  rt.launch(read_range, dim3(64), dim3(256), 0, a.device(), sparse_pages * per_page, dense, out.get());
+  rt.synchronize();
+  const std::vector<std::uint32_t> expected(v.begin() + sparse_pages * per_page, v.end());
+  EXPECT_EQ(out.to_host(), expected);
+  EXPECT_EQ(rt.stats().misses, pages - sparse_pages);
+
+  // The fourth read of a sparse page is still remote; the fifth migrates it.
+  for (std::uint32_t seed : {4u, 5u}) {
+    rt.launch(read_one_per_page, dim3(16), dim3(128), 0, a.device(), std::uint64_t{0}, sparse_pages, seed,
+              sparse.get());
+    rt.synchronize();
+    EXPECT_EQ(sparse.to_host(), one_per_page(v, per_page, 0, sparse_pages, seed)) << "seed " << seed;
+  }
+  EXPECT_EQ(rt.stats().misses, pages);
+
+  // Dropping the cache forgets the counts: sparse reads are remote again.
+  rt.drop_cached();
+  rt.reset_stats();
+  rt.launch(read_one_per_page, dim3(16), dim3(128), 0, a.device(), std::uint64_t{0}, sparse_pages, 6u,
+            sparse.get());
+  rt.synchronize();
+  EXPECT_EQ(sparse.to_host(), one_per_page(v, per_page, 0, sparse_pages, 6u));
+  EXPECT_EQ(rt.stats().misses, 0u);
+}
+
+TEST_F(Api, AutomaticPlacementReadsWhatEvictedWritesLeft) {
+  // 64 frames for 1024 pages: the rewrite evicts and writes back almost every page; remote
+  // reads of the absent pages must see the written-back values, cached reads the rest.
+  Runtime rt(Config{.cache_bytes = 64 * 4096, .max_pages_held_per_thread = 1});
+  constexpr std::uint64_t pages = 1024, per_page = 1024;
+  auto a = rt.alloc<std::uint32_t>(pages * per_page, Placement::automatic, "automatic, evicting");
+  fill_initial(a, 22);
+  const std::vector<std::uint32_t> before(a.host().begin(), a.host().end());
+  rt.launch(rewrite_pages<std::uint32_t>, dim3(1), dim3(32), 0, a.device());
+  const std::vector<std::uint32_t> v = rewritten(before);
+  DeviceVector<std::uint32_t> sparse(pages);
+  rt.launch(read_one_per_page, dim3(1), dim3(32), 0, a.device(), std::uint64_t{0}, pages, 7u, sparse.get());
+  rt.synchronize();
+  EXPECT_EQ(sparse.to_host(), one_per_page(v, per_page, 0, pages, 7u));
+  DeviceVector<std::uint32_t> all(pages * per_page);
+  rt.launch(read_range, dim3(1), dim3(32), 0, a.device(), std::uint64_t{0}, pages * per_page, all.get());
+  rt.synchronize();
+  EXPECT_EQ(all.to_host(), v);
+  rt.flush();
+  EXPECT_TRUE(std::equal(v.begin(), v.end(), a.host().begin()));
 }
 
 TEST_F(Api, AdoptedMemoryIsWrittenInPlace) {

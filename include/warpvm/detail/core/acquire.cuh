@@ -135,6 +135,46 @@ __device__ __forceinline__ bool peek_resident_unheld(const CacheView& cache, con
   return resident;
 }
 
+/// Placement::automatic: whether the calling lane's read of `page` goes to host memory instead of
+/// migrating the page. All active lanes call together; lanes reading one page decide together
+/// and count once. Only an absent page is read remotely: its host copy is current, since an
+/// eviction writes a dirty page back (system fence) before its release makes the page absent,
+/// and this acquire load orders the remote read after that.
+__device__ inline bool read_absent_page_remotely(const ObjectDescriptor& object, std::uint64_t page) {
+  const unsigned mask = __activemask();
+  const unsigned peers = __match_any_sync(mask, make_page_key(object.id, page));
+  const unsigned leader = __ffs(peers) - 1;
+  bool remote = false;
+  if (lane_id() == leader && page_word::is_absent(page_load(object.pages[page].state)))
+    remote = atomicAdd(object.absent_reads + page, 1u) < object.remote_reads;
+  return __shfl_sync(peers, remote, leader);
+}
+
+/// *p through L2 only (ld.global.cg): a host line read remotely must never come from an L1 copy
+/// older than the last write-back of its page.
+template <class T>
+__device__ __forceinline__ T load_through_l2(const T* p) {
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16);
+  T value;
+  if constexpr (sizeof(T) == 1) {
+    const unsigned char raw = __ldcg(reinterpret_cast<const unsigned char*>(p));
+    memcpy(&value, &raw, 1);
+  } else if constexpr (sizeof(T) == 2) {
+    const unsigned short raw = __ldcg(reinterpret_cast<const unsigned short*>(p));
+    memcpy(&value, &raw, 2);
+  } else if constexpr (sizeof(T) == 4) {
+    const unsigned raw = __ldcg(reinterpret_cast<const unsigned*>(p));
+    memcpy(&value, &raw, 4);
+  } else if constexpr (sizeof(T) == 8) {
+    const unsigned long long raw = __ldcg(reinterpret_cast<const unsigned long long*>(p));
+    memcpy(&value, &raw, 8);
+  } else {
+    const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(p));
+    memcpy(&value, &raw, 16);
+  }
+  return value;
+}
+
 /// The slow side of peek_resident_unheld(): the entry read from L2. False: acquire the page.
 __device__ inline bool recheck_resident_unheld(const CacheView& cache, const ObjectDescriptor& object,
                                                std::uint64_t page, std::uint32_t& frame) {

@@ -22,6 +22,9 @@ struct ObjectDescriptor {
   std::byte* host;            ///< device-accessible pointer to the pinned backing store
   std::uint64_t bytes;        ///< object size
   PageEntry* pages;           ///< state and frame of each page (page_table.hpp)
+  /// Placement::automatic: reads of each page while it was absent (null for other placements).
+  std::uint32_t* absent_reads;
+  std::uint32_t remote_reads;  ///< Placement::automatic: absent reads served remotely per page
   std::uint32_t id;
   Placement placement;
 };
