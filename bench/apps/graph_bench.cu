@@ -1,12 +1,16 @@
-// warpvm-graph-bench: breadth-first search over an R-MAT graph (Graph500 parameters) in every
-// memory mode, each search verified against the CPU reference, one JSON Lines record per mode,
-// cache size and root. The workload, its modes and its fields: docs/benchmarks.md ("bfs").
+// warpvm-graph-bench: breadth-first search, connected components and single-source shortest
+// paths over one R-MAT graph (Graph500 parameters, weights drawn from the seed) in every memory
+// mode, each run verified against the CPU reference, one JSON Lines record per app, mode, cache
+// size and root. The workloads, their modes and their fields: docs/benchmarks.md ("graph").
 
 #include "../micro/bench_support.cuh"
 #include "../micro/uvm_counters.hpp"
 #include "bfs.cuh"
+#include "cc.cuh"
+#include "sssp.cuh"
 
 #include "cli_args.hpp"
+#include "warpvm/sim/graph_reference.hpp"
 #include "warpvm/sim/rmat.hpp"
 
 #include <algorithm>
@@ -17,6 +21,9 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -24,26 +31,57 @@
 namespace warpvm::bench {
 namespace {
 
+enum class App { bfs, cc, sssp };
+
+const char* to_string(App app) {
+  switch (app) {
+    case App::bfs: return "bfs";
+    case App::cc: return "cc";
+    default: return "sssp";
+  }
+}
+
+/// Pages a thread of the app's paged kernel holds at once.
+std::uint32_t pages_held(App app) {
+  switch (app) {
+    case App::bfs: return apps::bfs_pages_held;
+    case App::cc: return apps::cc_pages_held;
+    default: return apps::sssp_pages_held;
+  }
+}
+
 struct GraphOptions {
   Options common;  ///< modes, cache fractions, repeats, eviction, out, commit, driver, trace
   sim::RmatParams graph{.scale = 22, .edge_factor = 16, .seed = 1};
+  std::vector<App> apps{App::bfs, App::cc, App::sssp};
   unsigned sources = 4;              ///< roots drawn from the seed
   std::vector<std::uint32_t> roots;  ///< roots given (instead of drawing them)
+  [[nodiscard]] bool wants(App app) const { return std::find(apps.begin(), apps.end(), app) != apps.end(); }
 };
 
-const char* const all_modes = "explicit, uvm, warpvm, warpvm_uvm, device";
+const char* const all_modes =
+    "explicit, uvm, uvm_read_mostly, uvm_prefetch, zero_copy, warpvm, warpvm_auto, warpvm_dream, warpvm_uvm, device";
 
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
-               "%s\nusage: warpvm-graph-bench [--scale 22] [--edge-factor 16] [--seed 1] [--sources 4] [--roots a,b]\n"
-               "       [--modes m,n] [--cache-fractions 1,0.5,0.25] [--repeats 3] [--eviction clock|fifo]\n"
-               "       [--out file.jsonl] [--commit SHA] [--driver VER] [--suite graph] [--trace batches.csv]\n"
-               "BFS from --sources roots (vertices with a neighbour, drawn from the seed) or from --roots,\n"
-               "over an R-MAT graph of 2^scale vertices and edge-factor x 2^scale undirected edges.\n"
+               "%s\nusage: warpvm-graph-bench [--apps bfs,cc,sssp] [--scale 22] [--edge-factor 16] [--seed 1]\n"
+               "       [--sources 4] [--roots a,b] [--modes m,n] [--cache-fractions 1,0.5,0.25] [--repeats 3]\n"
+               "       [--eviction clock|fifo] [--out file.jsonl] [--commit SHA] [--driver VER] [--suite graph]\n"
+               "       [--trace batches.csv] [--uvm-counted-runs 1]\n"
+               "BFS and SSSP from --sources roots (vertices with a neighbour, drawn from the seed) or from\n"
+               "--roots, and CC, over an R-MAT graph of 2^scale vertices and edge-factor x 2^scale undirected\n"
+               "edges; SSSP's weights in [1, 255] are drawn from the seed.\n"
                "modes: %s\n"
-               "--trace writes the fault batches of the warpvm_uvm runs (the uvm preset) as CSV\n",
+               "--eviction applies to mode warpvm (warpvm_dream is FIFO); --trace writes the fault batches of\n"
+               "the warpvm_uvm runs (the uvm preset) as CSV\n",
                message, all_modes);
   std::exit(2);
+}
+
+App parse_app(const std::string& name) {
+  for (const App app : {App::bfs, App::cc, App::sssp})
+    if (name == to_string(app)) return app;
+  usage(("unknown app " + name + " (apps: bfs, cc, sssp)").c_str());
 }
 
 GraphOptions parse(int argc, char** argv) {
@@ -52,7 +90,7 @@ GraphOptions parse(int argc, char** argv) {
   o.common.cache_fractions = {1.0, 0.5, 0.25};
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") usage("warpvm-graph-bench: BFS on an R-MAT graph, JSON Lines out");
+    if (flag == "--help" || flag == "-h") usage("warpvm-graph-bench: BFS, CC and SSSP on an R-MAT graph, JSON Lines out");
     if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
     const std::string value = argv[++i];
     try {
@@ -63,6 +101,13 @@ GraphOptions parse(int argc, char** argv) {
       else if (flag == "--sources") o.sources = static_cast<unsigned>(std::stoul(value));
       else if (flag == "--roots") {
         for (const std::string& r : tools::split_list(value)) o.roots.push_back(static_cast<std::uint32_t>(std::stoul(r)));
+      } else if (flag == "--apps") {
+        o.apps.clear();
+        for (const std::string& name : tools::split_list(value)) {
+          const App app = parse_app(name);
+          if (!o.wants(app)) o.apps.push_back(app);
+        }
+        if (o.apps.empty()) usage("--apps needs at least one of bfs, cc, sssp");
       } else usage(("unknown option " + flag).c_str());
     } catch (const std::logic_error&) {  // stoul and friends
       usage(("cannot read the value of " + flag + ": " + value).c_str());
@@ -89,71 +134,165 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+/// One verified computation: an app, from a root (none for CC), with its reference result.
+struct Task {
+  App app = App::bfs;
+  std::uint32_t root = 0;
+  std::vector<std::uint32_t> expected{};  ///< levels, labels or distances per vertex
+  std::uint32_t depth = 0;              ///< BFS: the iterations the search must take; else 0 (not fixed)
+  std::uint64_t useful_bytes = 0;       ///< bytes of the graph the app must read
+  std::uint64_t traversed_edges = 0;    ///< undirected edges of the component(s) worked on: TEPS's numerator
+  std::map<std::string, double> fields{};  ///< what the reference says about the work, for the record
+};
+
+/// A mode's graph and per-vertex array as plain pointers (weights null when no SSSP runs).
+struct RawGraph {
+  const std::uint64_t* offsets;
+  const std::uint32_t* columns;
+  const std::uint32_t* weights;
+};
+
 class GraphBench {
  public:
   explicit GraphBench(const GraphOptions& o)
       : o_(o),
         p_(o.graph),
         n_(p_.vertices()),
-        offsets_((n_ + 1) * sizeof(std::uint64_t)),
-        columns_(p_.directed_edges() * sizeof(std::uint32_t)),
-        levels_(n_ * sizeof(std::uint32_t)),
+        offsets_(offsets_bytes()),
+        columns_(columns_bytes()),
+        values_(values_bytes()),
         recorder_(o.common) {
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
     check(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, 0), "SM count");
     // CUPTI counts UVM traffic only for managed memory allocated after its counters were first
     // enabled, so arm them before any (as warpvm-bench does).
-    if (o_.common.wants_mode("uvm")) UvmCounters().stop();
+    if (o_.common.wants_mode("uvm") || o_.common.wants_mode("uvm_read_mostly") || o_.common.wants_mode("uvm_prefetch"))
+      UvmCounters().stop();
     if (!o_.common.trace.empty()) {
       trace_.open(o_.common.trace);
       if (!trace_) throw std::runtime_error("cannot write " + o_.common.trace);
       write_batch_trace_header(trace_);
     }
+    if (o_.wants(App::sssp)) weights_.emplace(columns_bytes());
     generate();
+    queues_.emplace(n_);
   }
   ~GraphBench() { cudaStreamDestroy(stream_); }
   GraphBench(const GraphBench&) = delete;
   GraphBench& operator=(const GraphBench&) = delete;
 
   void run() {
-    if (o_.common.wants_mode("explicit")) explicit_copy();
-    if (o_.common.wants_mode("uvm")) uvm();
-    if (o_.common.wants_mode("warpvm"))
-      for (const double fraction : o_.common.cache_fractions) paged(warpvm_config(fraction), fraction);
-    if (o_.common.wants_mode("warpvm_uvm")) paged(uvm_config(), 1.0);
-    if (o_.common.wants_mode("device")) device();
+    if (o_.common.wants_mode("explicit")) on_device("explicit", true);
+    for (const char* mode : {"uvm", "uvm_read_mostly", "uvm_prefetch"})
+      if (o_.common.wants_mode(mode)) uvm(mode);
+    if (o_.common.wants_mode("zero_copy")) zero_copy();
+    for (const App app : o_.apps) {
+      if (o_.common.wants_mode("warpvm"))
+        for (const double fraction : o_.common.cache_fractions)
+          paged(app, warpvm_config(app, Config{.eviction = o_.common.eviction}, fraction), "warpvm", fraction);
+      if (o_.common.wants_mode("warpvm_auto"))
+        for (const double fraction : o_.common.cache_fractions)
+          paged(app, warpvm_config(app, Config{.eviction = o_.common.eviction}, fraction), "warpvm_auto", fraction,
+                Placement::automatic);
+      if (o_.common.wants_mode("warpvm_dream"))
+        for (const double fraction : o_.common.cache_fractions)
+          paged(app, warpvm_config(app, Config::preset(Preset::dream), fraction), "warpvm_dream", fraction);
+      if (o_.common.wants_mode("warpvm_uvm")) paged(app, uvm_config(app), "warpvm_uvm", 1.0);
+    }
+    if (o_.common.wants_mode("device")) on_device("device", false);
   }
 
  private:
   const std::uint64_t* host_offsets() const { return offsets_.as<std::uint64_t>(); }
   const std::uint32_t* host_columns() const { return columns_.as<std::uint32_t>(); }
+  const std::uint32_t* host_weights() const { return weights_ ? weights_->as<std::uint32_t>() : nullptr; }
   std::uint64_t offsets_bytes() const { return (n_ + 1) * sizeof(std::uint64_t); }
   std::uint64_t columns_bytes() const { return p_.directed_edges() * sizeof(std::uint32_t); }
-  std::uint64_t levels_bytes() const { return n_ * sizeof(std::uint32_t); }
-  /// The data every mode works on: the CSR and the level array.
-  std::uint64_t dataset_bytes() const { return offsets_bytes() + columns_bytes() + levels_bytes(); }
+  std::uint64_t values_bytes() const { return n_ * sizeof(std::uint32_t); }
+  /// The graph an app reads: the CSR, and the weights for SSSP.
+  std::uint64_t graph_bytes(App app) const {
+    return offsets_bytes() + columns_bytes() + (app == App::sssp ? columns_bytes() : 0);
+  }
+  /// The graph arrays every mode holds: the CSR, and the weights when SSSP runs.
+  std::uint64_t all_graph_bytes() const { return graph_bytes(o_.wants(App::sssp) ? App::sssp : App::bfs); }
+  /// The data an app works on: its graph and the per-vertex array (levels, labels, distances).
+  std::uint64_t dataset_bytes(App app) const { return graph_bytes(app) + values_bytes(); }
   std::uint64_t raw_blocks() const { return std::uint64_t(sms_) * 8; }  // 2048 threads per SM
+  /// Device memory of the frontier queues and stamps (FrontierQueues), for the fit checks.
+  std::uint64_t queue_bytes() const { return 3 * values_bytes(); }
 
-  /// The graph into pinned memory, the roots, and each root's reference levels.
+  using ParallelFor = std::function<void(std::uint64_t, const std::function<void(std::uint64_t, std::uint64_t)>&)>;
+
+  /// The graph (and weights) into pinned memory, the roots, and each task's reference result.
   void generate() {
     auto start = std::chrono::steady_clock::now();
-    auto pfor = [](std::uint64_t n, const std::function<void(std::uint64_t, std::uint64_t)>& body) { parallel_for(n, body); };
+    const ParallelFor pfor = [](std::uint64_t n, const std::function<void(std::uint64_t, std::uint64_t)>& body) {
+      parallel_for(n, body);
+    };
     sim::build_rmat_csr(p_, std::span(offsets_.as<std::uint64_t>(), n_ + 1),
                         std::span(columns_.as<std::uint32_t>(), p_.directed_edges()), pfor);
-    std::fprintf(stderr, "graph-bench: R-MAT scale %u, edge factor %u, seed %llu: %llu vertices, %llu directed edges, "
-                 "CSR %.3f GiB, generated in %.1f s\n", p_.scale, p_.edge_factor, static_cast<unsigned long long>(p_.seed),
-                 static_cast<unsigned long long>(n_), static_cast<unsigned long long>(p_.directed_edges()),
-                 p_.csr_bytes() / double(1ull << 30), seconds_since(start));
     const std::span<const std::uint64_t> offsets(host_offsets(), n_ + 1);
     const std::span<const std::uint32_t> columns(host_columns(), p_.directed_edges());
-    roots_ = o_.roots.empty() ? sim::pick_roots(offsets, columns, o_.sources, p_.seed) : o_.roots;
-    if (roots_.empty()) throw std::runtime_error("the graph has no vertex with a neighbour to start from");
+    if (weights_)
+      sim::fill_edge_weights(offsets, columns, std::span(weights_->as<std::uint32_t>(), p_.directed_edges()), p_.seed, pfor);
+    std::fprintf(stderr, "graph-bench: R-MAT scale %u, edge factor %u, seed %llu: %llu vertices, %llu directed edges, "
+                 "CSR %.3f GiB%s, generated in %.1f s\n", p_.scale, p_.edge_factor, static_cast<unsigned long long>(p_.seed),
+                 static_cast<unsigned long long>(n_), static_cast<unsigned long long>(p_.directed_edges()),
+                 p_.csr_bytes() / double(1ull << 30), weights_ ? " + weights" : "", seconds_since(start));
+    std::vector<std::uint32_t> roots = o_.roots.empty() ? sim::pick_roots(offsets, columns, o_.sources, p_.seed) : o_.roots;
+    if (roots.empty() && (o_.wants(App::bfs) || o_.wants(App::sssp)))
+      throw std::runtime_error("the graph has no vertex with a neighbour to start from");
     start = std::chrono::steady_clock::now();
-    for (const std::uint32_t root : roots_) {
-      expected_.push_back(sim::reference_bfs(offsets, columns, root, pfor));
-      work_.push_back(sim::bfs_work(offsets, expected_.back()));
-    }
-    std::fprintf(stderr, "graph-bench: reference BFS from %zu roots in %.1f s\n", roots_.size(), seconds_since(start));
+    if (o_.wants(App::bfs))
+      for (const std::uint32_t root : roots) tasks_.push_back(bfs_task(offsets, columns, root, pfor));
+    if (o_.wants(App::cc)) tasks_.push_back(cc_task(offsets, columns, pfor));
+    if (o_.wants(App::sssp))
+      for (const std::uint32_t root : roots) tasks_.push_back(sssp_task(offsets, columns, root));
+    std::fprintf(stderr, "graph-bench: %zu reference results (%zu roots) in %.1f s\n", tasks_.size(), roots.size(),
+                 seconds_since(start));
+  }
+
+  static Task bfs_task(std::span<const std::uint64_t> offsets, std::span<const std::uint32_t> columns,
+                       std::uint32_t root, const ParallelFor& pfor) {
+    Task t{.app = App::bfs, .root = root, .expected = sim::reference_bfs(offsets, columns, root, pfor)};
+    const sim::BfsWork work = sim::bfs_work(offsets, t.expected);
+    t.depth = work.depth;
+    t.useful_bytes = work.csr_bytes_touched;
+    t.traversed_edges = work.traversed_edges();
+    t.fields = {{"reached_vertices", static_cast<double>(work.reached)},
+                {"bfs_depth", static_cast<double>(work.depth)},
+                {"scanned_edges", static_cast<double>(work.scanned_edges)}};
+    return t;
+  }
+
+  Task cc_task(std::span<const std::uint64_t> offsets, std::span<const std::uint32_t> columns,
+               const ParallelFor& pfor) const {
+    Task t{.app = App::cc, .expected = sim::reference_cc(offsets, columns, pfor)};
+    const sim::CcWork work = sim::cc_work(t.expected);
+    t.useful_bytes = offsets_bytes() + columns_bytes();  // every row at least once
+    t.traversed_edges = p_.undirected_edges();
+    t.fields = {{"components", static_cast<double>(work.components)},
+                {"largest_component", static_cast<double>(work.largest_component)},
+                {"scanned_edges", static_cast<double>(p_.directed_edges())}};
+    return t;
+  }
+
+  Task sssp_task(std::span<const std::uint64_t> offsets, std::span<const std::uint32_t> columns,
+                 std::uint32_t root) const {
+    Task t{.app = App::sssp, .root = root,
+           .expected = sim::reference_sssp(offsets, columns, std::span(host_weights(), p_.directed_edges()), root)};
+    // Distances mark the reached vertices as levels do (sssp_unreached == bfs_unreached): the
+    // rows read are those of BFS from the root, each at least once, with their weights.
+    const sim::BfsWork reach = sim::bfs_work(offsets, t.expected);
+    std::uint32_t farthest = 0;
+    for (const std::uint32_t d : t.expected)
+      if (d != sim::sssp_unreached) farthest = std::max(farthest, d);
+    t.useful_bytes = reach.csr_bytes_touched + reach.scanned_edges * sizeof(std::uint32_t);
+    t.traversed_edges = reach.traversed_edges();
+    t.fields = {{"reached_vertices", static_cast<double>(reach.reached)},
+                {"max_distance", static_cast<double>(farthest)},
+                {"scanned_edges", static_cast<double>(reach.scanned_edges)}};
+    return t;
   }
 
   bool fits_on_device(const char* mode, std::uint64_t bytes) const {
@@ -166,55 +305,72 @@ class GraphBench {
     return false;
   }
 
-  Record base(const char* mode, std::size_t r) const {
+  Record base(const char* mode, const Task& t) const {
     Record rec;
-    rec.workload = "bfs";
+    rec.workload = to_string(t.app);
     rec.mode = mode;
-    rec.dataset_bytes = dataset_bytes();
-    rec.useful_bytes = work_[r].csr_bytes_touched;
-    rec.extra["root"] = roots_[r];
+    rec.dataset_bytes = dataset_bytes(t.app);
+    rec.useful_bytes = t.useful_bytes;
+    if (t.app != App::cc) rec.extra["root"] = t.root;
     rec.extra["scale"] = p_.scale;
     rec.extra["edge_factor"] = p_.edge_factor;
+    rec.extra["seed"] = static_cast<double>(p_.seed);
     rec.extra["vertices"] = static_cast<double>(n_);
     rec.extra["directed_edges"] = static_cast<double>(p_.directed_edges());
     rec.extra["csr_bytes"] = static_cast<double>(p_.csr_bytes());
-    rec.extra["reached_vertices"] = static_cast<double>(work_[r].reached);
-    rec.extra["bfs_depth"] = work_[r].depth;
-    rec.extra["scanned_edges"] = static_cast<double>(work_[r].scanned_edges);
-    rec.extra["traversed_edges"] = static_cast<double>(work_[r].traversed_edges());
+    rec.extra["traversed_edges"] = static_cast<double>(t.traversed_edges);
+    for (const auto& [name, value] : t.fields) rec.extra[name] = value;
     return rec;
   }
 
-  /// TEPS (Graph500's: input edges in the searched component per second) into the record.
-  void finish(Record rec, std::size_t r, bool levels_on_host) {
-    rec.extra["teps"] = static_cast<double>(work_[r].traversed_edges()) / median(rec.seconds);
-    rec.extra["levels_on_host"] = levels_on_host ? 1 : 0;
+  /// TEPS (traversed edges over the median time), the iterations and where the result is, into
+  /// the record, which is then written.
+  void finish(Record rec, const Task& t, std::uint32_t iterations, bool result_on_host) {
+    rec.extra["teps"] = static_cast<double>(t.traversed_edges) / median(rec.seconds);
+    rec.extra["iterations"] = iterations;
+    rec.extra["result_on_host"] = result_on_host ? 1 : 0;
     recorder_.write(rec);
   }
 
-  /// Levels equal to the reference of root r, and the search as deep.
-  bool matches(const std::uint32_t* levels, std::size_t r, std::uint32_t depth) const {
+  /// The per-vertex result equal to the reference (and BFS as deep); says what differs if not.
+  bool matches(const Task& t, const std::uint32_t* values, std::uint32_t iterations) const {
     std::atomic<std::uint64_t> wrong{0};
-    const std::vector<std::uint32_t>& expected = expected_[r];
     parallel_for(n_, [&](std::uint64_t lo, std::uint64_t hi) {
       std::uint64_t w = 0;
-      for (std::uint64_t v = lo; v < hi; ++v) w += levels[v] != expected[v];
+      for (std::uint64_t v = lo; v < hi; ++v) w += values[v] != t.expected[v];
       wrong += w;
     });
-    if (wrong != 0 || depth != work_[r].depth)
-      std::fprintf(stderr, "graph-bench: root %u: %llu levels wrong, depth %u (expected %u)\n", roots_[r],
-                   static_cast<unsigned long long>(wrong.load()), depth, work_[r].depth);
-    return wrong == 0 && depth == work_[r].depth;
+    const bool depth_ok = t.app != App::bfs || iterations == t.depth;
+    if (wrong != 0 || !depth_ok)
+      std::fprintf(stderr, "graph-bench: %s%s: %llu of %llu vertices wrong; %u iterations%s\n", to_string(t.app),
+                   t.app == App::cc ? "" : (" from root " + std::to_string(t.root)).c_str(),
+                   static_cast<unsigned long long>(wrong.load()), static_cast<unsigned long long>(n_), iterations,
+                   depth_ok ? "" : (" (expected " + std::to_string(t.depth) + ")").c_str());
+    return wrong == 0 && depth_ok;
   }
 
-  /// Every vertex unreached but the root, in host memory (pinned or managed).
-  void reset_levels_on_host(std::uint32_t* levels, std::uint32_t root) const {
-    parallel_for(n_, [&](std::uint64_t lo, std::uint64_t hi) { std::fill(levels + lo, levels + hi, apps::bfs_unreached); });
-    levels[root] = 0;
+  /// The task's starting values in host memory (pinned or managed): labels v, or 0 at the root
+  /// and unreached elsewhere.
+  void reset_on_host(const Task& t, std::uint32_t* values) const {
+    parallel_for(n_, [&](std::uint64_t lo, std::uint64_t hi) {
+      if (t.app == App::cc) std::iota(values + lo, values + hi, static_cast<std::uint32_t>(lo));
+      else std::fill(values + lo, values + hi, apps::bfs_unreached);
+    });
+    if (t.app != App::cc) values[t.root] = 0;
   }
-  void reset_levels_on_device(std::uint32_t* levels, std::uint32_t root) const {
-    apps::bfs_reset_levels<<<sms_ * 4, 256, 0, stream_>>>(levels, n_, root);
-    check(cudaGetLastError(), "reset levels");
+  void reset_on_device(const Task& t, std::uint32_t* values) const {
+    if (t.app == App::cc) apps::fill_identity<<<sms_ * 4, 256, 0, stream_>>>(values, n_);
+    else apps::reset_from_root<<<sms_ * 4, 256, 0, stream_>>>(values, n_, t.root);
+    check(cudaGetLastError(), "reset the per-vertex values");
+  }
+
+  /// Runs the task's kernels on plain pointers on the benchmark's stream; returns the iterations.
+  std::uint32_t run_raw(const Task& t, const RawGraph& g, std::uint32_t* values) {
+    switch (t.app) {
+      case App::bfs: return apps::bfs_raw(stream_, *queues_, g.offsets, g.columns, values, t.root, raw_blocks());
+      case App::cc: return apps::cc_raw(stream_, *queues_, g.offsets, g.columns, values, raw_blocks());
+      default: return apps::sssp_raw(stream_, *queues_, g.offsets, g.columns, g.weights, values, t.root, raw_blocks());
+    }
   }
 
   Record measure(Record rec, const std::function<void()>& before, const std::function<void()>& run,
@@ -224,146 +380,200 @@ class GraphBench {
     return rec;
   }
 
-  /// Copy the CSR in, search on device memory, copy the levels out: timed together.
-  void explicit_copy() {
-    if (!fits_on_device("explicit", dataset_bytes() + 2 * levels_bytes())) return;
+  /// The graph in device memory. `explicit`: copy the app's graph in, run, copy the result out,
+  /// timed together. `device`: the graph already there, the result left there (the ceiling).
+  void on_device(const char* mode, bool copies_timed) {
+    if (!fits_on_device(mode, all_graph_bytes() + values_bytes() + queue_bytes())) return;
     DeviceBuffer<std::uint64_t> offsets(n_ + 1);
-    DeviceBuffer<std::uint32_t> columns(p_.directed_edges()), levels(n_);
-    apps::BfsQueues queues(n_);
-    PinnedArray out(levels_bytes());
-    for (std::size_t r = 0; r < roots_.size(); ++r) {
-      std::uint32_t depth = 0;
-      Record rec = base("explicit", r);
-      rec.bytes_moved = static_cast<std::int64_t>(offsets_bytes() + columns_bytes() + levels_bytes());
-      rec = measure(rec, [&] {
-        std::memset(out.as<void>(), 0xAB, levels_bytes());
-        reset_levels_on_device(levels.data, roots_[r]);
-      }, [&] {
-        check(cudaMemcpyAsync(offsets.data, host_offsets(), offsets_bytes(), cudaMemcpyHostToDevice, stream_), "copy offsets");
-        check(cudaMemcpyAsync(columns.data, host_columns(), columns_bytes(), cudaMemcpyHostToDevice, stream_), "copy columns");
-        depth = apps::bfs_raw(stream_, queues, offsets.data, columns.data, levels.data, roots_[r], raw_blocks());
-        check(cudaMemcpyAsync(out.as<void>(), levels.data, levels_bytes(), cudaMemcpyDeviceToHost, stream_), "copy levels");
-      }, [&] { return matches(out.as<std::uint32_t>(), r, depth); });
-      finish(rec, r, true);
+    DeviceBuffer<std::uint32_t> columns(p_.directed_edges()), values(n_);
+    std::optional<DeviceBuffer<std::uint32_t>> weights;
+    if (weights_) weights.emplace(p_.directed_edges());
+    auto copy_graph_in = [&](App app) {
+      check(cudaMemcpyAsync(offsets.data, host_offsets(), offsets_bytes(), cudaMemcpyHostToDevice, stream_), "copy offsets");
+      check(cudaMemcpyAsync(columns.data, host_columns(), columns_bytes(), cudaMemcpyHostToDevice, stream_), "copy columns");
+      if (app == App::sssp)
+        check(cudaMemcpyAsync(weights->data, host_weights(), columns_bytes(), cudaMemcpyHostToDevice, stream_), "copy weights");
+    };
+    if (!copies_timed) {
+      copy_graph_in(o_.wants(App::sssp) ? App::sssp : App::bfs);
+      check(cudaStreamSynchronize(stream_), "copy the graph in");
     }
-  }
-
-  /// The CSR already in device memory: the ceiling.
-  void device() {
-    if (!fits_on_device("device", dataset_bytes() + 2 * levels_bytes())) return;
-    DeviceBuffer<std::uint64_t> offsets(n_ + 1);
-    DeviceBuffer<std::uint32_t> columns(p_.directed_edges()), levels(n_);
-    check(cudaMemcpy(offsets.data, host_offsets(), offsets_bytes(), cudaMemcpyHostToDevice), "copy offsets");
-    check(cudaMemcpy(columns.data, host_columns(), columns_bytes(), cudaMemcpyHostToDevice), "copy columns");
-    apps::BfsQueues queues(n_);
-    std::vector<std::uint32_t> out(n_);
-    for (std::size_t r = 0; r < roots_.size(); ++r) {
-      std::uint32_t depth = 0;
-      Record rec = measure(base("device", r), [&] { reset_levels_on_device(levels.data, roots_[r]); }, [&] {
-        depth = apps::bfs_raw(stream_, queues, offsets.data, columns.data, levels.data, roots_[r], raw_blocks());
+    const RawGraph g{offsets.data, columns.data, weights ? weights->data : nullptr};
+    PinnedArray out(values_bytes());
+    for (const Task& t : tasks_) {
+      std::uint32_t iterations = 0;
+      Record rec = measure(base(mode, t), [&] {
+        std::memset(out.as<void>(), 0xAB, values_bytes());
+        reset_on_device(t, values.data);
       }, [&] {
-        check(cudaMemcpy(out.data(), levels.data, levels_bytes(), cudaMemcpyDeviceToHost), "copy levels");
-        return matches(out.data(), r, depth);
+        if (copies_timed) copy_graph_in(t.app);
+        iterations = run_raw(t, g, values.data);
+        if (copies_timed)
+          check(cudaMemcpyAsync(out.as<void>(), values.data, values_bytes(), cudaMemcpyDeviceToHost, stream_), "copy out");
+      }, [&] {
+        if (!copies_timed) check(cudaMemcpy(out.as<void>(), values.data, values_bytes(), cudaMemcpyDeviceToHost), "copy out");
+        return matches(t, out.as<std::uint32_t>(), iterations);
       });
-      rec.bytes_moved = 0;
-      finish(rec, r, false);
+      rec.bytes_moved = copies_timed ? static_cast<std::int64_t>(dataset_bytes(t.app)) : 0;
+      finish(rec, t, iterations, copies_timed);
     }
   }
 
-  /// cudaMallocManaged for the CSR and the levels, all first on the host before every run;
-  /// demand paging, in-core only. The levels stay on the GPU when the clock stops. Then one
-  /// more run under CUPTI's unified-memory counters for the traffic (they slow UVM down).
-  void uvm() {
+  /// EMOGI's zero-copy: the kernels read the graph straight from pinned host memory (128-byte
+  /// aligned windows, a warp per vertex); the per-vertex values in device memory, left there.
+  void zero_copy() {
+    if (!fits_on_device("zero_copy", values_bytes() + queue_bytes())) return;
+    DeviceBuffer<std::uint32_t> values(n_);
+    const RawGraph g{host_offsets(), host_columns(), host_weights()};
+    std::vector<std::uint32_t> out(n_);
+    for (const Task& t : tasks_) {
+      std::uint32_t iterations = 0;
+      Record rec = measure(base("zero_copy", t), [&] { reset_on_device(t, values.data); },
+                           [&] { iterations = run_raw(t, g, values.data); }, [&] {
+        check(cudaMemcpy(out.data(), values.data, values_bytes(), cudaMemcpyDeviceToHost), "copy out");
+        return matches(t, out.data(), iterations);
+      });
+      finish(rec, t, iterations, false);
+    }
+  }
+
+  /// cudaMallocManaged for the graph and the values, all on the host before every run; demand
+  /// paging, in-core only. `uvm`: no hints. `uvm_read_mostly`: cudaMemAdviseSetReadMostly on
+  /// the graph arrays (read-only copies on the GPU; the advice is lifted and set again around
+  /// the untimed move back to the host, which would otherwise keep the GPU's copies).
+  /// `uvm_prefetch`: cudaMemPrefetchAsync of the app's graph and values to the GPU inside the
+  /// timed region, as warpvm-bench's uvm_prefetch. The values stay on the GPU when the clock
+  /// stops. Then --uvm-counted-runs more runs under CUPTI's unified-memory counters for the traffic.
+  void uvm(const char* mode) {
     // Never ask for more managed memory than the GPU has free (it can hang the GPU).
-    if (!fits_on_device("uvm", dataset_bytes() + 2 * levels_bytes())) return;
-    Managed offsets(host_offsets(), offsets_bytes()), columns(host_columns(), columns_bytes()), levels(levels_bytes());
-    apps::BfsQueues queues(n_);
-    for (std::size_t r = 0; r < roots_.size(); ++r) {
-      std::uint32_t depth = 0;
+    if (!fits_on_device(mode, all_graph_bytes() + values_bytes() + queue_bytes())) return;
+    const bool read_mostly = std::string(mode) == "uvm_read_mostly", prefetch = std::string(mode) == "uvm_prefetch";
+    Managed offsets(host_offsets(), offsets_bytes()), columns(host_columns(), columns_bytes()), values(values_bytes());
+    std::optional<Managed> weights;
+    if (weights_) weights.emplace(host_weights(), columns_bytes());
+    const std::vector<std::pair<const Managed*, std::uint64_t>> graph = [&] {
+      std::vector<std::pair<const Managed*, std::uint64_t>> arrays{{&offsets, offsets_bytes()}, {&columns, columns_bytes()}};
+      if (weights) arrays.emplace_back(&*weights, columns_bytes());
+      return arrays;
+    }();
+    auto advise_read_mostly = [&](cudaMemoryAdvise advice) {
+      for (const auto& [managed, bytes] : graph)
+        check(cudaMemAdvise(managed->as<void>(), bytes, advice, cudaMemLocation{cudaMemLocationTypeDevice, 0}), "advise");
+    };
+    if (read_mostly) advise_read_mostly(cudaMemAdviseSetReadMostly);
+    const RawGraph g{offsets.as<std::uint64_t>(), columns.as<std::uint32_t>(),
+                     weights ? weights->as<std::uint32_t>() : nullptr};
+    for (const Task& t : tasks_) {
+      std::uint32_t iterations = 0;
       auto before = [&] {
-        offsets.to_host();
-        columns.to_host();
+        if (read_mostly) advise_read_mostly(cudaMemAdviseUnsetReadMostly);
+        for (const auto& entry : graph) entry.first->to_host();
         check(cudaDeviceSynchronize(), "prefetch to host");
-        reset_levels_on_host(levels.as<std::uint32_t>(), roots_[r]);  // CPU writes: the pages come to the host
+        if (read_mostly) advise_read_mostly(cudaMemAdviseSetReadMostly);
+        reset_on_host(t, values.as<std::uint32_t>());  // CPU writes: the pages come to the host
       };
       auto run = [&] {
-        depth = apps::bfs_raw(stream_, queues, offsets.as<std::uint64_t>(), columns.as<std::uint32_t>(),
-                              levels.as<std::uint32_t>(), roots_[r], raw_blocks());
+        if (prefetch) {
+          offsets.to_device(stream_);
+          columns.to_device(stream_);
+          if (t.app == App::sssp) weights->to_device(stream_);
+          values.to_device(stream_);
+        }
+        iterations = run_raw(t, g, values.as<std::uint32_t>());
       };
-      Record rec = measure(base("uvm", r), before, run, [&] {
-        check(cudaDeviceSynchronize(), "uvm bfs");
-        return matches(levels.as<std::uint32_t>(), r, depth);
+      Record rec = measure(base(mode, t), before, run, [&] {
+        check(cudaDeviceSynchronize(), "uvm run");
+        return matches(t, values.as<std::uint32_t>(), iterations);
       });
-      add_uvm_traffic(rec, before, run);
-      finish(rec, r, false);
+      add_uvm_traffic(rec, before, run, o_.common.uvm_counted_runs);
+      finish(rec, t, iterations, false);
     }
+    if (read_mostly) advise_read_mostly(cudaMemAdviseUnsetReadMostly);
   }
 
-  std::uint64_t footprint_pages() const {
-    auto pages = [](std::uint64_t bytes) { return (bytes + 4095) / 4096; };
-    return pages(offsets_bytes()) + pages(columns_bytes()) + pages(levels_bytes());
+  static std::uint64_t pages(std::uint64_t bytes) { return (bytes + 4095) / 4096; }
+  /// Pages of the app's objects: the graph arrays it reads and the values.
+  std::uint64_t footprint_pages(App app) const {
+    return pages(offsets_bytes()) + pages(columns_bytes()) * (app == App::sssp ? 2 : 1) + pages(values_bytes());
   }
 
-  /// warpvm's default with the cache at `fraction` of the three objects' pages (1: all of them,
-  /// nothing ever evicted), but at least what one block of the level kernel needs.
-  Config warpvm_config(double fraction) const {
-    const std::uint64_t least = std::uint64_t{apps::bfs_block_threads} * apps::bfs_pages_held;
-    const std::uint64_t frames = std::max(least, static_cast<std::uint64_t>(fraction * static_cast<double>(footprint_pages())));
-    return Config{.cache_bytes = frames * 4096, .eviction = o_.common.eviction,
-                  .max_pages_held_per_thread = apps::bfs_pages_held};
+  /// `preset` (warpvm's default, or DREAM's) with the cache at `fraction` of the app's pages
+  /// (1: all of them, nothing ever evicted), but at least what one block of its kernel needs.
+  Config warpvm_config(App app, Config preset, double fraction) const {
+    const std::uint64_t least = detail::frames_required(apps::graph_block_threads, pages_held(app));
+    const std::uint64_t frames =
+        std::max(least, static_cast<std::uint64_t>(fraction * static_cast<double>(footprint_pages(app))));
+    preset.cache_bytes = frames * 4096;
+    preset.max_pages_held_per_thread = pages_held(app);
+    return preset;
   }
 
-  /// The uvm preset with a cache of whole 2 MB chunks for each object.
-  Config uvm_config() const {
+  /// The uvm preset with a cache of whole 2 MB chunks for each of the app's objects.
+  Config uvm_config(App app) const {
     Config config = Config::preset(Preset::uvm);
-    config.cache_bytes = uvm_cache_bytes({offsets_bytes(), columns_bytes(), levels_bytes()});
+    config.cache_bytes = app == App::sssp ? uvm_cache_bytes({offsets_bytes(), columns_bytes(), columns_bytes(), values_bytes()})
+                                          : uvm_cache_bytes({offsets_bytes(), columns_bytes(), values_bytes()});
     return config;
   }
 
-  /// The graph as warpvm objects over the pinned host copies (migrate), the cache emptied and
-  /// the levels reset on the host before every run; the levels are flushed to the host inside
-  /// the timed region. `config` is warpvm's (mode warpvm) or the uvm preset (warpvm_uvm).
-  void paged(const Config& config, double fraction) {
+  /// The app's tasks through warpvm: the graph as objects over the pinned host copies
+  /// (`placement`: migrate, or automatic in mode warpvm_auto), the cache emptied and the values reset on the host before every run; the
+  /// values are flushed to the host inside the timed region. `config`: warpvm's default or the
+  /// dream preset at a cache fraction, or the uvm preset (mode warpvm_uvm).
+  void paged(App app, const Config& config, const char* mode, double fraction,
+             Placement placement = Placement::migrate) {
     const bool uvm_preset = config.transport == Transport::host_batched;
-    const char* mode = uvm_preset ? "warpvm_uvm" : "warpvm";
     Runtime rt(config);
-    auto offsets = rt.adopt(offsets_.as<std::uint64_t>(), n_ + 1, Placement::migrate, "offsets");
-    auto columns = rt.adopt(columns_.as<std::uint32_t>(), p_.directed_edges(), Placement::migrate, "columns");
-    auto levels = rt.adopt(levels_.as<std::uint32_t>(), n_, Placement::migrate, "levels");
-    apps::BfsQueues queues(n_);
+    auto offsets = rt.adopt(offsets_.as<std::uint64_t>(), n_ + 1, placement, "offsets");
+    auto columns = rt.adopt(columns_.as<std::uint32_t>(), p_.directed_edges(), placement, "columns");
+    object<std::uint32_t> weights;
+    if (app == App::sssp) weights = rt.adopt(weights_->as<std::uint32_t>(), p_.directed_edges(), placement, "weights");
+    auto values = rt.adopt(values_.as<std::uint32_t>(), n_, placement, "values");
     const std::uint64_t max_blocks = apps::max_paged_blocks(rt, raw_blocks());
-    for (std::size_t r = 0; r < roots_.size(); ++r) {
-      std::uint32_t depth = 0;
+    for (const Task& t : tasks_) {
+      if (t.app != app) continue;
+      std::uint32_t iterations = 0;
       auto before = [&] {
-        rt.drop_cached();  // the last run's levels are written back first, then overwritten here
-        reset_levels_on_host(levels_.as<std::uint32_t>(), roots_[r]);
+        rt.drop_cached();  // the last run's values are written back first, then overwritten here
+        reset_on_host(t, values_.as<std::uint32_t>());
       };
       auto run = [&] {
-        depth = apps::bfs_paged(rt, queues, offsets.device(), columns.device(), levels.device(), roots_[r], max_blocks);
-        rt.flush();  // the levels are on the host when the clock stops
+        switch (app) {
+          case App::bfs:
+            iterations = apps::bfs_paged(rt, *queues_, offsets.device(), columns.device(), values.device(), t.root, max_blocks);
+            break;
+          case App::cc:
+            iterations = apps::cc_paged(rt, *queues_, offsets.device(), columns.device(), values.device(), max_blocks);
+            break;
+          case App::sssp:
+            iterations = apps::sssp_paged(rt, *queues_, offsets.device(), columns.device(), weights.device(), values.device(),
+                                          t.root, max_blocks);
+            break;
+        }
+        rt.flush();  // the values are on the host when the clock stops
       };
-      Record rec = base(mode, r);
+      Record rec = base(mode, t);
       rec.policy = uvm_preset ? uvm_policy(config) : to_string(config.eviction);
       rec.cache_fraction = fraction;
       rt.reset_stats();
       rec.seconds = time_runs(rt.stream(), o_.common.repeats, before, run);
       rt.synchronize();
       add_paging_stats(rec, rt, o_.common.repeats + 1);  // the warm-up run counts too
-      rec.extra["cache_share"] = static_cast<double>(rt.frame_count()) / static_cast<double>(footprint_pages());
+      rec.extra["cache_share"] = static_cast<double>(rt.frame_count()) / static_cast<double>(footprint_pages(app));
       rec.extra["max_blocks"] = static_cast<double>(max_blocks);
-      rec.verified = matches(levels_.as<std::uint32_t>(), r, depth);
+      rec.verified = matches(t, values_.as<std::uint32_t>(), iterations);
       if (uvm_preset) add_batch_summary(rec, rt, before, run, trace_);
-      finish(rec, r, true);
+      finish(rec, t, iterations, true);
     }
   }
 
   const GraphOptions& o_;
   const sim::RmatParams p_;
   const std::uint64_t n_;
-  PinnedArray offsets_, columns_, levels_;  // the graph, and the levels warpvm modes adopt
-  std::vector<std::uint32_t> roots_;
-  std::vector<std::vector<std::uint32_t>> expected_;  // reference levels per root
-  std::vector<sim::BfsWork> work_;
+  PinnedArray offsets_, columns_, values_;  // the graph, and the values warpvm modes adopt
+  std::optional<PinnedArray> weights_;      // SSSP's edge weights, aligned with columns_
+  std::vector<Task> tasks_;                 // BFS per root, CC, SSSP per root, in that order
+  std::optional<apps::FrontierQueues> queues_;
   Recorder recorder_;
   std::ofstream trace_;
   cudaStream_t stream_ = nullptr;

@@ -1,78 +1,129 @@
-// warpvm-channel-bench: streaming image tiles CPU to GPU (issue #7's first workload). A host
-// thread publishes N tiles, one every `interval` microseconds; consumer warps blur each tile
-// (3x3 box sum) into device memory while compute warps of the same kernel run independent work.
-// Three ways to meet the data, all checked against a host reference:
+// warpvm-channel-bench: CPU-to-GPU producer/consumer workloads of issue #7, each checked against
+// a host reference with fresh random inputs (--seed to repeat one):
+//
+//   tiles  a host thread publishes N image tiles, one every `interval` microseconds; consumer
+//          warps blur each tile (3x3 box sum) into device memory
+//   cg     conjugate gradient, CPU and GPU alternating every iteration (channel_workloads.cuh)
+//   halo   a 3D cube whose six face halos the host produces every iteration (channel_workloads.cuh)
+//
+// In every kernel, compute blocks run independent work (an integer hash chain) next to the
+// consumer blocks, so there is something to hide waiting behind. Four ways to meet the data:
 //
 //   channel       warpvm::channel: the warp posts a request and parks on a device word; the
-//                 monitor thread copies the tile into staging and wakes it
-//   pinned_flag   each consumer warp's lane 0 spins on a flag in pinned host memory (an acquire
-//                 load over PCIe per poll), then the warp copies the tile from pinned memory
-//   naive         the paper's Algorithm 1: per block, __syncthreads, thread 0 spins on the
-//                 tile's flag in pinned host memory, __syncthreads, then the block copies the
-//                 tile from pinned memory. The paper polls with atomicAdd(&flag, 0) on managed
-//                 memory; on the lent H200 (no host-native atomics) a device atomicAdd on pinned
-//                 host memory never saw the host's store (the kernel hung), so thread 0 polls
-//                 with a system-scope acquire load instead: the same spin, one PCIe read each
+//                 monitor thread copies the data into staging and wakes it
+//   pinned_flag   lane 0 of each consumer warp spins on per-tag flags in pinned host memory
+//                 (an acquire load over PCIe per poll), then the warp copies the data from pinned
+//                 memory into device memory
+//   naive         the paper's Algorithm 1: per block, __syncthreads, thread 0 spins on the flags
+//                 in pinned host memory, __syncthreads, then the data is copied from pinned
+//                 memory. The paper polls with atomicAdd(&flag, 0) on managed memory; on the lent
+//                 H200 (no host-native atomics) a device atomicAdd on pinned host memory never saw
+//                 the host's store (the kernel hung), so thread 0 polls with a system-scope
+//                 acquire load instead: the same spin, one PCIe read each
+//   atomic_wait   lane 0 calls cuda::atomic_ref<uint32_t, thread_scope_system>::wait(0) on each
+//                 flag (libcu++'s device wait: loads with an exponential nanosleep backoff)
 //
-// JSON Lines (bench/micro's Recorder), one record per mode: seconds (median kernel time),
-// wait_share (share of consumer-warp time spent waiting for data, the paper's Fig. 5),
-// overlap_efficiency (see docs/channels.md), t_compute_s / t_stream_s (each side alone).
+// JSON Lines (bench/micro's Recorder), one record per workload, mode and consumer count; the
+// metrics (overlap_efficiency, wait_share, monitor shares) are defined in docs/channels.md.
 
 #include "../micro/bench_support.cuh"
+#include "channel_workloads.cuh"
 #include "cli_args.hpp"
+#include "overlap_metric.hpp"
 
 #include "warpvm/channel.hpp"
-
-#include <cuda/atomic>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <iostream>
-#include <thread>
+#include <functional>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace warpvm::bench {
 namespace {
 
-enum class Mode { channel, pinned_flag, naive };
+namespace cw = channel_workloads;
+using cw::block_threads;
+using cw::block_warps;
+using cw::WaitMode;
 
-struct Setup {
-  std::uint32_t tiles = 4096;
-  std::uint32_t side = 64;           ///< tile is side x side uint32 pixels
-  double interval_us = 2.0;          ///< the producer publishes a tile every this many microseconds
-  std::uint32_t consumer_blocks = 0;  ///< 0: one per SM
-  std::uint32_t compute_blocks = 0;   ///< 0: two per SM
-  std::uint32_t compute_iters = 500000;  ///< near the stream's time at the defaults: overlap can show
-  [[nodiscard]] std::uint32_t pixels() const { return side * side; }
-  [[nodiscard]] std::uint64_t tile_bytes() const { return std::uint64_t{pixels()} * 4; }
-};
+constexpr WaitMode all_modes[] = {WaitMode::channel, WaitMode::pinned_flag, WaitMode::naive, WaitMode::atomic_wait};
 
-constexpr std::uint32_t block_threads = 256;
-constexpr std::uint32_t block_warps = block_threads / 32;
-
-struct KernelArgs {
-  Mode mode;
-  channel_handle ch;
-  const std::uint32_t* pinned;  ///< baselines: the tiles in mapped pinned memory (device address)
-  std::uint32_t* flags;         ///< baselines: one flag per tile, mapped pinned memory
-  std::uint32_t* scratch;       ///< baselines: one tile per consumer warp, device memory
-  std::uint32_t* out;           ///< blurred tiles
-  std::uint32_t* compute_out;
-  unsigned long long* stamps;   ///< [warp][4]: start, end, waiting ns, 0
-  std::uint32_t tiles, side, consumer_blocks, compute_iters;
-  bool consumers_only, compute_only;
-};
-
-__device__ __forceinline__ std::uint64_t now_ns() {
-  std::uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
+const char* mode_name(WaitMode m) {
+  switch (m) {
+    case WaitMode::channel: return "channel";
+    case WaitMode::pinned_flag: return "pinned_flag";
+    case WaitMode::naive: return "naive";
+    case WaitMode::atomic_wait: return "atomic_wait";
+  }
+  return "?";
 }
 
-/// 3x3 box sum with clamped borders, lanes of a warp (or threads of a block) striding over pixels.
+struct Setup {
+  std::uint64_t seed = 0;
+  std::uint32_t compute_blocks = 0;      ///< 0: two per SM
+  std::uint32_t compute_iters = 500000;  ///< near the tile stream's own time at the defaults
+  // tiles
+  std::uint32_t tiles = 4096;
+  std::uint32_t side = 64;               ///< a tile is side x side uint32 pixels
+  double interval_us = 2.0;              ///< the producer publishes a tile every this many microseconds
+  std::uint32_t consumer_threads = 0;    ///< 0: one block of 256 per SM
+  // cg
+  std::uint32_t cg_rows = 1u << 17;
+  std::uint32_t cg_rows_per_warp = 256;
+  std::uint32_t cg_iterations = 50;
+  // halo
+  std::uint32_t halo_side = 64;
+  std::uint32_t halo_iterations = 100;
+};
+
+/// What a workload adds to the shared harness: its consumer kernel, its producer, its check.
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  [[nodiscard]] virtual const char* name() const = 0;
+  [[nodiscard]] virtual std::uint32_t consumer_blocks(WaitMode mode) const = 0;
+  [[nodiscard]] virtual std::uint32_t consumer_warps(WaitMode mode) const = 0;  ///< that consume
+  [[nodiscard]] virtual std::uint32_t waits_per_warp(WaitMode mode) const = 0;
+  [[nodiscard]] virtual std::uint32_t window_bytes() const = 0;  ///< the most one warp meets at once
+  [[nodiscard]] virtual std::uint64_t buffer_bytes() const = 0;
+  [[nodiscard]] virtual std::uint32_t tags() const = 0;
+  /// Consumers of every block must be resident at once (they wait for each other).
+  virtual void check_resident(std::uint32_t consumer_blocks, int sms) const = 0;
+  virtual void prepare() = 0;  ///< before each run: outputs and device-side state reset
+  virtual void launch(const cw::Launch& l, std::uint32_t blocks, cudaStream_t stream) = 0;
+  /// The host side of a run: writes `buffer` and calls publish(first_tag, count). `kernel_done`
+  /// says whether the kernel has ended (a producer waiting for the GPU gives up then).
+  virtual void produce(std::byte* buffer, const std::function<void(std::uint32_t, std::uint32_t)>& publish,
+                       const std::function<bool()>& kernel_done) = 0;
+  virtual bool verify() = 0;
+  virtual void describe(Record& r) const = 0;
+};
+
+void check_coresident(const void* kernel, std::uint32_t consumer_blocks, int sms, const char* what) {
+  int per_sm = 0;
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, static_cast<int>(block_threads), 0),
+        "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+  if (std::uint64_t{consumer_blocks} > std::uint64_t(per_sm) * static_cast<std::uint64_t>(sms))
+    throw std::runtime_error(std::string(what) + ": " + std::to_string(consumer_blocks) +
+                             " consumer blocks wait for each other but only " + std::to_string(per_sm * sms) +
+                             " fit on the GPU at once; use a smaller problem");
+}
+
+// ---- tiles ----------------------------------------------------------------------------------
+
+struct TilesKernel {
+  std::uint32_t* out;  ///< blurred tiles
+  std::uint32_t tiles, side, consumer_warps;
+};
+
+/// 3x3 box sum with clamped borders, threads first, first + stride, ... over the pixels.
 __device__ void blur(const std::uint32_t* tile, std::uint32_t* out, std::uint32_t side, std::uint32_t first,
                      std::uint32_t stride) {
   for (std::uint32_t p = first; p < side * side; p += stride) {
@@ -87,128 +138,329 @@ __device__ void blur(const std::uint32_t* tile, std::uint32_t* out, std::uint32_
   }
 }
 
-/// Copies a tile from pinned host memory with 16-byte loads (threads first, first + stride, ...).
-__device__ void copy_tile(const std::uint32_t* from, std::uint32_t* to, std::uint32_t pixels, std::uint32_t first,
-                          std::uint32_t stride) {
-  const auto* src = reinterpret_cast<const uint4*>(from);
-  auto* dst = reinterpret_cast<uint4*>(to);
-  for (std::uint32_t i = first; i < pixels / 4; i += stride) dst[i] = src[i];
-}
-
-__global__ void __launch_bounds__(block_threads) tiles_kernel(KernelArgs a) {
-  const std::uint32_t warp_in_block = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const std::uint32_t warp = blockIdx.x * block_warps + warp_in_block;
-  const std::uint64_t start = now_ns();
-  std::uint64_t waiting = 0;
-  const std::uint32_t pixels = a.side * a.side;
-  if (blockIdx.x < a.consumer_blocks) {
-    if (!a.compute_only) {
-      if (a.mode == Mode::naive) {  // Algorithm 1: the block is the consumer
-        std::uint32_t* scratch = a.scratch + std::uint64_t{blockIdx.x} * block_warps * pixels;
-        for (std::uint32_t t = blockIdx.x; t < a.tiles; t += a.consumer_blocks) {
-          const std::uint64_t t0 = now_ns();
-          __syncthreads();
-          if (threadIdx.x == 0)  // Algorithm 1 spins with atomicAdd(&flag, 0); see the file comment
-            while (cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(a.flags[t]).load(
-                       cuda::std::memory_order_acquire) != 1u) {
-            }
-          __syncthreads();
-          waiting += now_ns() - t0;
-          copy_tile(a.pinned + std::uint64_t{t} * pixels, scratch, pixels, threadIdx.x, block_threads);
-          __syncthreads();
-          blur(scratch, a.out + std::uint64_t{t} * pixels, a.side, threadIdx.x, block_threads);
-        }
-      } else {
-        const std::uint32_t consumer_warps = a.consumer_blocks * block_warps;
-        std::uint32_t* scratch = a.scratch + std::uint64_t{warp} * pixels;
-        for (std::uint32_t t = warp; t < a.tiles; t += consumer_warps) {
-          const std::uint64_t t0 = now_ns();
-          if (a.mode == Mode::channel) {
-            const channel_data data = a.ch.acquire(t, 1, pixels * 4, std::uint64_t{t} * pixels * 4);
-            waiting += now_ns() - t0;
-            blur(data.as<std::uint32_t>(), a.out + std::uint64_t{t} * pixels, a.side, lane, 32);
-            data.release();
-          } else {
-            if (lane == 0)
-              while (cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(a.flags[t]).load(
-                         cuda::std::memory_order_acquire) != 1u) {
-              }
-            __syncwarp();
-            waiting += now_ns() - t0;
-            copy_tile(a.pinned + std::uint64_t{t} * pixels, scratch, pixels, lane, 32);
-            __syncwarp();
-            blur(scratch, a.out + std::uint64_t{t} * pixels, a.side, lane, 32);
-            __syncwarp();
-          }
-        }
+__global__ void __launch_bounds__(block_threads) tiles_kernel(cw::Launch l, TilesKernel t) {
+  const std::uint32_t warp = blockIdx.x * block_warps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::uint64_t started = detail::global_timer_ns();
+  const bool consumer = blockIdx.x < l.consumer_blocks;
+  const std::uint32_t pixels = t.side * t.side, bytes = pixels * 4;
+  const cw::Source& s = l.source;
+  if (consumer && !l.compute_only) {
+    if (s.mode == WaitMode::naive) {  // Algorithm 1: the block is the consumer of a tile
+      // the block's warps' scratch, of which it uses the first tile
+      auto* scratch = reinterpret_cast<std::uint32_t*>(s.scratch + std::uint64_t{blockIdx.x} * block_warps * s.scratch_bytes);
+      for (std::uint32_t tile = blockIdx.x; tile < t.tiles; tile += l.consumer_blocks) {
+        const std::uint64_t t0 = detail::global_timer_ns();
+        __syncthreads();
+        if (threadIdx.x == 0) cw::spin_on_flags(s, tile, 1);
+        __syncthreads();
+        s.stamps.wait(warp, t0, detail::global_timer_ns());
+        const auto* from = reinterpret_cast<const uint4*>(s.pinned + std::uint64_t{tile} * bytes);
+        for (std::uint32_t i = threadIdx.x; i < pixels / 4; i += block_threads) reinterpret_cast<uint4*>(scratch)[i] = from[i];
+        __syncthreads();
+        blur(scratch, t.out + std::uint64_t{tile} * pixels, t.side, threadIdx.x, block_threads);
+      }
+    } else {
+      for (std::uint32_t tile = warp; warp < t.consumer_warps && tile < t.tiles; tile += t.consumer_warps) {
+        cw::Held held = cw::meet(s, warp, tile, 1, tile, 1, bytes, std::uint64_t{tile} * bytes);
+        blur(reinterpret_cast<const std::uint32_t*>(held.data), t.out + std::uint64_t{tile} * pixels, t.side, lane, 32);
+        cw::finish(held);
       }
     }
-  } else if (!a.consumers_only) {  // independent work: an integer hash chain per thread
-    std::uint32_t x = blockIdx.x * block_threads + threadIdx.x + 1;
-    for (std::uint32_t i = 0; i < a.compute_iters; ++i) x = x * 1664525u + 1013904223u + (x >> 13);
-    a.compute_out[blockIdx.x * block_threads + threadIdx.x] = x;
+  } else if (!consumer && !l.consumers_only) {
+    cw::independent_work(l.compute_iterations, l.compute_out);
   }
-  if (lane == 0) {
-    unsigned long long* s = a.stamps + std::uint64_t{warp} * 4;
-    s[0] = start;
-    s[1] = now_ns();
-    s[2] = waiting;
-    s[3] = blockIdx.x < a.consumer_blocks ? 1 : 0;
-  }
+  s.stamps.life(warp, started, consumer);
 }
 
-std::vector<std::uint32_t> reference_blur(const std::vector<std::uint32_t>& tiles, const Setup& s) {
-  std::vector<std::uint32_t> out(tiles.size());
-  const int side = static_cast<int>(s.side);
-  for (std::uint64_t t = 0; t < s.tiles; ++t) {
-    const std::uint32_t* in = tiles.data() + t * s.pixels();
-    for (int y = 0; y < side; ++y)
-      for (int x = 0; x < side; ++x) {
-        std::uint32_t sum = 0;
-        for (int dy = -1; dy <= 1; ++dy)
-          for (int dx = -1; dx <= 1; ++dx)
-            sum += in[std::clamp(y + dy, 0, side - 1) * side + std::clamp(x + dx, 0, side - 1)];
-        out[t * s.pixels() + y * side + x] = sum;
+class Tiles final : public Workload {
+ public:
+  Tiles(const Setup& s, int sms) : s_(s) {
+    // 64 threads to 1M: warps below consumer_threads / 32 consume (the naive mode's unit is the
+    // block, so it runs whole blocks of 256).
+    consumer_warps_ = s.consumer_threads != 0 ? std::max(1u, s.consumer_threads / 32) : static_cast<std::uint32_t>(sms) * block_warps;
+    tiles_.resize(std::uint64_t{s.tiles} * pixels());
+    fill_random(tiles_.data(), tiles_.size(), s.seed);
+    reference_.resize(tiles_.size());
+    const int side = static_cast<int>(s.side);
+    for (std::uint64_t t = 0; t < s.tiles; ++t) {
+      const std::uint32_t* in = tiles_.data() + t * pixels();
+      for (int y = 0; y < side; ++y)
+        for (int x = 0; x < side; ++x) {
+          std::uint32_t sum = 0;
+          for (int dy = -1; dy <= 1; ++dy)
+            for (int dx = -1; dx <= 1; ++dx)
+              sum += in[std::clamp(y + dy, 0, side - 1) * side + std::clamp(x + dx, 0, side - 1)];
+          reference_[t * pixels() + y * side + x] = sum;
+        }
+    }
+    check(cudaMalloc(&out_, buffer_bytes()), "cudaMalloc tiles out");
+  }
+  ~Tiles() override { cudaFree(out_); }
+  Tiles(const Tiles&) = delete;
+  Tiles& operator=(const Tiles&) = delete;
+
+  [[nodiscard]] const char* name() const override { return "tiles"; }
+  [[nodiscard]] std::uint32_t consumer_blocks(WaitMode) const override {
+    return (consumer_warps_ + block_warps - 1) / block_warps;
+  }
+  [[nodiscard]] std::uint32_t consumer_warps(WaitMode mode) const override {
+    return mode == WaitMode::naive ? consumer_blocks(mode) * block_warps : consumer_warps_;
+  }
+  [[nodiscard]] std::uint32_t waits_per_warp(WaitMode mode) const override {
+    const std::uint32_t units = mode == WaitMode::naive ? consumer_blocks(mode) : consumer_warps_;
+    return (s_.tiles + units - 1) / units;
+  }
+  [[nodiscard]] std::uint32_t window_bytes() const override { return static_cast<std::uint32_t>(tile_bytes()); }
+  [[nodiscard]] std::uint64_t buffer_bytes() const override { return std::uint64_t{s_.tiles} * tile_bytes(); }
+  [[nodiscard]] std::uint32_t tags() const override { return s_.tiles; }
+  void check_resident(std::uint32_t, int) const override {}  // consumers never wait for each other
+  void prepare() override { check(cudaMemset(out_, 0, buffer_bytes()), "cudaMemset tiles out"); }
+  void launch(const cw::Launch& l, std::uint32_t blocks, cudaStream_t stream) override {
+    tiles_kernel<<<blocks, block_threads, 0, stream>>>(l, TilesKernel{out_, s_.tiles, s_.side, consumer_warps_});
+  }
+  /// Tile t is written and published at start + t * interval.
+  void produce(std::byte* buffer, const std::function<void(std::uint32_t, std::uint32_t)>& publish,
+               const std::function<bool()>&) override {
+    const auto started = std::chrono::steady_clock::now();
+    const auto interval = std::chrono::duration<double, std::micro>(s_.interval_us);
+    for (std::uint32_t t = 0; t < s_.tiles; ++t) {
+      const auto due = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(interval * t);
+      while (std::chrono::steady_clock::now() < due) {
       }
+      std::memcpy(buffer + t * tile_bytes(), tiles_.data() + std::uint64_t{t} * pixels(), tile_bytes());
+      publish(t, 1);
+    }
   }
-  return out;
-}
+  bool verify() override {
+    std::vector<std::uint32_t> out(reference_.size());
+    check(cudaMemcpy(out.data(), out_, out.size() * 4, cudaMemcpyDeviceToHost), "tiles out");
+    return out == reference_;
+  }
+  void describe(Record& r) const override {
+    r.extra["tiles"] = s_.tiles;
+    r.extra["tile_bytes"] = static_cast<double>(tile_bytes());
+    r.extra["interval_us"] = s_.interval_us;
+  }
 
-struct Timing {
-  double seconds = 0;     ///< event time of the kernel
-  double span_s = 0;      ///< from stamps: first start to last end
-  double wait_share = 0;  ///< consumer warps: waiting / lifetime
+ private:
+  [[nodiscard]] std::uint32_t pixels() const { return s_.side * s_.side; }
+  [[nodiscard]] std::uint64_t tile_bytes() const { return std::uint64_t{pixels()} * 4; }
+  Setup s_;
+  std::uint32_t consumer_warps_ = 0;
+  std::vector<std::uint32_t> tiles_, reference_;
+  std::uint32_t* out_ = nullptr;
 };
 
+// ---- cg -------------------------------------------------------------------------------------
+
+class Cg final : public Workload {
+ public:
+  explicit Cg(const Setup& s) : s_(s), matrix_(cw::cg_random_matrix(s.cg_rows, s.seed)), b_(s.cg_rows) {
+    std::mt19937_64 rng(s.seed ^ 0x5bd1e995u);
+    std::uniform_real_distribution<double> value(0.5, 1.5);
+    for (double& v : b_) v = value(rng);
+    reference_ = cw::cg_reference(matrix_, b_, s.cg_iterations);
+    const std::uint64_t n = s.cg_rows;
+    check(cudaMalloc(&diagonal_, n * 8), "cudaMalloc cg diagonal");
+    check(cudaMalloc(&band_, n * 8 * cw::cg_band), "cudaMalloc cg band");
+    check(cudaMemcpy(diagonal_, matrix_.diagonal.data(), n * 8, cudaMemcpyHostToDevice), "cg diagonal");
+    check(cudaMemcpy(band_, matrix_.band.data(), n * 8 * cw::cg_band, cudaMemcpyHostToDevice), "cg band");
+    check(cudaMalloc(&arrived_, std::uint64_t{s.cg_iterations} * 4), "cudaMalloc cg arrived");
+    q_ = std::make_unique<PinnedArray>(n * 8);
+    done_ = std::make_unique<PinnedArray>(std::uint64_t{s.cg_iterations} * 4);
+  }
+  ~Cg() override {
+    cudaFree(diagonal_);
+    cudaFree(band_);
+    cudaFree(arrived_);
+  }
+  Cg(const Cg&) = delete;
+  Cg& operator=(const Cg&) = delete;
+
+  [[nodiscard]] const char* name() const override { return "cg"; }
+  [[nodiscard]] std::uint32_t consumer_blocks(WaitMode) const override {
+    return s_.cg_rows / s_.cg_rows_per_warp / block_warps;
+  }
+  [[nodiscard]] std::uint32_t consumer_warps(WaitMode mode) const override { return consumer_blocks(mode) * block_warps; }
+  [[nodiscard]] std::uint32_t waits_per_warp(WaitMode) const override { return s_.cg_iterations; }
+  [[nodiscard]] std::uint32_t window_bytes() const override { return (s_.cg_rows_per_warp + 2 * cw::cg_band) * 8; }
+  [[nodiscard]] std::uint64_t buffer_bytes() const override {
+    return std::uint64_t{s_.cg_iterations} * s_.cg_rows * 8;
+  }
+  [[nodiscard]] std::uint32_t tags() const override { return s_.cg_iterations; }
+  void check_resident(std::uint32_t consumer_blocks, int sms) const override {
+    check_coresident(reinterpret_cast<const void*>(&cw::cg_kernel), consumer_blocks, sms, "cg");
+  }
+  void prepare() override {
+    check(cudaMemset(arrived_, 0, std::uint64_t{s_.cg_iterations} * 4), "cudaMemset cg arrived");
+    std::memset(done_->as<void>(), 0, done_->bytes());
+    x_.clear();
+  }
+  void launch(const cw::Launch& l, std::uint32_t blocks, cudaStream_t stream) override {
+    void* q = nullptr;
+    void* done = nullptr;
+    check(cudaHostGetDevicePointer(&q, q_->as<void>(), 0), "cudaHostGetDevicePointer");
+    check(cudaHostGetDevicePointer(&done, done_->as<void>(), 0), "cudaHostGetDevicePointer");
+    const cw::CgKernel c{cw::CgMatrix{s_.cg_rows, diagonal_, band_}, s_.cg_rows_per_warp, s_.cg_iterations,
+                         static_cast<double*>(q), arrived_, static_cast<std::uint32_t*>(done)};
+    cw::cg_kernel<<<blocks, block_threads, 0, stream>>>(l, c);
+  }
+  /// The CPU's half: publish p, wait for q = A p, update; s_.cg_iterations times.
+  void produce(std::byte* buffer, const std::function<void(std::uint32_t, std::uint32_t)>& publish,
+               const std::function<bool()>& kernel_done) override {
+    const std::uint64_t n = s_.cg_rows;
+    cw::CgState state = cw::cg_start(b_);
+    for (std::uint32_t k = 0; k < s_.cg_iterations; ++k) {
+      std::memcpy(buffer + k * n * 8, state.p.data(), n * 8);
+      publish(k, 1);
+      const std::atomic_ref<std::uint32_t> done(done_->as<std::uint32_t>()[k]);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      for (std::uint32_t polls = 0; done.load(std::memory_order_acquire) != 1u; ++polls) {
+        if (polls % 4096 != 0) continue;
+        if (kernel_done()) return;  // it failed: synchronize() says why
+        if (std::chrono::steady_clock::now() > deadline)
+          throw std::runtime_error("cg: the GPU never finished iteration " + std::to_string(k));
+      }
+      cw::cg_update(state, q_->as<double>());
+    }
+    x_ = std::move(state.x);
+  }
+  bool verify() override {
+    error_ = x_.empty() ? 1.0 : cw::relative_error(x_, reference_);
+    return !x_.empty() && error_ <= 1e-9;  // same bits expected; the slack only forgives the host compiler
+  }
+  void describe(Record& r) const override {
+    r.extra["cg_rows"] = s_.cg_rows;
+    r.extra["cg_rows_per_warp"] = s_.cg_rows_per_warp;
+    r.extra["cg_iterations"] = s_.cg_iterations;
+    r.extra["cg_relative_error"] = error_;
+  }
+
+ private:
+  Setup s_;
+  cw::CgHostMatrix matrix_;
+  std::vector<double> b_, reference_, x_;
+  double error_ = 0;
+  double* diagonal_ = nullptr;
+  double* band_ = nullptr;
+  std::uint32_t* arrived_ = nullptr;
+  std::unique_ptr<PinnedArray> q_, done_;
+};
+
+// ---- halo -----------------------------------------------------------------------------------
+
+class Halo final : public Workload {
+ public:
+  explicit Halo(const Setup& s) : s_(s), salt_(static_cast<std::uint32_t>(s.seed * 0x9e3779b9u)) {
+    const std::uint64_t cube = std::uint64_t{s.halo_side} * s.halo_side * s.halo_side;
+    initial_.resize(cube);
+    fill_random(initial_.data(), cube, s.seed + 1);
+    reference_ = cw::halo_reference(initial_, s.halo_side, s.halo_iterations, salt_);
+    check(cudaMalloc(&cells_, 2 * cube * 4), "cudaMalloc halo cells");
+    check(cudaMalloc(&progress_, std::uint64_t{s.halo_side} * 4), "cudaMalloc halo progress");
+  }
+  ~Halo() override {
+    cudaFree(cells_);
+    cudaFree(progress_);
+  }
+  Halo(const Halo&) = delete;
+  Halo& operator=(const Halo&) = delete;
+
+  [[nodiscard]] const char* name() const override { return "halo"; }
+  [[nodiscard]] std::uint32_t consumer_blocks(WaitMode) const override { return s_.halo_side / block_warps; }
+  [[nodiscard]] std::uint32_t consumer_warps(WaitMode) const override { return s_.halo_side; }
+  [[nodiscard]] std::uint32_t waits_per_warp(WaitMode) const override { return s_.halo_iterations; }
+  [[nodiscard]] std::uint32_t window_bytes() const override {
+    return (4 * s_.halo_side + s_.halo_side * s_.halo_side) * 4;
+  }
+  [[nodiscard]] std::uint64_t buffer_bytes() const override {
+    return std::uint64_t{s_.halo_iterations} * cw::HaloLayout{s_.halo_side}.words_per_iteration() * 4;
+  }
+  [[nodiscard]] std::uint32_t tags() const override { return s_.halo_iterations * cw::halo_faces; }
+  void check_resident(std::uint32_t consumer_blocks, int sms) const override {
+    check_coresident(reinterpret_cast<const void*>(&cw::halo_kernel), consumer_blocks, sms, "halo");
+  }
+  void prepare() override {
+    check(cudaMemcpy(cells_, initial_.data(), initial_.size() * 4, cudaMemcpyHostToDevice), "halo cells");
+    check(cudaMemset(progress_, 0, std::uint64_t{s_.halo_side} * 4), "cudaMemset halo progress");
+  }
+  void launch(const cw::Launch& l, std::uint32_t blocks, cudaStream_t stream) override {
+    cw::halo_kernel<<<blocks, block_threads, 0, stream>>>(l, cw::HaloKernel{s_.halo_side, s_.halo_iterations, cells_, progress_});
+  }
+  /// Every iteration, the six faces one after another, each published on its own.
+  void produce(std::byte* buffer, const std::function<void(std::uint32_t, std::uint32_t)>& publish,
+               const std::function<bool()>&) override {
+    auto* words = reinterpret_cast<std::uint32_t*>(buffer);
+    for (std::uint32_t k = 0; k < s_.halo_iterations; ++k)
+      for (std::uint32_t face = 0; face < cw::halo_faces; ++face) {
+        cw::halo_write_face(words, s_.halo_side, k, face, salt_);
+        publish(cw::halo_faces * k + face, 1);
+      }
+  }
+  bool verify() override {
+    std::vector<std::uint32_t> cells(initial_.size());
+    check(cudaMemcpy(cells.data(), cells_ + (s_.halo_iterations % 2) * cells.size(), cells.size() * 4,
+                     cudaMemcpyDeviceToHost),
+          "halo cells");
+    return cells == reference_;
+  }
+  void describe(Record& r) const override {
+    r.extra["halo_side"] = s_.halo_side;
+    r.extra["halo_iterations"] = s_.halo_iterations;
+  }
+
+ private:
+  Setup s_;
+  std::uint32_t salt_;
+  std::vector<std::uint32_t> initial_, reference_;
+  std::uint32_t* cells_ = nullptr;
+  std::uint32_t* progress_ = nullptr;
+};
+
+// ---- the harness ----------------------------------------------------------------------------
+
+struct Timing {
+  double seconds = 0;  ///< event time of the kernel
+  double span_s = 0;   ///< from stamps: first start to last end
+  WaitMetrics waits;
+  bool verified = true;
+};
+
+/// Runs one workload in every mode with the same buffers, channel and stamps.
 class Harness {
  public:
-  Harness(const Setup& s, int sms) : s_(s) {
-    consumer_blocks_ = s.consumer_blocks != 0 ? s.consumer_blocks : static_cast<std::uint32_t>(sms);
+  Harness(Workload& w, const Setup& s, int sms) : w_(w), s_(s) {
     compute_blocks_ = s.compute_blocks != 0 ? s.compute_blocks : 2u * static_cast<std::uint32_t>(sms);
-    const std::uint32_t blocks = consumer_blocks_ + compute_blocks_;
-    tiles_.resize(std::uint64_t{s.tiles} * s.pixels());
-    fill_random(tiles_.data(), tiles_.size(), 42);
-    reference_ = reference_blur(tiles_, s);
-    ch_ = std::make_unique<channel>(ChannelConfig{.buffer_bytes = s.tiles * s.tile_bytes(),
-                                                  .tag_count = s.tiles,
+    std::uint32_t consumer_blocks = 0;
+    for (const WaitMode m : all_modes) {
+      consumer_blocks = std::max(consumer_blocks, w.consumer_blocks(m));
+      wait_capacity_ = std::max(wait_capacity_, w.waits_per_warp(m));
+    }
+    w.check_resident(consumer_blocks, sms);
+    max_warps_ = (consumer_blocks + compute_blocks_) * block_warps;
+    scratch_bytes_ = (w.window_bytes() + 15) / 16 * 16;  // 16-byte copies into it
+    ch_ = std::make_unique<channel>(ChannelConfig{.buffer_bytes = w.buffer_bytes(),
+                                                  .tag_count = w.tags(),
                                                   .staging_page_bytes = 4096,
                                                   .staging_pages = 8192,
-                                                  .max_warps = blocks * block_warps});
-    pinned_ = std::make_unique<PinnedArray>(s.tiles * s.tile_bytes());
-    flags_ = std::make_unique<PinnedArray>(std::uint64_t{s.tiles} * 4);
-    check(cudaMalloc(&scratch_, std::uint64_t{consumer_blocks_} * block_warps * s.tile_bytes()), "cudaMalloc scratch");
-    check(cudaMalloc(&out_, s.tiles * s.tile_bytes()), "cudaMalloc out");
-    check(cudaMalloc(&compute_out_, std::uint64_t{blocks} * block_threads * 4), "cudaMalloc compute_out");
-    check(cudaMalloc(&stamps_, std::uint64_t{blocks} * block_warps * 4 * 8), "cudaMalloc stamps");
+                                                  .max_warps = max_warps_});
+    pinned_ = std::make_unique<PinnedArray>(w.buffer_bytes());
+    flags_ = std::make_unique<PinnedArray>(std::uint64_t{w.tags()} * 4);
+    check(cudaMalloc(&scratch_, std::uint64_t{consumer_blocks} * block_warps * scratch_bytes_), "cudaMalloc scratch");
+    check(cudaMalloc(&compute_out_, std::uint64_t{max_warps_} * 32 * 4), "cudaMalloc compute_out");
+    check(cudaMalloc(&lives_, std::uint64_t{max_warps_} * 3 * 8), "cudaMalloc stamps");
+    check(cudaMalloc(&waits_, std::uint64_t{max_warps_} * wait_capacity_ * 2 * 8), "cudaMalloc stamps");
+    check(cudaMalloc(&wait_counts_, std::uint64_t{max_warps_} * 4), "cudaMalloc stamps");
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     check(cudaEventCreate(&begin_), "cudaEventCreate");
     check(cudaEventCreate(&end_), "cudaEventCreate");
   }
   ~Harness() {
     cudaFree(scratch_);
-    cudaFree(out_);
     cudaFree(compute_out_);
-    cudaFree(stamps_);
+    cudaFree(lives_);
+    cudaFree(waits_);
+    cudaFree(wait_counts_);
     cudaEventDestroy(begin_);
     cudaEventDestroy(end_);
     cudaStreamDestroy(stream_);
@@ -216,98 +468,199 @@ class Harness {
   Harness(const Harness&) = delete;
   Harness& operator=(const Harness&) = delete;
 
-  /// One run; `verified` says whether every blurred pixel matched (when consumers ran).
-  Timing run(Mode mode, bool consumers_only, bool compute_only, bool& verified) {
-    const std::uint32_t blocks = consumer_blocks_ + compute_blocks_;
-    if (mode == Mode::channel) ch_->reset();
+  Timing run(WaitMode mode, bool consumers_only, bool compute_only) {
+    const std::uint32_t consumer_blocks = w_.consumer_blocks(mode);
+    const std::uint32_t blocks = consumer_blocks + compute_blocks_;
+    const std::uint32_t warps = blocks * block_warps;
+    if (mode == WaitMode::channel) ch_->reset();
     std::memset(flags_->as<void>(), 0, flags_->bytes());
-    check(cudaMemset(out_, 0, s_.tiles * s_.tile_bytes()), "cudaMemset out");
+    w_.prepare();
+    check(cudaMemset(wait_counts_, 0, std::uint64_t{warps} * 4), "cudaMemset stamps");
     check(cudaDeviceSynchronize(), "sync");
     void* pinned_dev = nullptr;
     void* flags_dev = nullptr;
     check(cudaHostGetDevicePointer(&pinned_dev, pinned_->as<void>(), 0), "cudaHostGetDevicePointer");
     check(cudaHostGetDevicePointer(&flags_dev, flags_->as<void>(), 0), "cudaHostGetDevicePointer");
-    const KernelArgs args{mode, ch_->device(), static_cast<const std::uint32_t*>(pinned_dev),
-                          static_cast<std::uint32_t*>(flags_dev), scratch_, out_, compute_out_, stamps_, s_.tiles,
-                          s_.side, consumer_blocks_, s_.compute_iters, consumers_only, compute_only};
+    const cw::Launch l{cw::Source{mode, ch_->device(), static_cast<const std::byte*>(pinned_dev),
+                                  static_cast<std::uint32_t*>(flags_dev), scratch_, scratch_bytes_,
+                                  cw::Stamps{lives_, waits_, wait_counts_, wait_capacity_}},
+                       consumer_blocks, s_.compute_iters, compute_out_, consumers_only, compute_only};
     check(cudaEventRecord(begin_, stream_), "cudaEventRecord");
-    tiles_kernel<<<blocks, block_threads, 0, stream_>>>(args);
+    w_.launch(l, blocks, stream_);
     check(cudaGetLastError(), "launch");
     check(cudaEventRecord(end_, stream_), "cudaEventRecord");
-    if (!compute_only) produce(mode);
+    if (!compute_only) {
+      std::byte* buffer = mode == WaitMode::channel ? ch_->buffer().data() : pinned_->as<std::byte>();
+      auto* flags = flags_->as<std::uint32_t>();
+      w_.produce(
+          buffer,
+          [&](std::uint32_t first, std::uint32_t count) {
+            if (mode == WaitMode::channel) ch_->publish(first, count);
+            else
+              for (std::uint32_t t = first; t < first + count; ++t)
+                std::atomic_ref<std::uint32_t>(flags[t]).store(1, std::memory_order_release);
+          },
+          [&] { return cudaEventQuery(end_) != cudaErrorNotReady; });
+    }
     check(cudaEventSynchronize(end_), "kernel");
     ch_->synchronize();
     float ms = 0;
     check(cudaEventElapsedTime(&ms, begin_, end_), "cudaEventElapsedTime");
 
-    std::vector<unsigned long long> stamps(std::uint64_t{blocks} * block_warps * 4);
-    check(cudaMemcpy(stamps.data(), stamps_, stamps.size() * 8, cudaMemcpyDeviceToHost), "stamps");
+    std::vector<unsigned long long> lives(std::uint64_t{warps} * 3), waits(std::uint64_t{warps} * wait_capacity_ * 2);
+    std::vector<std::uint32_t> counts(warps);
+    check(cudaMemcpy(lives.data(), lives_, lives.size() * 8, cudaMemcpyDeviceToHost), "stamps");
+    check(cudaMemcpy(waits.data(), waits_, waits.size() * 8, cudaMemcpyDeviceToHost), "stamps");
+    check(cudaMemcpy(counts.data(), wait_counts_, counts.size() * 4, cudaMemcpyDeviceToHost), "stamps");
+    std::vector<WarpTimeline> timelines;
+    unsigned long long first = ~0ull, last = 0;
+    for (std::uint64_t wi = 0; wi < warps; ++wi) {
+      const unsigned long long* life = lives.data() + wi * 3;
+      const bool consumer = (life[2] >> 32) != 0;
+      if ((consumer && compute_only) || (!consumer && consumers_only)) continue;
+      first = std::min(first, life[0]);
+      last = std::max(last, life[1]);
+      WarpTimeline t{{life[0], life[1]}, static_cast<std::uint32_t>(life[2]), consumer, {}};
+      for (std::uint32_t i = 0; i < std::min(counts[wi], wait_capacity_); ++i)
+        t.waits.push_back({waits[(wi * wait_capacity_ + i) * 2], waits[(wi * wait_capacity_ + i) * 2 + 1]});
+      timelines.push_back(std::move(t));
+    }
     Timing t;
     t.seconds = ms / 1e3;
-    unsigned long long first = ~0ull, last = 0;
-    double waited = 0, lived = 0;
-    for (std::uint64_t w = 0; w < std::uint64_t{blocks} * block_warps; ++w) {
-      const unsigned long long* st = stamps.data() + w * 4;
-      const bool consumer = st[3] == 1;
-      if ((consumer && compute_only) || (!consumer && consumers_only)) continue;
-      first = std::min(first, st[0]);
-      last = std::max(last, st[1]);
-      if (consumer) {
-        waited += static_cast<double>(st[2]);
-        lived += static_cast<double>(st[1] - st[0]);
-      }
-    }
     t.span_s = last > first ? static_cast<double>(last - first) / 1e9 : 0;
-    t.wait_share = lived > 0 ? waited / lived : 0;
-    verified = true;
-    if (!compute_only) {
-      std::vector<std::uint32_t> out(reference_.size());
-      check(cudaMemcpy(out.data(), out_, out.size() * 4, cudaMemcpyDeviceToHost), "out");
-      verified = out == reference_;
-    }
+    t.waits = wait_metrics(timelines);
+    t.verified = compute_only || w_.verify();
     return t;
   }
 
-  [[nodiscard]] std::uint32_t consumer_blocks() const { return consumer_blocks_; }
   [[nodiscard]] ChannelStats channel_stats() const { return ch_->stats(); }
   [[nodiscard]] std::uint32_t compute_blocks() const { return compute_blocks_; }
 
  private:
-  /// The producer: tile t is written and published at start + t * interval.
-  void produce(Mode mode) {
-    const auto started = std::chrono::steady_clock::now();
-    const auto interval = std::chrono::duration<double, std::micro>(s_.interval_us);
-    std::byte* target = mode == Mode::channel ? ch_->buffer().data() : pinned_->as<std::byte>();
-    for (std::uint32_t t = 0; t < s_.tiles; ++t) {
-      const auto due = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(interval * t);
-      while (std::chrono::steady_clock::now() < due) {
-      }
-      std::memcpy(target + t * s_.tile_bytes(), tiles_.data() + std::uint64_t{t} * s_.pixels(), s_.tile_bytes());
-      if (mode == Mode::channel) ch_->publish(t, 1);
-      else std::atomic_ref<std::uint32_t>(flags_->as<std::uint32_t>()[t]).store(1, std::memory_order_release);
-    }
-  }
-
+  Workload& w_;
   Setup s_;
-  std::uint32_t consumer_blocks_ = 0, compute_blocks_ = 0;
-  std::vector<std::uint32_t> tiles_, reference_;
+  std::uint32_t compute_blocks_ = 0, max_warps_ = 0, wait_capacity_ = 1, scratch_bytes_ = 0;
   std::unique_ptr<channel> ch_;
   std::unique_ptr<PinnedArray> pinned_, flags_;
-  std::uint32_t* scratch_ = nullptr;
-  std::uint32_t* out_ = nullptr;
+  std::byte* scratch_ = nullptr;
   std::uint32_t* compute_out_ = nullptr;
-  unsigned long long* stamps_ = nullptr;
+  unsigned long long* lives_ = nullptr;
+  unsigned long long* waits_ = nullptr;
+  std::uint32_t* wait_counts_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t begin_ = nullptr, end_ = nullptr;
 };
 
+/// One record per mode of one workload; the speedups are filled in once every mode ran.
+std::vector<Record> measure(Workload& w, const Setup& setup, int sms, const std::vector<WaitMode>& modes, int repeats,
+                            bool& all_verified) {
+  Harness harness(w, setup, sms);
+  std::vector<Record> records;
+  for (const WaitMode mode : modes) {
+    bool verified = harness.run(mode, false, false).verified;  // warm-up, checked too
+    Record r;
+    r.workload = w.name();
+    r.mode = mode_name(mode);
+    r.cache_fraction = 1;
+    r.dataset_bytes = r.useful_bytes = w.buffer_bytes();
+    r.bytes_moved = static_cast<std::int64_t>(r.dataset_bytes);
+    std::vector<double> spans, shares, overlaps, waited, streams, computes;
+    ChannelStats served{};  // the monitor's work during the measured runs with both sides
+    for (int rep = 0; rep < repeats; ++rep) {
+      const ChannelStats before = harness.channel_stats();
+      const Timing both = harness.run(mode, false, false);
+      const ChannelStats after = harness.channel_stats();
+      served.requests += after.requests - before.requests;
+      served.batches += after.batches - before.batches;
+      served.copies += after.copies - before.copies;
+      served.passes += after.passes - before.passes;
+      served.answer_stalls += after.answer_stalls - before.answer_stalls;
+      served.serving_seconds += after.serving_seconds - before.serving_seconds;
+      served.copy_call_seconds += after.copy_call_seconds - before.copy_call_seconds;
+      served.answer_stall_seconds += after.answer_stall_seconds - before.answer_stall_seconds;
+      served.largest_batch = std::max(served.largest_batch, after.largest_batch);
+      verified = verified && both.verified;
+      r.seconds.push_back(both.seconds);
+      spans.push_back(both.span_s);
+      shares.push_back(both.waits.wait_share);
+      overlaps.push_back(both.waits.overlap_efficiency);
+      waited.push_back(both.waits.wait_seconds);
+      const Timing stream = harness.run(mode, true, false);
+      verified = verified && stream.verified;
+      streams.push_back(stream.span_s);
+      computes.push_back(harness.run(mode, false, true).span_s);
+    }
+    if (!verified) std::fprintf(stderr, "warpvm-channel-bench: %s/%s: WRONG RESULTS (seed %llu)\n", w.name(),
+                                r.mode.c_str(), static_cast<unsigned long long>(setup.seed));
+    all_verified = all_verified && verified;
+    r.verified = verified;
+    w.describe(r);
+    const double total = median(spans), stream = median(streams), compute = median(computes);
+    double kernel_seconds = 0;
+    for (const double sec : r.seconds) kernel_seconds += sec;
+    r.extra["seed"] = static_cast<double>(setup.seed);
+    r.extra["consumer_blocks"] = w.consumer_blocks(mode);
+    r.extra["consumer_threads"] = w.consumer_warps(mode) * 32.0;
+    r.extra["compute_blocks"] = harness.compute_blocks();
+    r.extra["compute_iters"] = setup.compute_iters;
+    r.extra["span_s"] = total;
+    r.extra["t_stream_s"] = stream;
+    r.extra["t_compute_s"] = compute;
+    // The first slice's whole-run measure: how much of the shorter side disappears when both run.
+    r.extra["span_overlap_efficiency"] = std::clamp((stream + compute - total) / std::min(stream, compute), 0.0, 1.0);
+    r.extra["overlap_efficiency"] = median(overlaps);
+    r.extra["wait_share"] = median(shares);
+    r.extra["wait_s"] = median(waited);
+    if (mode == WaitMode::channel) {
+      const double requests = static_cast<double>(std::max<std::uint64_t>(served.requests, 1));
+      const double passes = static_cast<double>(std::max<std::uint64_t>(served.passes, 1));
+      r.extra["monitor_passes_per_request"] = static_cast<double>(served.passes) / requests;
+      r.extra["batches_per_request"] = static_cast<double>(served.batches) / requests;
+      r.extra["copies_per_request"] = static_cast<double>(served.copies) / requests;
+      r.extra["answer_stalls_per_pass"] = static_cast<double>(served.answer_stalls) / passes;
+      r.extra["largest_batch"] = served.largest_batch;
+      r.extra["serving_us_per_pass"] = served.serving_seconds * 1e6 / passes;
+      r.extra["copy_call_us_per_pass"] = served.copy_call_seconds * 1e6 / passes;
+      r.extra["answer_stall_us_per_pass"] = served.answer_stall_seconds * 1e6 / passes;
+      // The monitor thread's busy time against the kernels' time (docs/channels.md: overhead).
+      r.extra["monitor_busy_share"] = served.serving_seconds / kernel_seconds;
+      r.extra["monitor_copy_call_share"] = served.copy_call_seconds / kernel_seconds;
+    }
+    records.push_back(std::move(r));
+  }
+  // Speedups over naive polling and against the best baseline, where those modes ran.
+  double naive = 0, best_baseline = 0;
+  for (const Record& r : records) {
+    const double sec = median(r.seconds);
+    if (r.mode == "naive") naive = sec;
+    if (r.mode != "channel") best_baseline = best_baseline == 0 ? sec : std::min(best_baseline, sec);
+  }
+  for (Record& r : records) {
+    const double sec = median(r.seconds);
+    if (naive > 0) r.extra["speedup_vs_naive"] = naive / sec;
+    if (best_baseline > 0) r.extra["time_vs_best_baseline"] = sec / best_baseline;
+  }
+  return records;
+}
+
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
-               "%s\nusage: warpvm-channel-bench [--modes channel,pinned_flag,naive] [--tiles 4096] [--side 64] "
-               "[--interval-us 2] [--consumer-blocks 0] [--compute-blocks 0] [--compute-iters 500000] "
-               "[--repeats 5] [--out file.jsonl] [--commit SHA] [--driver VER]\n",
+               "%s\nusage: warpvm-channel-bench [--workloads tiles,cg,halo] "
+               "[--modes channel,pinned_flag,naive,atomic_wait] [--seed N (default: random)]\n"
+               "  [--compute-blocks 0 (two per SM)] [--compute-iters 500000] [--repeats 5] [--out file.jsonl]\n"
+               "  [--commit SHA] [--driver VER]\n"
+               "  tiles: [--tiles 4096] [--side 64] [--interval-us 2] [--consumer-threads 0 (256 per SM)]\n"
+               "         [--consumer-threads-sweep 64,1024,16384,262144,1048576]\n"
+               "  cg:    [--cg-rows 131072] [--cg-rows-per-warp 256] [--cg-iterations 50]\n"
+               "  halo:  [--halo-side 64] [--halo-iterations 100]\n",
                message);
   std::exit(2);
+}
+
+std::uint32_t to_u32(const std::string& flag, const std::string& value) {
+  const unsigned long long v = std::stoull(value);
+  if (v > 0xffffffffull) usage((flag + " " + value + " is too large").c_str());
+  return static_cast<std::uint32_t>(v);
 }
 
 }  // namespace
@@ -319,26 +672,59 @@ int main(int argc, char** argv) {
   options.suite = "channel";
   options.repeats = 5;
   Setup setup;
-  std::vector<std::string> modes{"channel", "pinned_flag", "naive"};
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") usage("warpvm-channel-bench: streaming tiles CPU to GPU, JSON Lines out");
-    if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
-    const std::string value = argv[++i];
-    if (flag == "--modes") modes = warpvm::tools::split_list(value);
-    else if (flag == "--tiles") setup.tiles = static_cast<std::uint32_t>(std::stoul(value));
-    else if (flag == "--side") setup.side = static_cast<std::uint32_t>(std::stoul(value));
-    else if (flag == "--interval-us") setup.interval_us = std::stod(value);
-    else if (flag == "--consumer-blocks") setup.consumer_blocks = static_cast<std::uint32_t>(std::stoul(value));
-    else if (flag == "--compute-blocks") setup.compute_blocks = static_cast<std::uint32_t>(std::stoul(value));
-    else if (flag == "--compute-iters") setup.compute_iters = static_cast<std::uint32_t>(std::stoul(value));
-    else if (flag == "--repeats") options.repeats = std::stoi(value);
-    else if (flag == "--out") options.out = value;
-    else if (flag == "--commit") options.commit = value;
-    else if (flag == "--driver") options.driver = value;
-    else usage(("unknown option " + flag).c_str());
+  setup.seed = std::random_device{}();
+  std::vector<std::string> workloads{"tiles", "cg", "halo"};
+  std::vector<std::string> mode_names{"channel", "pinned_flag", "naive", "atomic_wait"};
+  std::vector<std::uint32_t> thread_sweep;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string flag = argv[i];
+      if (flag == "--help" || flag == "-h") usage("warpvm-channel-bench: CPU-to-GPU producer/consumer workloads, JSON Lines out");
+      if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
+      const std::string value = argv[++i];
+      if (flag == "--workloads") workloads = warpvm::tools::split_list(value);
+      else if (flag == "--modes") mode_names = warpvm::tools::split_list(value);
+      else if (flag == "--seed") setup.seed = std::stoull(value);
+      else if (flag == "--tiles") setup.tiles = to_u32(flag, value);
+      else if (flag == "--side") setup.side = to_u32(flag, value);
+      else if (flag == "--interval-us") setup.interval_us = std::stod(value);
+      else if (flag == "--consumer-threads") setup.consumer_threads = to_u32(flag, value);
+      else if (flag == "--consumer-threads-sweep")
+        for (const std::string& t : warpvm::tools::split_list(value)) thread_sweep.push_back(to_u32(flag, t));
+      else if (flag == "--compute-blocks") setup.compute_blocks = to_u32(flag, value);
+      else if (flag == "--compute-iters") setup.compute_iters = to_u32(flag, value);
+      else if (flag == "--cg-rows") setup.cg_rows = to_u32(flag, value);
+      else if (flag == "--cg-rows-per-warp") setup.cg_rows_per_warp = to_u32(flag, value);
+      else if (flag == "--cg-iterations") setup.cg_iterations = to_u32(flag, value);
+      else if (flag == "--halo-side") setup.halo_side = to_u32(flag, value);
+      else if (flag == "--halo-iterations") setup.halo_iterations = to_u32(flag, value);
+      else if (flag == "--repeats") options.repeats = std::stoi(value);
+      else if (flag == "--out") options.out = value;
+      else if (flag == "--commit") options.commit = value;
+      else if (flag == "--driver") options.driver = value;
+      else usage(("unknown option " + flag).c_str());
+    }
+  } catch (const std::logic_error&) {  // std::stoul and friends
+    usage("an option's value is not a number");
   }
-  if (options.repeats < 1 || setup.side % 2 != 0 || setup.side < 2 || setup.tiles == 0) usage("bad sizes");
+  if (options.repeats < 1) usage("--repeats must be at least 1");
+  if (setup.side < 2 || setup.side % 2 != 0 || setup.tiles == 0) usage("tiles: --side must be even and >= 2, --tiles >= 1");
+  if (setup.cg_rows_per_warp == 0 || setup.cg_rows % (setup.cg_rows_per_warp * warpvm::channel_workloads::block_warps) != 0 ||
+      setup.cg_rows_per_warp < warpvm::channel_workloads::cg_band || setup.cg_iterations == 0)
+    usage("cg: --cg-rows must be a multiple of 8 x --cg-rows-per-warp (>= 4), --cg-iterations >= 1");
+  if (setup.halo_side < 8 || setup.halo_side % 8 != 0 || setup.halo_iterations == 0)
+    usage("halo: --halo-side must be a multiple of 8 (one warp per plane, whole blocks), --halo-iterations >= 1");
+  for (const std::uint32_t t : thread_sweep)
+    if (t < 32) usage("--consumer-threads-sweep: at least 32 threads (one warp)");
+  std::vector<warpvm::channel_workloads::WaitMode> modes;
+  for (const std::string& m : mode_names) {
+    const auto* found = std::find_if(std::begin(all_modes), std::end(all_modes),
+                                     [&](warpvm::channel_workloads::WaitMode x) { return m == mode_name(x); });
+    if (found == std::end(all_modes)) usage(("unknown mode " + m).c_str());
+    modes.push_back(*found);
+  }
+  for (const std::string& w : workloads)
+    if (w != "tiles" && w != "cg" && w != "halo") usage(("unknown workload " + w).c_str());
   if (warpvm::device_count() == 0) {
     std::fprintf(stderr, "warpvm-channel-bench: no CUDA device visible; nothing measured\n");
     return 0;
@@ -346,59 +732,27 @@ int main(int argc, char** argv) {
   try {
     int sms = 0;
     check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
-    Harness harness(setup, sms);
     Recorder recorder(options);
     bool all_verified = true;
-    for (const std::string& mode_name : modes) {
-      const Mode mode = mode_name == "channel" ? Mode::channel : mode_name == "pinned_flag" ? Mode::pinned_flag
-                        : mode_name == "naive" ? Mode::naive : (usage(("unknown mode " + mode_name).c_str()), Mode::naive);
-      bool ok = true, verified = true;
-      (void)harness.run(mode, false, false, ok);  // warm-up
-      Record r;
-      r.workload = "tiles";
-      r.mode = mode_name;
-      r.cache_fraction = 1;
-      r.dataset_bytes = r.useful_bytes = setup.tiles * setup.tile_bytes();
-      r.bytes_moved = static_cast<std::int64_t>(r.dataset_bytes);
-      std::vector<double> spans, waits, streams, computes;
-      const warpvm::ChannelStats before = harness.channel_stats();
-      for (int rep = 0; rep < options.repeats; ++rep) {
-        const Timing both = harness.run(mode, false, false, ok);
-        verified = verified && ok;
-        r.seconds.push_back(both.seconds);
-        spans.push_back(both.span_s);
-        waits.push_back(both.wait_share);
-        streams.push_back(harness.run(mode, true, false, ok).span_s);
-        verified = verified && ok;
-        computes.push_back(harness.run(mode, false, true, ok).span_s);
+    auto run = [&](Workload& w) {
+      for (const Record& r : measure(w, setup, sms, modes, options.repeats, all_verified)) recorder.write(r);
+    };
+    for (const std::string& name : workloads) {
+      if (name == "tiles") {
+        if (thread_sweep.empty()) thread_sweep.push_back(setup.consumer_threads);
+        for (const std::uint32_t threads : thread_sweep) {
+          Setup point = setup;
+          point.consumer_threads = threads;
+          Tiles tiles(point, sms);
+          run(tiles);
+        }
+      } else if (name == "cg") {
+        Cg cg(setup);
+        run(cg);
+      } else {
+        Halo halo(setup);
+        run(halo);
       }
-      const double total = median(spans), stream = median(streams), compute = median(computes);
-      const double hidden = (stream + compute - total) / std::min(stream, compute);
-      r.verified = verified;
-      all_verified = all_verified && verified;
-      r.extra["tiles"] = setup.tiles;
-      r.extra["tile_bytes"] = static_cast<double>(setup.tile_bytes());
-      r.extra["interval_us"] = setup.interval_us;
-      r.extra["consumer_blocks"] = harness.consumer_blocks();
-      r.extra["compute_blocks"] = harness.compute_blocks();
-      r.extra["compute_iters"] = setup.compute_iters;
-      r.extra["span_s"] = total;
-      r.extra["t_stream_s"] = stream;
-      r.extra["t_compute_s"] = compute;
-      r.extra["overlap_efficiency"] = std::clamp(hidden, 0.0, 1.0);
-      r.extra["wait_share"] = median(waits);
-      if (mode == Mode::channel) {  // the monitor's work per tile, over the measured runs
-        const warpvm::ChannelStats after = harness.channel_stats();
-        const double served = static_cast<double>(after.requests - before.requests);
-        r.extra["monitor_passes_per_tile"] = static_cast<double>(after.passes - before.passes) / served;
-        r.extra["batches_per_tile"] = static_cast<double>(after.batches - before.batches) / served;
-        r.extra["answer_stalls_per_tile"] = static_cast<double>(after.answer_stalls - before.answer_stalls) / served;
-        r.extra["largest_batch"] = after.largest_batch;
-        const double passes = static_cast<double>(after.passes - before.passes);
-        r.extra["serving_us_per_pass"] = (after.serving_seconds - before.serving_seconds) * 1e6 / passes;
-        r.extra["copy_call_us_per_pass"] = (after.copy_call_seconds - before.copy_call_seconds) * 1e6 / passes;
-      }
-      recorder.write(r);
     }
     return all_verified ? 0 : 1;
   } catch (const std::exception& e) {

@@ -63,6 +63,7 @@ struct ChannelStats {
   std::uint64_t answer_stalls = 0;  ///< passes that waited for an earlier pass's answers to be copied
   double serving_seconds = 0;       ///< wall time of the passes that woke warps
   double copy_call_seconds = 0;     ///< of which issuing copies: cudaMemcpyAsync, answer snapshots, events
+  double answer_stall_seconds = 0;  ///< of which waiting for an answer slot (see answer_stalls)
 };
 
 /// What one warp acquired: `bytes` of data in device memory, readable with plain loads by every

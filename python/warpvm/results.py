@@ -36,6 +36,8 @@ RATE_FIELDS: dict[str, tuple[str, str]] = {
     "random_page": ("pages_per_s", "pages/s"),
     "sparse_read": ("reads_per_s", "reads/s"),
     "bfs": ("teps", "TEPS"),
+    "cc": ("teps", "TEPS"),
+    "sssp": ("teps", "TEPS"),
 }
 
 MEASURED_HEADERS = ("workload", "mode", "cache", "useful GB/s", "rate", "x UVM", "verified")

@@ -102,6 +102,7 @@ class ChannelState {
 
   mutable std::mutex mutex_;  // held for each monitor pass, and by reset() and stats()
   std::vector<Pending> pending_;
+  std::vector<std::size_t> ready_;  // indices into pending_, this pass
   std::vector<InFlight> in_flight_;
   std::vector<std::uint32_t> woken_;
   ChannelStats stats_;
@@ -254,29 +255,46 @@ bool ChannelState::step() {
   recycle(busy);
   if (pending_.empty()) return busy;
 
-  // Ready requests, oldest first, into batches of up to 16 on one contiguous staging run each.
+  // Ready requests into batches of up to 16 on one contiguous staging run each, in the order of
+  // their source offsets: neighbours' adjacent or overlapping ranges then share one copy
+  // (Batch::try_add). Every ready request is served in this pass unless staging runs short.
   woken_.clear();
+  ready_.clear();
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    Pending& p = pending_[i];
+    const std::uint32_t end = p.request.first_tag + p.request.tag_count;
+    p.next_tag = dab_.first_missing(p.next_tag, end - p.next_tag);
+    if (p.next_tag == end) ready_.push_back(i);
+  }
+  std::stable_sort(ready_.begin(), ready_.end(), [this](std::size_t a, std::size_t b) {
+    return pending_[a].request.source_offset < pending_[b].request.source_offset;
+  });
   const std::uint32_t page_bytes = config.staging_page_bytes;
   std::vector<bool> taken(pending_.size(), false);
-  std::size_t scan = 0;
-  bool staging_short = false;
-  while (!staging_short) {
+  // One copy per run of requests contiguous or overlapping in the buffer and placed at the same
+  // displacement in staging (Batch::try_add lays overlapping sources out so); a run may span
+  // batches whose staging runs the tree handed out back to back. All are issued in this pass.
+  std::uint64_t run_source = 0, run_target = 0, run_bytes = 0;
+  auto flush_run = [&] {
+    if (run_bytes == 0) return;
+    const auto call_started = Clock::now();
+    WARPVM_CUDA_TRY(cudaMemcpyAsync(staging_.get() + run_target, buffer.get() + run_source, run_bytes,
+                                    cudaMemcpyHostToDevice, stream_.get()));
+    stats_.copy_call_seconds += std::chrono::duration<double>(Clock::now() - call_started).count();
+    ++stats_.copies;
+    stats_.bytes += run_bytes;
+    run_bytes = 0;
+  };
+  for (std::size_t next = 0; next < ready_.size();) {
     Batch batch;
     std::size_t members[batch_max_requests];
     const std::uint64_t max_bytes = std::uint64_t{tree_.largest_free_run()} * page_bytes;
-    for (; scan < pending_.size(); ++scan) {
-      Pending& p = pending_[scan];
-      const std::uint32_t end = p.request.first_tag + p.request.tag_count;
-      p.next_tag = dab_.first_missing(p.next_tag, end - p.next_tag);
-      if (p.next_tag != end) continue;
+    for (; next < ready_.size(); ++next) {
       const std::uint32_t at = batch.count;
-      if (!batch.try_add(p.request, max_bytes)) break;  // full, or staging is short: next batch
-      members[at] = scan;
+      if (!batch.try_add(pending_[ready_[next]].request, max_bytes)) break;  // full, or staging is short
+      members[at] = ready_[next];
     }
-    if (batch.count == 0) {
-      staging_short = scan < pending_.size();  // a ready request that no free run can hold yet
-      break;
-    }
+    if (batch.count == 0) break;  // a ready request that no free run can hold yet
     const std::uint32_t first_page = tree_.allocate(batch.pages(page_bytes));
     WARPVM_EXPECTS(first_page != StagingPageTree::no_run, ErrorKind::cuda,
                    "channel monitor: no staging run although the batch fits the largest");
@@ -284,23 +302,13 @@ bool ChannelState::step() {
     lease_open(flight.lease, first_page, batch.pages(page_bytes), batch.count);
     const std::uint64_t base = std::uint64_t{first_page} * page_bytes;
 
-    // The data: one copy per run of requests contiguous in both the buffer and staging.
-    std::uint64_t run_source = 0, run_target = 0, run_bytes = 0;
-    auto flush_run = [&] {
-      if (run_bytes == 0) return;
-      const auto call_started = Clock::now();
-      WARPVM_CUDA_TRY(cudaMemcpyAsync(staging_.get() + run_target, buffer.get() + run_source, run_bytes,
-                                      cudaMemcpyHostToDevice, stream_.get()));
-      stats_.copy_call_seconds += std::chrono::duration<double>(Clock::now() - call_started).count();
-      ++stats_.copies;
-      stats_.bytes += run_bytes;
-      run_bytes = 0;
-    };
+    // The data (see the copy runs above).
     for (std::uint32_t i = 0; i < batch.count; ++i) {
       const Request& r = batch.requests[i];
       const std::uint64_t target = base + batch.offsets[i];
-      if (run_bytes != 0 && r.source_offset == run_source + run_bytes && target == run_target + run_bytes) {
-        run_bytes += r.bytes;
+      if (run_bytes != 0 && r.source_offset >= run_source && r.source_offset <= run_source + run_bytes &&
+          target - run_target == r.source_offset - run_source) {
+        run_bytes = std::max(run_bytes, r.source_offset + r.bytes - run_source);
       } else {
         flush_run();
         run_source = r.source_offset;
@@ -314,11 +322,11 @@ bool ChannelState::step() {
       woken_.push_back(w);
       taken[members[i]] = true;
     }
-    flush_run();
     in_flight_.push_back(flight);
     ++stats_.batches;
     stats_.largest_batch = std::max(stats_.largest_batch, batch.count);
   }
+  flush_run();
   if (woken_.empty()) return busy;
 
   std::size_t kept = 0;
@@ -349,7 +357,9 @@ void ChannelState::post_answers() {
   next_answer_slot_ = (next_answer_slot_ + 1) % answer_slots;
   if (const cudaError_t copied = cudaEventQuery(answer_copied_[slot].get()); copied == cudaErrorNotReady) {
     ++stats_.answer_stalls;
+    const auto stall_started = Clock::now();
     WARPVM_CUDA_TRY(cudaEventSynchronize(answer_copied_[slot].get()));
+    stats_.answer_stall_seconds += std::chrono::duration<double>(Clock::now() - stall_started).count();
   } else {
     WARPVM_CUDA_TRY(copied);
   }

@@ -2,6 +2,7 @@
 // function of its parameters, whatever the threads; its CSR is well formed and symmetric; the
 // reference search gives valid levels, the same serial and threaded.
 
+#include "graph_test_support.hpp"
 #include "warpvm/sim/rmat.hpp"
 
 #include <gtest/gtest.h>
@@ -17,31 +18,10 @@
 namespace warpvm::sim {
 namespace {
 
-/// body(begin, end) over [0, n) split across `workers` threads, uneven on purpose.
-struct ThreadedFor {
-  unsigned workers = 7;
-  void operator()(std::uint64_t n, const std::function<void(std::uint64_t, std::uint64_t)>& body) const {
-    std::vector<std::thread> pool;
-    const std::uint64_t chunk = n / workers + 1;
-    for (unsigned w = 0; w < workers; ++w) {
-      const std::uint64_t lo = std::min(n, w * chunk), hi = std::min(n, lo + chunk);
-      pool.emplace_back([&body, lo, hi] { body(lo, hi); });
-    }
-    for (auto& t : pool) t.join();
-  }
-};
-
-struct Csr {
-  std::vector<std::uint64_t> offsets;
-  std::vector<std::uint32_t> columns;
-};
-
-template <class ParallelFor = SerialFor>
-Csr make(const RmatParams& p, ParallelFor&& parallel_for = {}) {
-  Csr g{std::vector<std::uint64_t>(p.vertices() + 1), std::vector<std::uint32_t>(p.directed_edges())};
-  build_rmat_csr(p, g.offsets, g.columns, parallel_for);
-  return g;
-}
+using graph_testing::Csr;
+using graph_testing::csr_from_edges;
+using graph_testing::make;
+using graph_testing::ThreadedFor;
 
 TEST(Rmat, SameSeedSameGraphWhateverTheThreads) {
   const RmatParams p{.scale = 12, .edge_factor = 16, .seed = 42};
@@ -130,18 +110,7 @@ TEST(Rmat, RefusesWhatItCannotRepresent) {
 
 TEST(ReferenceBfs, LevelsOnAHandMadeGraph) {
   // 0 - 1 - 2 - 3, 0 - 4, 4 - 2, 5 alone, 6 - 6 (a self-loop).
-  const std::vector<std::pair<std::uint32_t, std::uint32_t>> edges{{0, 1}, {1, 2}, {2, 3}, {0, 4}, {4, 2}, {6, 6}};
-  std::vector<std::vector<std::uint32_t>> rows(7);
-  for (const auto& [u, v] : edges) {
-    rows[u].push_back(v);
-    rows[v].push_back(u);
-  }
-  std::vector<std::uint64_t> offsets{0};
-  std::vector<std::uint32_t> columns;
-  for (const auto& row : rows) {
-    columns.insert(columns.end(), row.begin(), row.end());
-    offsets.push_back(columns.size());
-  }
+  const auto [offsets, columns] = csr_from_edges(7, {{0, 1}, {1, 2}, {2, 3}, {0, 4}, {4, 2}, {6, 6}});
   const std::vector<std::uint32_t> levels = reference_bfs(offsets, columns, 0);
   EXPECT_EQ(levels, (std::vector<std::uint32_t>{0, 1, 2, 3, 1, bfs_unreached, bfs_unreached}));
   EXPECT_EQ(check_bfs_levels(offsets, columns, 0, levels), "");

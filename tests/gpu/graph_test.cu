@@ -1,13 +1,20 @@
-// Breadth-first search (bench/apps/bfs.cuh) on an R-MAT graph against the CPU reference, from
-// several roots: through warpvm with the whole graph cached, with a quarter of it, and with the
-// least cache the launch may have; through the uvm preset where it can run (and its refusal
-// where it cannot); and the plain-pointer kernel the benchmark's other modes use.
+// The benchmark's graph kernels on an R-MAT graph against the CPU references. Breadth-first
+// search (bench/apps/bfs.cuh), from several roots: through warpvm with the whole graph cached,
+// with a quarter of it, and with the least cache the launch may have; through the uvm preset
+// where it can run (and its refusal where it cannot); and the plain-pointer kernel the
+// benchmark's other modes use. Connected components (cc.cuh) and shortest paths (sssp.cuh, from
+// the same roots, weights drawn from the seed): the plain-pointer kernels on device memory and on
+// pinned host memory (zero-copy), and through warpvm with the whole graph cached and with caches
+// small enough to evict.
 
 #include "bfs.cuh"
+#include "cc.cuh"
 #include "gpu_test_support.cuh"
+#include "sssp.cuh"
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -21,18 +28,27 @@ constexpr unsigned roots_per_test = 3;
 struct Graph {
   std::vector<std::uint64_t> offsets;
   std::vector<std::uint32_t> columns;
+  std::vector<std::uint32_t> weights;  ///< SSSP's, aligned with columns
   std::vector<std::uint32_t> roots;
   std::vector<std::vector<std::uint32_t>> expected;  ///< reference levels per root
+  std::vector<std::uint32_t> labels;                 ///< reference component labels
+  std::vector<std::vector<std::uint32_t>> distances;  ///< reference distances per root
 };
 
-/// Generated once for the suite, with the reference levels of each root.
+/// Generated once for the suite, with the reference results.
 const Graph& graph() {
   static const Graph g = [] {
     Graph built{std::vector<std::uint64_t>(graph_params.vertices() + 1),
-                std::vector<std::uint32_t>(graph_params.directed_edges()), {}, {}};
+                std::vector<std::uint32_t>(graph_params.directed_edges()),
+                std::vector<std::uint32_t>(graph_params.directed_edges()), {}, {}, {}, {}};
     sim::build_rmat_csr(graph_params, built.offsets, built.columns);
+    sim::fill_edge_weights(built.offsets, built.columns, built.weights, graph_params.seed);
     built.roots = sim::pick_roots(built.offsets, built.columns, roots_per_test, 17);
-    for (const std::uint32_t root : built.roots) built.expected.push_back(sim::reference_bfs(built.offsets, built.columns, root));
+    for (const std::uint32_t root : built.roots) {
+      built.expected.push_back(sim::reference_bfs(built.offsets, built.columns, root));
+      built.distances.push_back(sim::reference_sssp(built.offsets, built.columns, built.weights, root));
+    }
+    built.labels = sim::reference_cc(built.offsets, built.columns);
     return built;
   }();
   return g;
@@ -46,22 +62,24 @@ std::uint64_t footprint_pages() {
   return pages_of((n + 1) * 8) + pages_of(graph_params.directed_edges() * 4) + pages_of(n * 4);
 }
 
-Config gpu_initiated(std::uint64_t frames, EvictionPolicy eviction = EvictionPolicy::clock) {
-  return Config{.cache_bytes = frames * 4096, .eviction = eviction, .max_pages_held_per_thread = apps::bfs_pages_held};
+Config gpu_initiated(std::uint64_t frames, EvictionPolicy eviction = EvictionPolicy::clock,
+                     std::uint32_t pages_held = apps::bfs_pages_held) {
+  return Config{.cache_bytes = frames * 4096, .eviction = eviction, .max_pages_held_per_thread = pages_held};
 }
 
-/// "" when `levels` equals the reference, else the first difference and how many there are.
-std::string compare_levels(const std::uint32_t* levels, const std::vector<std::uint32_t>& expected) {
+/// "" when `values` (levels, labels or distances) equal the reference, else the first
+/// difference and how many there are.
+std::string compare_values(const std::uint32_t* values, const std::vector<std::uint32_t>& expected) {
   std::uint64_t wrong = 0, first = 0;
   for (std::uint64_t v = expected.size(); v-- > 0;) {
-    if (levels[v] != expected[v]) {
+    if (values[v] != expected[v]) {
       ++wrong;
       first = v;
     }
   }
   if (wrong == 0) return {};
-  return std::to_string(wrong) + " vertices differ; vertex " + std::to_string(first) + ": level " +
-         std::to_string(levels[first]) + ", expected " + std::to_string(expected[first]);
+  return std::to_string(wrong) + " vertices differ; vertex " + std::to_string(first) + ": " +
+         std::to_string(values[first]) + ", expected " + std::to_string(expected[first]);
 }
 
 std::uint32_t depth_of(const std::vector<std::uint32_t>& expected) {
@@ -71,17 +89,23 @@ std::uint32_t depth_of(const std::vector<std::uint32_t>& expected) {
   return depth;
 }
 
+/// A migrate object of `rt` holding a copy of `contents`.
+template <class T>
+object<T> upload(Runtime& rt, const std::vector<T>& contents, const char* name) {
+  auto o = rt.alloc<T>(contents.size(), Placement::migrate, name);
+  std::copy(contents.begin(), contents.end(), o.host().begin());
+  return o;
+}
+
 /// The graph as warpvm objects (migrate) of `rt`, searched from every root with blocks of
 /// `block_threads`, each result compared with the reference on the levels' host copy.
-void expect_paged_bfs_matches(Runtime& rt, std::uint64_t wanted_blocks, unsigned block_threads = apps::bfs_block_threads) {
+void expect_paged_bfs_matches(Runtime& rt, std::uint64_t wanted_blocks, unsigned block_threads = apps::graph_block_threads) {
   const Graph& g = graph();
   const std::uint64_t n = graph_params.vertices();
-  auto offsets = rt.alloc<std::uint64_t>(n + 1, Placement::migrate, "offsets");
-  auto columns = rt.alloc<std::uint32_t>(g.columns.size(), Placement::migrate, "columns");
+  auto offsets = upload(rt, g.offsets, "offsets");
+  auto columns = upload(rt, g.columns, "columns");
   auto levels = rt.alloc<std::uint32_t>(n, Placement::migrate, "levels");
-  std::copy(g.offsets.begin(), g.offsets.end(), offsets.host().begin());
-  std::copy(g.columns.begin(), g.columns.end(), columns.host().begin());
-  apps::BfsQueues queues(n);
+  apps::FrontierQueues queues(n);
   const std::uint64_t max_blocks = apps::max_paged_blocks(rt, wanted_blocks, block_threads);
   for (std::size_t r = 0; r < g.roots.size(); ++r) {
     SCOPED_TRACE("root " + std::to_string(g.roots[r]));
@@ -91,7 +115,7 @@ void expect_paged_bfs_matches(Runtime& rt, std::uint64_t wanted_blocks, unsigned
     const std::uint32_t depth = apps::bfs_paged(rt, queues, offsets.device(), columns.device(), levels.device(),
                                                 g.roots[r], max_blocks, block_threads);
     rt.flush();
-    EXPECT_EQ(compare_levels(levels.host().data(), g.expected[r]), "");
+    EXPECT_EQ(compare_values(levels.host().data(), g.expected[r]), "");
     EXPECT_EQ(depth, depth_of(g.expected[r]));
   }
 }
@@ -121,14 +145,14 @@ TEST_F(Graph500Bfs, RawKernelOnDeviceMemoryMatchesReference) {
   DeviceVector<std::uint32_t> levels(n);
   WARPVM_CUDA_TRY(cudaMemcpy(offsets.get(), g.offsets.data(), (n + 1) * 8, cudaMemcpyHostToDevice));
   WARPVM_CUDA_TRY(cudaMemcpy(columns.get(), g.columns.data(), g.columns.size() * 4, cudaMemcpyHostToDevice));
-  apps::BfsQueues queues(n);
+  apps::FrontierQueues queues(n);
   for (std::size_t r = 0; r < g.roots.size(); ++r) {
     SCOPED_TRACE("root " + std::to_string(g.roots[r]));
-    apps::bfs_reset_levels<<<64, 256>>>(levels.get(), n, g.roots[r]);
+    apps::reset_from_root<<<64, 256>>>(levels.get(), n, g.roots[r]);
     WARPVM_CUDA_TRY(cudaDeviceSynchronize());
     const std::uint32_t depth = apps::bfs_raw(nullptr, queues, offsets.get(), columns.get(), levels.get(), g.roots[r],
                                               sm_count() * 8);
-    EXPECT_EQ(compare_levels(levels.to_host().data(), g.expected[r]), "");
+    EXPECT_EQ(compare_values(levels.to_host().data(), g.expected[r]), "");
     EXPECT_EQ(depth, depth_of(g.expected[r]));
   }
 }
@@ -217,6 +241,200 @@ TEST_F(Graph500Bfs, UvmPresetWithOneChunkTooFewEvictsOrSaysWhy) {
   std::uint64_t chunks_evicted = 0;
   for (const FaultBatch& b : rt.fault_batches()) chunks_evicted += b.chunks_evicted;
   EXPECT_GT(chunks_evicted, 0u);
+}
+
+// Connected components and shortest paths (cc.cuh, sssp.cuh).
+
+// Runs without a GPU too: the references the GPU tests compare against agree with BFS.
+TEST(GraphReferences, ComponentsAndDistancesAgreeWithBfs) {
+  const Graph& g = graph();
+  ASSERT_EQ(g.distances.size(), roots_per_test);
+  for (std::uint64_t v = 0; v < graph_params.vertices(); ++v) {
+    ASSERT_LE(g.labels[v], v);
+    for (std::uint64_t e = g.offsets[v]; e < g.offsets[v + 1]; ++e) ASSERT_EQ(g.labels[v], g.labels[g.columns[e]]);
+  }
+  for (std::size_t r = 0; r < g.roots.size(); ++r)
+    for (std::uint64_t v = 0; v < graph_params.vertices(); ++v) {
+      const std::uint32_t level = g.expected[r][v], distance = g.distances[r][v];
+      ASSERT_EQ(level == apps::bfs_unreached, distance == apps::sssp_unreached) << v;
+      if (level == apps::bfs_unreached) continue;
+      ASSERT_EQ(g.labels[v], g.labels[g.roots[r]]);  // reached: in the root's component
+      ASSERT_GE(distance, level);                     // weights are at least 1 ...
+      ASSERT_LE(distance, std::uint64_t{level} * sim::max_edge_weight);  // ... and at most 255
+    }
+}
+
+/// Pinned, mapped host memory holding a copy of `contents`: what zero-copy kernels read.
+template <class T>
+class PinnedCopy {
+ public:
+  explicit PinnedCopy(const std::vector<T>& contents) {
+    WARPVM_CUDA_TRY(cudaHostAlloc(&data_, contents.size() * sizeof(T), cudaHostAllocMapped));
+    std::copy(contents.begin(), contents.end(), data_);
+  }
+  ~PinnedCopy() { cudaFreeHost(data_); }
+  PinnedCopy(const PinnedCopy&) = delete;
+  PinnedCopy& operator=(const PinnedCopy&) = delete;
+  T* get() const { return data_; }
+
+ private:
+  T* data_ = nullptr;
+};
+
+/// CC, then SSSP from every root, with the plain-pointer kernels on this graph (device or
+/// pinned host memory); the values in device memory, compared with the references.
+void expect_raw_cc_and_sssp_match(const std::uint64_t* offsets, const std::uint32_t* columns,
+                                  const std::uint32_t* weights, std::uint64_t max_blocks) {
+  const Graph& g = graph();
+  const std::uint64_t n = graph_params.vertices();
+  DeviceVector<std::uint32_t> values(n);
+  apps::FrontierQueues queues(n);
+  apps::fill_identity<<<64, 256>>>(values.get(), n);
+  WARPVM_CUDA_TRY(cudaGetLastError());
+  const std::uint32_t iterations = apps::cc_raw(nullptr, queues, offsets, columns, values.get(), max_blocks);
+  EXPECT_EQ(compare_values(values.to_host().data(), g.labels), "");
+  EXPECT_GT(iterations, 1u);
+  for (std::size_t r = 0; r < g.roots.size(); ++r) {
+    SCOPED_TRACE("sssp from root " + std::to_string(g.roots[r]));
+    apps::reset_from_root<<<64, 256>>>(values.get(), n, g.roots[r]);
+    WARPVM_CUDA_TRY(cudaGetLastError());
+    apps::sssp_raw(nullptr, queues, offsets, columns, weights, values.get(), g.roots[r], max_blocks);
+    EXPECT_EQ(compare_values(values.to_host().data(), g.distances[r]), "");
+  }
+}
+
+class GraphCcSssp : public Graph500Bfs {};
+
+TEST_F(GraphCcSssp, RawKernelsOnDeviceMemoryMatchReferences) {
+  const Graph& g = graph();
+  DeviceVector<std::uint64_t> offsets(g.offsets.size());
+  DeviceVector<std::uint32_t> columns(g.columns.size()), weights(g.weights.size());
+  WARPVM_CUDA_TRY(cudaMemcpy(offsets.get(), g.offsets.data(), g.offsets.size() * 8, cudaMemcpyHostToDevice));
+  WARPVM_CUDA_TRY(cudaMemcpy(columns.get(), g.columns.data(), g.columns.size() * 4, cudaMemcpyHostToDevice));
+  WARPVM_CUDA_TRY(cudaMemcpy(weights.get(), g.weights.data(), g.weights.size() * 4, cudaMemcpyHostToDevice));
+  expect_raw_cc_and_sssp_match(offsets.get(), columns.get(), weights.get(), sm_count() * 8);
+}
+
+TEST_F(GraphCcSssp, RawKernelsOnPinnedHostMemoryMatchReferences) {
+  // Zero-copy, as the benchmark's zero_copy mode: the kernels read the graph over PCIe.
+  const Graph& g = graph();
+  const PinnedCopy<std::uint64_t> offsets(g.offsets);
+  const PinnedCopy<std::uint32_t> columns(g.columns), weights(g.weights);
+  expect_raw_cc_and_sssp_match(offsets.get(), columns.get(), weights.get(), sm_count() * 8);
+}
+
+/// Pages of CC's objects (offsets, columns, labels) and of SSSP's (the same and the weights).
+std::uint64_t cc_footprint_pages() { return footprint_pages(); }
+std::uint64_t sssp_footprint_pages() { return footprint_pages() + pages_of(graph_params.directed_edges() * 4); }
+
+/// CC through warpvm objects (migrate) of `rt`, twice (the second run starts from an emptied
+/// cache), each compared with the reference on the labels' host copy.
+void expect_paged_cc_matches(Runtime& rt, std::uint64_t wanted_blocks, unsigned block_threads = apps::graph_block_threads) {
+  const Graph& g = graph();
+  const std::uint64_t n = graph_params.vertices();
+  auto offsets = upload(rt, g.offsets, "offsets");
+  auto columns = upload(rt, g.columns, "columns");
+  auto labels = rt.alloc<std::uint32_t>(n, Placement::migrate, "labels");
+  apps::FrontierQueues queues(n);
+  const std::uint64_t max_blocks = apps::max_paged_blocks(rt, wanted_blocks, block_threads);
+  for (int run = 0; run < 2; ++run) {
+    SCOPED_TRACE("run " + std::to_string(run));
+    rt.drop_cached();
+    std::iota(labels.host().begin(), labels.host().end(), 0u);
+    const std::uint32_t iterations =
+        apps::cc_paged(rt, queues, offsets.device(), columns.device(), labels.device(), max_blocks, block_threads);
+    rt.flush();
+    EXPECT_EQ(compare_values(labels.host().data(), g.labels), "");
+    EXPECT_GT(iterations, 1u);
+  }
+}
+
+/// SSSP from every root through warpvm objects (migrate) of `rt`, each compared with the
+/// reference on the distances' host copy.
+void expect_paged_sssp_matches(Runtime& rt, std::uint64_t wanted_blocks, unsigned block_threads = apps::graph_block_threads) {
+  const Graph& g = graph();
+  const std::uint64_t n = graph_params.vertices();
+  auto offsets = upload(rt, g.offsets, "offsets");
+  auto columns = upload(rt, g.columns, "columns");
+  auto weights = upload(rt, g.weights, "weights");
+  auto distances = rt.alloc<std::uint32_t>(n, Placement::migrate, "distances");
+  apps::FrontierQueues queues(n);
+  const std::uint64_t max_blocks = apps::max_paged_blocks(rt, wanted_blocks, block_threads);
+  for (std::size_t r = 0; r < g.roots.size(); ++r) {
+    SCOPED_TRACE("root " + std::to_string(g.roots[r]));
+    rt.drop_cached();
+    std::fill(distances.host().begin(), distances.host().end(), apps::sssp_unreached);
+    distances.host()[g.roots[r]] = 0;
+    apps::sssp_paged(rt, queues, offsets.device(), columns.device(), weights.device(), distances.device(), g.roots[r],
+                     max_blocks, block_threads);
+    rt.flush();
+    EXPECT_EQ(compare_values(distances.host().data(), g.distances[r]), "");
+  }
+}
+
+TEST_F(GraphCcSssp, CcWholeGraphCached) {
+  Runtime rt(gpu_initiated(cc_footprint_pages(), EvictionPolicy::clock, apps::cc_pages_held));
+  expect_paged_cc_matches(rt, sm_count() * 8);
+  EXPECT_EQ(rt.stats().evictions, 0u);
+}
+
+TEST_F(GraphCcSssp, CcQuarterCacheEvictsAndStillMatches) {
+  Runtime rt(gpu_initiated(cc_footprint_pages() / 4, EvictionPolicy::clock, apps::cc_pages_held));
+  expect_paged_cc_matches(rt, sm_count() * 8, 64);
+  const Stats stats = rt.stats();
+  EXPECT_GT(stats.evictions, 0u);
+  EXPECT_GT(stats.writebacks, 0u);  // label pages written back (flush and eviction)
+}
+
+TEST_F(GraphCcSssp, CcQuarterCacheWithTheDreamPreset) {
+  Config config = Config::preset(Preset::dream);
+  config.cache_bytes = cc_footprint_pages() / 4 * 4096;
+  config.max_pages_held_per_thread = apps::cc_pages_held;
+  Runtime rt(config);
+  expect_paged_cc_matches(rt, sm_count() * 8, 64);
+  EXPECT_GT(rt.stats().evictions, 0u);
+}
+
+TEST_F(GraphCcSssp, SsspWholeGraphCached) {
+  Runtime rt(gpu_initiated(sssp_footprint_pages(), EvictionPolicy::clock, apps::sssp_pages_held));
+  expect_paged_sssp_matches(rt, sm_count() * 8);
+  EXPECT_EQ(rt.stats().evictions, 0u);
+}
+
+TEST_F(GraphCcSssp, SsspQuarterCacheEvictsAndStillMatches) {
+  Runtime rt(gpu_initiated(sssp_footprint_pages() / 4, EvictionPolicy::clock, apps::sssp_pages_held));
+  expect_paged_sssp_matches(rt, sm_count() * 8, 64);
+  const Stats stats = rt.stats();
+  EXPECT_GT(stats.evictions, 0u);
+  EXPECT_GT(stats.writebacks, 0u);
+}
+
+TEST_F(GraphCcSssp, LeastCacheTheLaunchesMayHave) {
+  // One block of 64 threads: 128 frames for CC (a column page and a label each), 192 for SSSP
+  // (a column page, its weight page and a distance): both finish, evicting all the way.
+  constexpr unsigned threads = 64;
+  {
+    Runtime rt(gpu_initiated(detail::frames_required(threads, apps::cc_pages_held), EvictionPolicy::clock,
+                             apps::cc_pages_held));
+    EXPECT_EQ(rt.max_resident_threads(), threads);
+    expect_paged_cc_matches(rt, 1, threads);
+    EXPECT_GT(rt.stats().evictions, 0u);
+  }
+  Runtime rt(gpu_initiated(detail::frames_required(threads, apps::sssp_pages_held), EvictionPolicy::clock,
+                           apps::sssp_pages_held));
+  EXPECT_EQ(rt.max_resident_threads(), threads);
+  expect_paged_sssp_matches(rt, 1, threads);
+  EXPECT_GT(rt.stats().evictions, 0u);
+}
+
+TEST_F(GraphCcSssp, UvmPresetWithTheWholeGraph) {
+  // Every object in whole 2 MB chunks: offsets 1, columns 4, weights 4, values 1.
+  {
+    Runtime rt(uvm_preset(uvm_chunks()));
+    expect_paged_cc_matches(rt, sm_count() * 8);
+  }
+  Runtime rt(uvm_preset(uvm_chunks() + 4));
+  expect_paged_sssp_matches(rt, sm_count() * 8);
 }
 
 }  // namespace

@@ -289,7 +289,7 @@ TEST(RequestBatch, TakesSixteenRequestsAtAlignedOffsets) {
   std::uint64_t expected_offset = 0;
   for (std::uint32_t i = 0; i < batch_max_requests; ++i) {
     const std::uint32_t bytes = sizes[i % 5];
-    ASSERT_TRUE(batch.try_add(Request{i, 1, i, bytes, 0}, ~std::uint64_t{0}));
+    ASSERT_TRUE(batch.try_add(Request{i, 1, i, bytes, std::uint64_t{i} * 256}, ~std::uint64_t{0}));  // disjoint sources
     EXPECT_EQ(batch.offsets[i], expected_offset);
     EXPECT_EQ(batch.offsets[i] % staging_alignment, 0u);
     expected_offset = (expected_offset + bytes + staging_alignment - 1) / staging_alignment * staging_alignment;
@@ -299,11 +299,37 @@ TEST(RequestBatch, TakesSixteenRequestsAtAlignedOffsets) {
   EXPECT_EQ(batch.bytes, batch.offsets[15] + sizes[15 % 5]);  // the run ends where the last request does
 }
 
+TEST(RequestBatch, OverlappingSourcesShareTheirBytes) {
+  // Windows of a banded matrix: rows [128w - 4, 128w + 132) of 8-byte values for warps w = 0, 1, 2.
+  Batch batch;
+  ASSERT_TRUE(batch.try_add(Request{0, 1, 0, 132 * 8, 0}, ~std::uint64_t{0}));
+  ASSERT_TRUE(batch.try_add(Request{0, 1, 1, 136 * 8, 124 * 8}, ~std::uint64_t{0}));
+  ASSERT_TRUE(batch.try_add(Request{0, 1, 2, 136 * 8, 252 * 8}, ~std::uint64_t{0}));
+  EXPECT_EQ(batch.offsets[1], 124u * 8);  // the displacement of its source, as the first one's
+  EXPECT_EQ(batch.offsets[2], 252u * 8);
+  EXPECT_EQ(batch.bytes, 388u * 8);       // one mirrored span, no byte twice
+  // Not a multiple of 16 past the previous source: its own aligned place after the run.
+  ASSERT_TRUE(batch.try_add(Request{0, 1, 3, 64, 252 * 8 + 8}, ~std::uint64_t{0}));
+  EXPECT_EQ(batch.offsets[3], 388u * 8);
+  // Before the previous source, or after its end: its own place too.
+  ASSERT_TRUE(batch.try_add(Request{0, 1, 4, 16, 0}, ~std::uint64_t{0}));
+  EXPECT_EQ(batch.offsets[4], 388u * 8 + 64);
+  ASSERT_TRUE(batch.try_add(Request{0, 1, 5, 16, 16}, ~std::uint64_t{0}));  // abuts: not inside
+  EXPECT_EQ(batch.offsets[5], 388u * 8 + 80);
+  for (std::uint32_t i = 0; i < batch.count; ++i) EXPECT_EQ(batch.offsets[i] % staging_alignment, 0u);
+  // A shared span still has to fit the run.
+  Batch small;
+  ASSERT_TRUE(small.try_add(Request{0, 1, 0, 4096, 0}, 4112));
+  EXPECT_FALSE(small.try_add(Request{0, 1, 1, 4096, 32}, 4112));
+  EXPECT_TRUE(small.try_add(Request{0, 1, 1, 4096, 16}, 4112));
+  EXPECT_EQ(small.bytes, 4112u);
+}
+
 TEST(RequestBatch, RefusesWhatWouldOutgrowTheRun) {
   Batch batch;
   ASSERT_TRUE(batch.try_add(Request{0, 1, 0, 4000, 0}, 8192));
-  EXPECT_FALSE(batch.try_add(Request{1, 1, 1, 4193, 0}, 8192));  // 4000 -> 4000, + 4193 > 8192
-  EXPECT_TRUE(batch.try_add(Request{1, 1, 1, 4192, 0}, 8192));
+  EXPECT_FALSE(batch.try_add(Request{1, 1, 1, 4193, 4000}, 8192));  // 4000 -> 4000, + 4193 > 8192
+  EXPECT_TRUE(batch.try_add(Request{1, 1, 1, 4192, 4000}, 8192));
   EXPECT_EQ(batch.count, 2u);
   EXPECT_EQ(batch.pages(4096), 2u);
   Batch empty;
@@ -484,12 +510,15 @@ TEST(RequestChannel, EveryConsumerGetsItsBytesAndStagingIsRecycled) {
     const auto lease = static_cast<std::uint32_t>(free_lease - lease_in_use.begin());
     lease_open(leases[lease], first_page, pages, batch.count);
     lease_in_use[lease] = true;
-    for (std::uint32_t i = 0; i < batch.count; ++i) {  // the activator
+    // The activator: every copy of the batch, then the wakes (requests with overlapping sources
+    // share staging bytes, which a woken warp may already read), as the channel's stream orders them.
+    for (std::uint32_t i = 0; i < batch.count; ++i) {
       const Request& r = batch.requests[i];
       const std::uint64_t at = std::uint64_t{first_page} * page_bytes + batch.offsets[i];
       std::memcpy(staging.data() + at, source.data() + r.source_offset, r.bytes);
-      waiter_wake(waiters[r.waiter], lease, at);
     }
+    for (std::uint32_t i = 0; i < batch.count; ++i)
+      waiter_wake(waiters[batch.requests[i].waiter], lease, std::uint64_t{first_page} * page_bytes + batch.offsets[i]);
     served += batch.count;
     ++batches;
     largest_batch = std::max(largest_batch, batch.count);

@@ -170,24 +170,36 @@ inline constexpr std::uint32_t staging_alignment = 16;
   return static_cast<std::uint32_t>((bytes + page_bytes - 1) / page_bytes);
 }
 
-/// Ready requests that will share one contiguous staging run, each at its own aligned offset.
+/// Ready requests that will share one contiguous staging run, each at a 16-byte aligned offset.
 struct Batch {
   Request requests[batch_max_requests];
   std::uint64_t offsets[batch_max_requests];  ///< where each request's data starts in the run
   std::uint32_t count = 0;
-  std::uint64_t bytes = 0;  ///< the run's used length: the last request's end
+  std::uint64_t bytes = 0;  ///< the run's used length: the furthest request end
 
   /// Adds a request at the next aligned offset; false, adding nothing, when the batch has 16
   /// requests or the run would grow past `max_bytes` (say the largest free run the monitor can
   /// get). A request that is refused by an empty batch can never be served at that size.
+  ///
+  /// A request whose source starts inside the previous request's source range, a multiple of 16
+  /// bytes after it, shares those bytes instead: it is placed at the same displacement from its
+  /// source as the previous one (still 16-byte aligned), so one copy serves both (overlapping
+  /// windows, such as a stencil's or a banded matrix's halo rows read by neighbouring warps).
   WARPVM_HD bool try_add(const Request& request, std::uint64_t max_bytes) {
     if (count == batch_max_requests) return false;
-    const std::uint64_t offset = (bytes + staging_alignment - 1) / staging_alignment * staging_alignment;
-    if (offset + request.bytes > max_bytes) return false;
+    std::uint64_t offset = (bytes + staging_alignment - 1) / staging_alignment * staging_alignment;
+    if (count != 0) {
+      const Request& previous = requests[count - 1];
+      const std::uint64_t after = request.source_offset - previous.source_offset;
+      if (request.source_offset >= previous.source_offset && after < previous.bytes && after % staging_alignment == 0)
+        offset = offsets[count - 1] + after;
+    }
+    const std::uint64_t end = offset + request.bytes > bytes ? offset + request.bytes : bytes;
+    if (end > max_bytes) return false;
     requests[count] = request;
     offsets[count] = offset;
     ++count;
-    bytes = offset + request.bytes;
+    bytes = end;
     return true;
   }
 

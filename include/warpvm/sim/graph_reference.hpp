@@ -1,0 +1,158 @@
+#pragma once
+/// @file
+/// Edge weights and the CPU references for connected components and single-source shortest
+/// paths on symmetric CSR graphs (rmat.hpp's; issue #5): union-find for the components (labels:
+/// the least vertex id of each component) and Dijkstra for the distances. Independent of the GPU
+/// kernels' algorithms (label propagation, frontier Bellman-Ford), so that they check them.
+/// Host code only; shared by warpvm-graph-bench, the GPU tests and the host tests.
+///
+/// @code
+///   std::vector<std::uint32_t> weights(columns.size());
+///   warpvm::sim::fill_edge_weights(offsets, columns, weights, /*seed=*/7);
+///   auto labels = warpvm::sim::reference_cc(offsets, columns);
+///   auto distances = warpvm::sim::reference_sssp(offsets, columns, weights, /*root=*/0);
+/// @endcode
+
+#include "warpvm/sim/rmat.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <queue>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace warpvm::sim {
+
+/// Distance of a vertex the root does not reach (the same value as bfs_unreached, so that
+/// bfs_work() reads distances as it reads levels).
+inline constexpr std::uint32_t sssp_unreached = std::numeric_limits<std::uint32_t>::max();
+/// Edge weights are integers in [1, max_edge_weight].
+inline constexpr std::uint32_t max_edge_weight = 255;
+
+/// Weight of the undirected edge {u, v}: a pure function of the seed and the unordered pair, so
+/// both directions of an edge (and its duplicates) weigh the same whatever the threads.
+inline std::uint32_t edge_weight(std::uint64_t seed, std::uint32_t u, std::uint32_t v) {
+  const std::uint64_t pair = std::uint64_t{std::min(u, v)} << 32 | std::max(u, v);
+  return 1 + static_cast<std::uint32_t>(mix64(mix64(seed ^ 0x3c6ef372fe94f82bull) + pair) % max_edge_weight);
+}
+
+/// weights[e] = edge_weight(seed, v, columns[e]) for every entry e of v's row: a CSR weights
+/// array aligned with `columns`. `parallel_for` as for build_rmat_csr.
+template <class ParallelFor = SerialFor>
+void fill_edge_weights(std::span<const std::uint64_t> offsets, std::span<const std::uint32_t> columns,
+                       std::span<std::uint32_t> weights, std::uint64_t seed, ParallelFor&& parallel_for = {}) {
+  if (weights.size() != columns.size())
+    throw std::invalid_argument("fill_edge_weights: weights need as many entries as columns (" +
+                                std::to_string(columns.size()) + "), got " + std::to_string(weights.size()));
+  parallel_for(offsets.size() - 1, [&](std::uint64_t lo, std::uint64_t hi) {
+    for (std::uint64_t v = lo; v < hi; ++v)
+      for (std::uint64_t e = offsets[v]; e < offsets[v + 1]; ++e)
+        weights[e] = edge_weight(seed, static_cast<std::uint32_t>(v), columns[e]);
+  });
+}
+
+/// Component labels: each vertex gets the least vertex id of its component (of the undirected
+/// graph: a CSR entry joins its two ends whichever way it is stored). Union-find whose
+/// roots are always their set's least member (a union links the larger root under the smaller
+/// with a compare-and-swap, retried on a race; finds halve paths with benign CASes), so threads
+/// may unite edges in any order. `parallel_for` as for build_rmat_csr.
+template <class ParallelFor = SerialFor>
+std::vector<std::uint32_t> reference_cc(std::span<const std::uint64_t> offsets, std::span<const std::uint32_t> columns,
+                                        ParallelFor&& parallel_for = {}) {
+  const std::uint64_t n = offsets.size() - 1;
+  std::vector<std::uint32_t> parent(n);
+  parallel_for(n, [&](std::uint64_t lo, std::uint64_t hi) {
+    for (std::uint64_t v = lo; v < hi; ++v) parent[v] = static_cast<std::uint32_t>(v);
+  });
+  using Ref = std::atomic_ref<std::uint32_t>;
+  auto find = [&](std::uint32_t x) {
+    for (;;) {
+      const std::uint32_t up = Ref(parent[x]).load(std::memory_order_relaxed);
+      if (up == x) return x;
+      std::uint32_t expected = up;  // halving: point x at its grandparent, still an ancestor
+      Ref(parent[x]).compare_exchange_weak(expected, Ref(parent[up]).load(std::memory_order_relaxed),
+                                           std::memory_order_relaxed);
+      x = up;
+    }
+  };
+  parallel_for(n, [&](std::uint64_t lo, std::uint64_t hi) {
+    for (std::uint64_t v = lo; v < hi; ++v)
+      for (std::uint64_t e = offsets[v]; e < offsets[v + 1]; ++e) {
+        if (columns[e] == v) continue;  // every other entry: a one-way entry still joins (weak components)
+        for (;;) {
+          std::uint32_t a = find(static_cast<std::uint32_t>(v)), b = find(columns[e]);
+          if (a == b) break;
+          if (a < b) std::swap(a, b);
+          std::uint32_t expected = a;  // a is still a root: hang it under the smaller root b
+          if (Ref(parent[a]).compare_exchange_strong(expected, b, std::memory_order_relaxed)) break;
+        }
+      }
+  });
+  std::vector<std::uint32_t> labels(n);
+  parallel_for(n, [&](std::uint64_t lo, std::uint64_t hi) {
+    for (std::uint64_t v = lo; v < hi; ++v) labels[v] = find(static_cast<std::uint32_t>(v));
+  });
+  return labels;
+}
+
+/// Shortest-path distances from `root` over the weighted symmetric CSR (Dijkstra with a binary
+/// heap; serial), sssp_unreached where it does not reach. Throws std::overflow_error when a
+/// distance does not fit a uint32 below sssp_unreached (the GPU kernels keep uint32 distances).
+inline std::vector<std::uint32_t> reference_sssp(std::span<const std::uint64_t> offsets,
+                                                 std::span<const std::uint32_t> columns,
+                                                 std::span<const std::uint32_t> weights, std::uint32_t root) {
+  const std::uint64_t n = offsets.size() - 1;
+  if (root >= n) throw std::invalid_argument("reference_sssp: root " + std::to_string(root) + " is not a vertex");
+  if (weights.size() != columns.size()) throw std::invalid_argument("reference_sssp: weights and columns differ in size");
+  constexpr std::uint64_t unreached = std::numeric_limits<std::uint64_t>::max();
+  std::vector<std::uint64_t> distance(n, unreached);
+  using Entry = std::pair<std::uint64_t, std::uint32_t>;  // (tentative distance, vertex)
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
+  distance[root] = 0;
+  heap.emplace(0, root);
+  while (!heap.empty()) {
+    const auto [d, v] = heap.top();
+    heap.pop();
+    if (d != distance[v]) continue;  // superseded by a shorter path
+    for (std::uint64_t e = offsets[v]; e < offsets[v + 1]; ++e) {
+      const std::uint64_t candidate = d + weights[e];
+      if (candidate < distance[columns[e]]) {
+        distance[columns[e]] = candidate;
+        heap.emplace(candidate, columns[e]);
+      }
+    }
+  }
+  std::vector<std::uint32_t> out(n);
+  for (std::uint64_t v = 0; v < n; ++v) {
+    if (distance[v] != unreached && distance[v] >= sssp_unreached)
+      throw std::overflow_error("reference_sssp: vertex " + std::to_string(v) + " is " + std::to_string(distance[v]) +
+                                " away, more than a uint32 distance holds");
+    out[v] = distance[v] == unreached ? sssp_unreached : static_cast<std::uint32_t>(distance[v]);
+  }
+  return out;
+}
+
+/// What a components run covers, for the benchmark's records.
+struct CcWork {
+  std::uint64_t components = 0;         ///< distinct labels (isolated vertices count as one each)
+  std::uint64_t largest_component = 0;  ///< vertices in the largest
+};
+
+inline CcWork cc_work(std::span<const std::uint32_t> labels) {
+  std::vector<std::uint64_t> size(labels.size(), 0);
+  for (const std::uint32_t label : labels) ++size[label];
+  CcWork w;
+  for (const std::uint64_t s : size) {
+    w.components += s > 0;
+    w.largest_component = std::max(w.largest_component, s);
+  }
+  return w;
+}
+
+}  // namespace warpvm::sim
