@@ -3,9 +3,11 @@
 // its own device copy of every object: all accesses local, no coherence, not a correct program
 // where GPUs read each other's writes, so its records are never "verified"). Data starts on the
 // host (drop_cached() before every run); every warpvm result is checked against the same kernel
-// run on one GPU over plain device memory. JSON Lines out (docs/benchmarks.md), progress on stderr.
+// run on one GPU over plain device memory (exit status 1 if any differs; im2col and conv2d's
+// reference is itself spot-checked against a host computation). JSON Lines out
+// (docs/benchmarks.md), progress on stderr.
 //
-//   warpvm-placement-bench --gpus 2 --bytes 1GiB --repeats 3 [--workloads transpose,stencil2d,gemm,pagerank]
+//   warpvm-placement-bench --gpus 2 --bytes 1GiB --repeats 3 [--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d]
 //                          [--modes on_touch,access_counter,duplication,oasis,ideal] [--out f.jsonl]
 
 #include "../micro/bench_support.cuh"
@@ -17,6 +19,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -35,23 +38,30 @@ struct Raw {
   __device__ unsigned gpu() const { return g; }
   __device__ unsigned gpus() const { return G; }
   __host__ __device__ std::uint64_t size() const { return n; }
+  /// Device memory has no pages: one "page" spans any run.
+  __device__ std::uint64_t elements_per_page() const { return std::uint64_t{1} << 62; }
+  template <access A, class F>
+  __device__ void with_span(std::uint64_t i, std::uint32_t, F&& f) const {
+    f(data + i);
+  }
 };
 
 __device__ std::uint64_t tid() { return blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; }
 __device__ std::uint64_t nthreads() { return std::uint64_t{gridDim.x} * blockDim.x; }
 
-// ---- transpose: 32 x 32 tiles through shared memory, tile rows dealt to the GPUs round-robin ----
-// A pure move: the tile holds the arrays' own element type, so no element is converted on the way.
+// ---- transpose: out (cols x rows) = in (rows x cols)^T, both multiples of 32; 32 x 32 tiles ----
+// through shared memory, tile rows of `out` dealt to the GPUs round-robin. A pure move: the tile
+// holds the arrays' own element type, so no element is converted on the way.
 template <class Array>
-__global__ void transpose_kernel(Array in, Array out, std::uint64_t n) {
+__global__ void transpose_kernel(Array in, Array out, std::uint64_t rows, std::uint64_t cols) {
   __shared__ typename Array::value_type tile[32][33];
-  const std::uint64_t tiles = n / 32;
-  for (std::uint64_t t = blockIdx.x; t < tiles * tiles; t += gridDim.x) {
-    const std::uint64_t ti = t / tiles, tj = t % tiles;
+  const std::uint64_t out_tile_rows = cols / 32, out_tile_cols = rows / 32;
+  for (std::uint64_t t = blockIdx.x; t < out_tile_rows * out_tile_cols; t += gridDim.x) {
+    const std::uint64_t ti = t / out_tile_cols, tj = t % out_tile_cols;
     if (ti % out.gpus() != out.gpu()) continue;
-    for (unsigned y = threadIdx.y; y < 32; y += blockDim.y) tile[y][threadIdx.x] = in.load((tj * 32 + y) * n + ti * 32 + threadIdx.x);
+    for (unsigned y = threadIdx.y; y < 32; y += blockDim.y) tile[y][threadIdx.x] = in.load((tj * 32 + y) * cols + ti * 32 + threadIdx.x);
     __syncthreads();
-    for (unsigned y = threadIdx.y; y < 32; y += blockDim.y) out.store((ti * 32 + y) * n + tj * 32 + threadIdx.x, tile[threadIdx.x][y]);
+    for (unsigned y = threadIdx.y; y < 32; y += blockDim.y) out.store((ti * 32 + y) * rows + tj * 32 + threadIdx.x, tile[threadIdx.x][y]);
     __syncthreads();
   }
 }
@@ -84,21 +94,29 @@ __global__ void stencil_kernel(Grid a, Grid b, std::uint64_t n, unsigned sweeps,
   }
 }
 
-// ---- GEMM: C = A x B, fp32, 64 x 64 tiles of C dealt to the GPUs round-robin, 4 x 4 per thread ----
+// ---- GEMM: C (m x n) = A (m x k) x B (k x n), fp32, every size a multiple of 64; 64 x 64 tiles ----
+// of C dealt to the GPUs round-robin, 4 x 4 per thread (256 threads). A warp loads a 64-element
+// tile row (256 B, inside one page: rows and tile offsets are multiples of 64 elements) under one
+// hold (with_span) instead of one hold per 32 elements.
 template <class M>
-__global__ void gemm_kernel(M A, M B, M C, std::uint64_t n) {
+__global__ void gemm_kernel(M A, M B, M C, std::uint64_t m, std::uint64_t n, std::uint64_t k_size) {
   __shared__ float as[64][65], bs[64][65];
-  const std::uint64_t tiles = n / 64;
-  const unsigned tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  for (std::uint64_t t = blockIdx.x; t < tiles * tiles; t += gridDim.x) {
+  const std::uint64_t row_tiles = m / 64, col_tiles = n / 64, k_tiles = k_size / 64;
+  const unsigned tx = threadIdx.x % 16, ty = threadIdx.x / 16, lane = threadIdx.x % 32;
+  for (std::uint64_t t = blockIdx.x; t < row_tiles * col_tiles; t += gridDim.x) {
     if (t % C.gpus() != C.gpu()) continue;
-    const std::uint64_t ti = t / tiles, tj = t % tiles;
+    const std::uint64_t ti = t / col_tiles, tj = t % col_tiles;
     float acc[4][4] = {};
-    for (std::uint64_t k = 0; k < tiles; ++k) {
-      for (unsigned e = threadIdx.x; e < 64 * 64; e += blockDim.x) {
-        const unsigned r = e / 64, c = e % 64;
-        as[r][c] = A.load((ti * 64 + r) * n + k * 64 + c);
-        bs[r][c] = B.load((k * 64 + r) * n + tj * 64 + c);
+    for (std::uint64_t k = 0; k < k_tiles; ++k) {
+      for (unsigned r = threadIdx.x / 32; r < 64; r += blockDim.x / 32) {
+        A.template with_span<access::read>((ti * 64 + r) * k_size + k * 64, 64, [&](const float* row) {
+          as[r][lane] = row[lane];
+          as[r][lane + 32] = row[lane + 32];
+        });
+        B.template with_span<access::read>((k * 64 + r) * n + tj * 64, 64, [&](const float* row) {
+          bs[r][lane] = row[lane];
+          bs[r][lane + 32] = row[lane + 32];
+        });
       }
       __syncthreads();
       for (unsigned kk = 0; kk < 64; ++kk)
@@ -112,26 +130,56 @@ __global__ void gemm_kernel(M A, M B, M C, std::uint64_t n) {
 }
 
 // ---- PageRank (pull) over an R-MAT CSR: x[u] = rank[u] / degree(u); one launch per iteration ----
+// A lane walks its adjacency run one page at a time under one hold (with_span) and gathers the
+// neighbours' ranks inside it (nested accesses, in the same order as element by element).
 template <class O, class Cl, class X>
 __global__ void pagerank_kernel(O offsets, Cl columns, X x_cur, X x_next, std::uint64_t vertices) {
   const std::uint64_t v0 = vertices * x_next.gpu() / x_next.gpus(), v1 = vertices * (x_next.gpu() + 1) / x_next.gpus();
+  const std::uint64_t per_page = columns.elements_per_page();
   for (std::uint64_t v = v0 + tid(); v < v1; v += nthreads()) {
     const std::uint64_t begin = offsets.load(v), end = offsets.load(v + 1);
     float sum = 0;
-    for (std::uint64_t e = begin; e < end; ++e) sum += x_cur.load(columns.load(e));
+    for (std::uint64_t e = begin; e < end;) {
+      const auto run = static_cast<std::uint32_t>(std::min(end - e, per_page - e % per_page));
+      columns.template with_span<access::read>(e, run, [&](const std::uint32_t* neighbours) {
+        for (std::uint32_t j = 0; j < run; ++j) sum += x_cur.load(neighbours[j]);
+      });
+      e += run;
+    }
     const float rank = 0.15f / static_cast<float>(vertices) + 0.85f * sum;
     x_next.store(v, end > begin ? rank / static_cast<float>(end - begin) : rank);
   }
 }
 
+// ---- im2col: 3 x 3 patches, "same" zero padding, stride 1 ----
+// col (channels * 9 rows x height * width columns): col[(c * 9 + r * 3 + s) * hw + y * width + x]
+// is image[c][y + r - 1][x + s - 1], 0 outside the image. Each GPU writes one contiguous part
+// of col (private writes) and reads the image planes it needs (shared only at part boundaries).
+template <class Img, class Col>
+__global__ void im2col_kernel(Img image, Col col, std::uint32_t channels, std::uint32_t height, std::uint32_t width) {
+  const std::uint64_t hw = std::uint64_t{height} * width, total = std::uint64_t{channels} * 9 * hw;
+  const std::uint64_t begin = total * col.gpu() / col.gpus(), end = total * (col.gpu() + 1) / col.gpus();
+  for (std::uint64_t i = begin + tid(); i < end; i += nthreads()) {
+    const std::uint64_t row = i / hw, pixel = i % hw;
+    const std::uint64_t c = row / 9;
+    const long long y = static_cast<long long>(pixel / width) + static_cast<long long>(row % 9 / 3) - 1;
+    const long long x = static_cast<long long>(pixel % width) + static_cast<long long>(row % 3) - 1;
+    float v = 0.0f;
+    if (y >= 0 && y < height && x >= 0 && x < width) v = image.load(c * hw + static_cast<std::uint64_t>(y) * width + static_cast<std::uint64_t>(x));
+    col.store(i, v);
+  }
+}
+
 constexpr unsigned sweeps = 4;      ///< stencil2d sweeps inside its one kernel
+constexpr std::uint64_t conv_channels = 64;  ///< conv2d's input planes (9 x 64 = 576 GEMM k, a multiple of 64)
+constexpr std::uint64_t conv_filters = 64;   ///< conv2d's output planes (GEMM m)
 constexpr unsigned iterations = 3;  ///< pagerank launches
 
 struct Args {
   std::vector<unsigned> gpus{2};
   std::uint64_t bytes = 1ull << 30;
   int repeats = 3;
-  std::vector<std::string> workloads{"transpose", "stencil2d", "gemm", "pagerank"};
+  std::vector<std::string> workloads{"transpose", "stencil2d", "gemm", "pagerank", "im2col", "conv2d"};
   std::vector<std::string> modes{"on_touch", "access_counter", "duplication", "oasis", "ideal"};
   Options out;
 };
@@ -139,7 +187,7 @@ struct Args {
 [[noreturn]] void usage(const std::string& m) {
   std::fprintf(stderr,
                "%s\nusage: warpvm-placement-bench [--gpus 2] [--bytes 1GiB] [--repeats 3] "
-               "[--workloads transpose,stencil2d,gemm,pagerank] [--modes on_touch,access_counter,duplication,oasis,ideal] "
+               "[--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d] [--modes on_touch,access_counter,duplication,oasis,ideal] "
                "[--out f.jsonl] [--commit SHA]\n",
                m.c_str());
   std::exit(2);
@@ -189,6 +237,10 @@ struct Workload {
   std::function<void(const std::vector<std::vector<std::uint32_t*>>&, const std::vector<cudaStream_t>&, unsigned gpus)> raw;
   /// Runs through a space; `objs` are its objects in order.
   std::function<void(MultiGpuSpace&, const std::vector<shared_object<std::uint32_t>>&)> paged;
+  /// Optional: checks sampled outputs of the single-GPU reference against a host computation from
+  /// the initial objects (that the kernels compute what the workload says); a message if one is off.
+  std::function<std::string(const std::vector<std::vector<std::uint32_t>>& objects, const std::vector<std::uint32_t>& output)>
+      check_reference;
 };
 
 template <class T>
@@ -207,6 +259,31 @@ unsigned occupancy_blocks(const void* kernel, int block, int device) {
   return static_cast<unsigned>(std::max(1, per_sm) * sms);
 }
 
+/// Floats in [-1, 1), multiples of 1/512 (so every product of two is exact in fp32), from `salt`.
+void fill_small_floats(std::vector<std::uint32_t>& words, std::uint64_t salt) {
+  auto* f = reinterpret_cast<float*>(words.data());
+  parallel_for(words.size(), [&](std::uint64_t lo, std::uint64_t hi) {
+    for (std::uint64_t i = lo; i < hi; ++i) f[i] = static_cast<float>(sim::mix64(i * 3 + salt) % 1024) / 512.0f - 1.0f;
+  });
+}
+
+/// conv2d's shape: `channels` input planes of height x width (a multiple of 8 each way, so that
+/// height x width is a multiple of 64), `filters` 3 x 3 filters, "same" zero padding.
+struct ConvShape {
+  std::uint64_t channels = conv_channels, filters = conv_filters, height = 8, width = 8;
+  [[nodiscard]] std::uint64_t pixels() const { return height * width; }
+  [[nodiscard]] std::uint64_t taps() const { return channels * 9; }  ///< im2col's rows, GEMM's k
+  /// The smallest square image (side a multiple of 8) whose objects take at least `bytes`, where
+  /// `words_per_pixel` counts the objects' 32-bit words per pixel and `fixed_words` the rest.
+  static ConvShape at_least(std::uint64_t bytes, std::uint64_t words_per_pixel, std::uint64_t fixed_words) {
+    ConvShape c;
+    const double pixels = std::max(0.0, (static_cast<double>(bytes) / 4.0 - static_cast<double>(fixed_words)) /
+                                            static_cast<double>(words_per_pixel));
+    c.height = c.width = std::max<std::uint64_t>(8, static_cast<std::uint64_t>(std::ceil(std::sqrt(pixels) / 8.0)) * 8);
+    return c;
+  }
+};
+
 Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* barrier) {
   Workload w;
   w.name = name;
@@ -220,11 +297,11 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* b
       for (unsigned g = 0; g < G; ++g) {
         check(cudaSetDevice(g), "cudaSetDevice");
         transpose_kernel<<<1056, dim3(32, 8), 0, streams[g]>>>(raw_of<std::uint32_t>(p[g][0], n * n, g, G),
-                                                              raw_of<std::uint32_t>(p[g][1], n * n, g, G), n);
+                                                              raw_of<std::uint32_t>(p[g][1], n * n, g, G), n, n);
       }
     };
     w.paged = [n](MultiGpuSpace& s, const auto& o) {
-      s.launch(transpose_kernel<shared_array<std::uint32_t>>, dim3(1056), dim3(32, 8), 0, o[0].on(0), o[1].on(0), n);
+      s.launch(transpose_kernel<shared_array<std::uint32_t>>, dim3(1056), dim3(32, 8), 0, o[0].on(0), o[1].on(0), n, n);
     };
   } else if (name == "stencil2d") {
     const std::uint64_t n = std::max<std::uint64_t>(64, static_cast<std::uint64_t>(std::sqrt(bytes / 8.0)));
@@ -251,24 +328,19 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* b
   } else if (name == "gemm") {
     const std::uint64_t n = std::max<std::uint64_t>(64, static_cast<std::uint64_t>(std::sqrt(bytes / 12.0)) / 64 * 64);
     w.objects.assign(3, std::vector<std::uint32_t>(n * n));
-    for (int m = 0; m < 2; ++m) {
-      auto* f = reinterpret_cast<float*>(w.objects[m].data());
-      parallel_for(n * n, [&](std::uint64_t lo, std::uint64_t hi) {
-        for (std::uint64_t i = lo; i < hi; ++i) f[i] = static_cast<float>(sim::mix64(i * 3 + m) % 1024) / 512.0f - 1.0f;
-      });
-    }
+    for (int m = 0; m < 2; ++m) fill_small_floats(w.objects[m], static_cast<std::uint64_t>(m));
     w.output = 2;
     w.useful_bytes = 3 * n * n * 4;
     w.raw = [n](const auto& p, const auto& streams, unsigned G) {
       for (unsigned g = 0; g < G; ++g) {
         check(cudaSetDevice(g), "cudaSetDevice");
         gemm_kernel<<<264, 256, 0, streams[g]>>>(raw_of<float>(p[g][0], n * n, g, G), raw_of<float>(p[g][1], n * n, g, G),
-                                                 raw_of<float>(p[g][2], n * n, g, G), n);
+                                                 raw_of<float>(p[g][2], n * n, g, G), n, n, n);
       }
     };
     w.paged = [n](MultiGpuSpace& s, const auto& o) {
       s.launch(gemm_kernel<shared_array<float>>, dim3(264), dim3(256), 0, as<float>(o[0].on(0)), as<float>(o[1].on(0)),
-               as<float>(o[2].on(0)), n);
+               as<float>(o[2].on(0)), n, n, n);
     };
   } else if (name == "pagerank") {
     sim::RmatParams graph{.scale = 4};
@@ -304,6 +376,88 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* b
         s.launch(pagerank_kernel<shared_array<std::uint64_t>, shared_array<std::uint32_t>, shared_array<float>>, dim3(1056),
                  dim3(256), 0, as<std::uint64_t>(o[0].on(0)), o[1].on(0), as<float>(o[2 + it % 2].on(0)),
                  as<float>(o[2 + (it + 1) % 2].on(0)), v);
+    };
+  } else if (name == "im2col" || name == "conv2d") {
+    // conv2d: im2col, GEMM (filters x col), transpose to pixel-major: three explicit phases, the
+    // objects' patterns changing between them (col: private writes, then shared reads; out:
+    // written by several GPUs per page, then shared reads). im2col alone is its first phase.
+    const bool conv = name == "conv2d";
+    const ConvShape c = conv ? ConvShape::at_least(bytes, 10 * conv_channels + 2 * conv_filters, conv_filters * 9 * conv_channels)
+                             : ConvShape::at_least(bytes, 10 * conv_channels, 0);
+    const std::uint64_t hw = c.pixels(), taps = c.taps(), k = c.filters;
+    w.objects.resize(conv ? 5 : 2);
+    w.objects[0].resize(c.channels * hw);  // the image
+    fill_small_floats(w.objects[0], 21);
+    if (conv) {
+      w.objects[1].resize(k * taps);  // the filters
+      fill_small_floats(w.objects[1], 22);
+      w.objects[2].assign(taps * hw, 0);  // col
+      w.objects[3].assign(k * hw, 0);     // out, filter-major
+      w.objects[4].assign(hw * k, 0);     // the result, pixel-major
+    } else {
+      w.objects[1].assign(taps * hw, 0);  // col
+    }
+    w.output = conv ? 4 : 1;
+    w.useful_bytes = 4 * (c.channels * hw + taps * hw) + (conv ? 4 * (k * taps + taps * hw + k * hw) + 2 * 4 * k * hw : 0);
+    const auto channels = static_cast<std::uint32_t>(c.channels), height = static_cast<std::uint32_t>(c.height),
+               width = static_cast<std::uint32_t>(c.width);
+    w.raw = [=](const auto& p, const auto& streams, unsigned G) {
+      // Stream order separates the phases on each GPU (each works on its own copies).
+      for (unsigned g = 0; g < G; ++g) {
+        check(cudaSetDevice(g), "cudaSetDevice");
+        const auto col = raw_of<float>(p[g][conv ? 2 : 1], taps * hw, g, G);
+        im2col_kernel<<<1056, 256, 0, streams[g]>>>(raw_of<float>(p[g][0], c.channels * hw, g, G), col, channels, height, width);
+        if (!conv) continue;
+        const auto out = raw_of<float>(p[g][3], k * hw, g, G);
+        gemm_kernel<<<264, 256, 0, streams[g]>>>(raw_of<float>(p[g][1], k * taps, g, G), col, out, k, hw, taps);
+        transpose_kernel<<<1056, dim3(32, 8), 0, streams[g]>>>(out, raw_of<float>(p[g][4], hw * k, g, G), k, hw);
+      }
+    };
+    // Host spot checks at 4096 sampled outputs: im2col exactly; conv2d against a direct
+    // convolution in double, within taps x 2^-24 of the sum of the terms' magnitudes (the bound
+    // of fp32 recursive summation: the GPU sums the 576 exact products, possibly fused, in order).
+    w.check_reference = [=](const std::vector<std::vector<std::uint32_t>>& objects,
+                            const std::vector<std::uint32_t>& output) -> std::string {
+      const std::vector<std::uint32_t>& image = objects[0];
+      const auto at = [](const std::vector<std::uint32_t>& words, std::uint64_t i) {
+        float f;
+        std::memcpy(&f, &words[i], sizeof f);
+        return f;
+      };
+      const auto pixel_value = [&](std::uint64_t ch, std::uint64_t pixel, std::uint64_t tap) {
+        const long long y = static_cast<long long>(pixel / width) + static_cast<long long>(tap / 3) - 1;
+        const long long x = static_cast<long long>(pixel % width) + static_cast<long long>(tap % 3) - 1;
+        if (y < 0 || y >= height || x < 0 || x >= width) return 0.0f;
+        return at(image, ch * hw + static_cast<std::uint64_t>(y) * width + static_cast<std::uint64_t>(x));
+      };
+      for (std::uint64_t sample = 0; sample < 4096; ++sample) {
+        const std::uint64_t i = sim::mix64(sample + 99) % output.size();
+        if (!conv) {
+          const std::uint64_t row = i / hw, pixel = i % hw;
+          if (at(output, i) != pixel_value(row / 9, pixel, row % 9)) return "im2col: col[" + std::to_string(i) + "] is wrong";
+          continue;
+        }
+        const std::uint64_t pixel = i / k, filter = i % k;
+        double sum = 0, magnitude = 0;
+        for (std::uint64_t t = 0; t < taps; ++t) {
+          const double term = static_cast<double>(at(objects[1], filter * taps + t)) * pixel_value(t / 9, pixel, t % 9);
+          sum += term;
+          magnitude += std::abs(term);
+        }
+        if (std::abs(at(output, i) - sum) > static_cast<double>(taps) * std::ldexp(1.0, -24) * magnitude)
+          return "conv2d: y[" + std::to_string(i) + "] = " + std::to_string(at(output, i)) + ", direct convolution " +
+                 std::to_string(sum);
+      }
+      return {};
+    };
+    w.paged = [=](MultiGpuSpace& s, const auto& o) {
+      const auto col = as<float>(o[conv ? 2 : 1].on(0));
+      s.launch(im2col_kernel<shared_array<float>, shared_array<float>>, dim3(1056), dim3(256), 0, as<float>(o[0].on(0)), col,
+               channels, height, width);
+      if (!conv) return;
+      const auto out = as<float>(o[3].on(0));
+      s.launch(gemm_kernel<shared_array<float>>, dim3(264), dim3(256), 0, as<float>(o[1].on(0)), col, out, k, hw, taps);
+      s.launch(transpose_kernel<shared_array<float>>, dim3(1056), dim3(32, 8), 0, out, as<float>(o[4].on(0)), k, hw);
     };
   } else {
     usage("unknown workload " + name);
@@ -344,6 +498,7 @@ void add_stats(Record& r, const GpuPlacementStats& s, double runs) {
 int run(int argc, char** argv) {
   const Args a = parse(argc, argv);
   Recorder recorder(a.out);
+  int mismatches = 0;
   int visible = 0;
   check(cudaGetDeviceCount(&visible), "cudaGetDeviceCount");
   for (const unsigned G : a.gpus) {
@@ -382,6 +537,10 @@ int run(int argc, char** argv) {
         check(cudaSetDevice(0), "cudaSetDevice");
         check(cudaStreamSynchronize(streams[0]), "reference run");
         check(cudaMemcpy(reference.data(), ptrs[0][w.output], reference.size() * 4, cudaMemcpyDeviceToHost), "download");
+      }
+      if (w.check_reference) {
+        const std::string wrong = w.check_reference(w.objects, reference);
+        if (!wrong.empty()) throw std::runtime_error("the single-GPU reference is wrong: " + wrong);
       }
       for (const std::string& mode : a.modes) {
         std::fprintf(stderr, "[%u GPUs] %s: %s\n", G, name.c_str(), mode.c_str());
@@ -441,6 +600,10 @@ int run(int argc, char** argv) {
           sum = space.stats().total();
           space.flush();
           r.verified = std::memcmp(objs[w.output].host().data(), reference.data(), reference.size() * 4) == 0;
+          if (!r.verified) {
+            std::fprintf(stderr, "[%u GPUs] %s: %s: MISMATCH against the single-GPU reference\n", G, name.c_str(), mode.c_str());
+            mismatches += 1;
+          }
           add_stats(r, sum, 1.0);
         }
         recorder.write(r);
@@ -453,7 +616,7 @@ int run(int argc, char** argv) {
     }
     check(cudaSetDevice(0), "cudaSetDevice");
   }
-  return 0;
+  return mismatches == 0 ? 0 : 1;
 }
 
 }  // namespace

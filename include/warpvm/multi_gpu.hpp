@@ -163,6 +163,25 @@ class shared_array {
     detail::mg::access_page(binding_, page, A != access::read, 0, lines == 0 ? 1 : lines,
                             [&](std::byte* frame) { f(reinterpret_cast<Element*>(frame), first, count); });
   }
+  /// Holds the page of elements [i, i + count) for `A` while `f(data)` runs: `data[j]` is element
+  /// `i + j`, for j < count. One hold for the whole span, where element accesses take one per
+  /// access: a warp reading a tile row or a lane walking an adjacency run pays one hold per page.
+  /// The span must lie in the object and in one page (i % elements_per_page() + count <=
+  /// elements_per_page()); a span that does not is a programming error and traps. count 0 does
+  /// nothing. A remote span counts the 128 B lines it touches (lanes that share a page are one
+  /// access: their group leader's span is counted). Accessing other shared objects inside `f` is
+  /// allowed as for with_page; no barrier (__syncthreads) inside `f`: a warp waiting there while
+  /// holding the page could keep a peer's transition of it from ever draining.
+  template <access A, class F>
+  __device__ void with_span(std::uint64_t i, std::uint32_t count, F&& f) const {
+    if (count == 0) return;
+    const std::uint64_t at = i * sizeof(T), last = at + std::uint64_t{count} * sizeof(T) - 1;
+    if (i + count > size_ || (last >> binding_.page_shift) != (at >> binding_.page_shift)) __trap();
+    const auto lines = static_cast<std::uint32_t>((last >> detail::mg::line_shift) - (at >> detail::mg::line_shift) + 1);
+    using Element = std::conditional_t<A == access::read, const T, T>;
+    detail::mg::access_page(binding_, at >> binding_.page_shift, A != access::read, 0, lines,
+                            [&](std::byte* frame) { f(reinterpret_cast<Element*>(frame + (at & page_mask()))); });
+  }
 #endif
 
  private:

@@ -1,7 +1,8 @@
 // MultiGpuSpace on real GPUs (issue #6): every placement policy on a transpose and a
 // read-shared/write-private workload over two GPUs with fresh random data checked against a host
-// reference; replicas collapsing on write; access-counter migration at the threshold; a space
-// over one GPU. Skips (saying why) without two peer-connected GPUs.
+// reference; replicas collapsing on write; access-counter migration at the threshold; OASIS
+// relearning across phases under many concurrent shared faults on one object; spans (with_span)
+// under every policy; a space over one GPU. Skips (saying why) without two peer-connected GPUs.
 
 #include "gpu_test_support.cuh"
 
@@ -192,6 +193,104 @@ TEST_F(MultiGpu, AccessCounterMigratesAfterTheThreshold) {
   std::vector<std::uint32_t> want(n);
   for (std::uint64_t i = 0; i < n; ++i) want[i] = static_cast<std::uint32_t>(mix(i + 7)) * 8u;
   EXPECT_EQ(mismatches(sums.host(), want), 0u);
+}
+
+/// Each GPU writes the elements of its 128 B lines (line index mod gpus), so that every page is
+/// written by every GPU.
+__global__ void write_interleaved(shared_array<std::uint32_t> a, std::uint32_t salt) {
+  for (std::uint64_t i = thread_index(); i < a.size(); i += thread_count())
+    if ((i / 32) % a.gpus() == a.gpu()) a.store(i, static_cast<std::uint32_t>(mix(i + salt)));
+}
+
+// Many shared faults on one OASIS object from both GPUs at once (the O-Table word is consulted
+// concurrently by every faulting warp of both GPUs), across explicit phases that change the
+// object's pattern: shared reads (learned: duplication), then shared writes (relearned at the
+// phase: access-counter), then a read of the last writers' values.
+TEST_F(MultiGpu, OasisRelearnsAcrossPhasesUnderManyConcurrentSharedFaults) {
+  constexpr std::uint64_t n = 4 << 20;  // 16 MiB: 4096 pages, each read and then written by both GPUs
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  MultiGpuSpace space({.devices = {0, 1}, .frame_bytes_per_gpu = 96ull << 20});
+  auto a = space.alloc<std::uint32_t>(n, PlacementPolicy::oasis, "a");
+  auto seen = space.alloc<std::uint32_t>(2 * n, PlacementPolicy::on_touch, "seen");
+  const auto values = random_values(n, seed);
+  std::copy(values.begin(), values.end(), a.host().begin());
+  const std::uint64_t pages = n * sizeof(std::uint32_t) / space.page_bytes();
+
+  space.launch(read_all, dim3(264), dim3(256), 0, a.on(0), seen.on(0));  // phase 1: both GPUs read all of a
+  space.synchronize();
+  const GpuPlacementStats reads = space.stats().total();
+  // Every page: one first touch, then one shared read fault by the other GPU, served by
+  // duplication (the learned policy; a read is never served otherwise).
+  EXPECT_EQ(reads.shared_faults, pages) << "one shared fault per page of a (seen is private)";
+  EXPECT_EQ(reads.replications, pages);
+  EXPECT_EQ(reads.migrations, 0u);
+  EXPECT_EQ(reads.remote_maps, 0u);
+
+  const auto salt = static_cast<std::uint32_t>(seed >> 7);
+  space.launch(write_interleaved, dim3(264), dim3(256), 0, a.on(0), salt);  // phase 2: both write every page
+  space.synchronize();
+  const GpuPlacementStats writes = space.stats().total();
+  EXPECT_GT(writes.collapses, reads.collapses) << "the first write to each replicated page collapses it";
+  EXPECT_GT(writes.remote_maps, 0u) << "the phase relearned access-counter from a shared write";
+
+  space.launch_on(0, read_all, dim3(264), dim3(256), 0, a.on(0), seen.on(0));  // phase 3: GPU 0 reads it back
+  space.flush();
+  std::vector<std::uint32_t> want(n);
+  for (std::uint64_t i = 0; i < n; ++i) want[i] = static_cast<std::uint32_t>(mix(i + salt));
+  EXPECT_EQ(mismatches(seen.host().subspan(0, n), want), 0u) << "GPU 0 sees both GPUs' writes";
+  EXPECT_EQ(mismatches(seen.host().subspan(n, n), values), 0u) << "GPU 1 read the original in phase 1";
+  EXPECT_EQ(mismatches(a.host(), want), 0u) << "flush writes every page's last writers back";
+  EXPECT_EQ(space.stats().total().aborted_transitions, 0u);
+}
+
+/// Rows of 64 elements: each GPU writes its rows (row mod gpus) through one span each.
+__global__ void fill_rows(shared_array<std::uint32_t> a, std::uint32_t salt) {
+  const unsigned lane = threadIdx.x % 32;
+  const std::uint64_t rows = a.size() / 64;
+  for (std::uint64_t r = thread_index() / 32; r < rows; r += thread_count() / 32) {
+    if (r % a.gpus() != a.gpu()) continue;
+    a.with_span<access::read_write>(r * 64, 64, [&](std::uint32_t* row) {
+      row[lane] = static_cast<std::uint32_t>(mix(r * 64 + lane + salt));
+      row[lane + 32] = static_cast<std::uint32_t>(mix(r * 64 + lane + 32 + salt));
+    });
+  }
+}
+
+/// Each GPU sums the rows another GPU wrote (one span per row), a warp reduction per row.
+__global__ void sum_other_rows(shared_array<std::uint32_t> a, shared_array<std::uint32_t> sums) {
+  const unsigned lane = threadIdx.x % 32;
+  const std::uint64_t rows = a.size() / 64;
+  for (std::uint64_t r = thread_index() / 32; r < rows; r += thread_count() / 32) {
+    if ((r + 1) % a.gpus() != a.gpu()) continue;
+    std::uint32_t s = 0;
+    a.with_span<access::read>(r * 64, 64, [&](const std::uint32_t* row) { s = row[lane] + row[lane + 32]; });
+    for (unsigned offset = 16; offset != 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
+    if (lane == 0) sums.store(r, s);
+  }
+}
+
+TEST_F(MultiGpu, SpansWriteAndReadWholeRowsUnderEveryPolicy) {
+  constexpr std::uint64_t rows = 1 << 14, n = rows * 64;  // 4 MiB
+  for (const PlacementPolicy policy : all_policies) {
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE(std::string(to_string(policy)) + ", seed " + std::to_string(seed));
+    MultiGpuSpace space({.devices = {0, 1}, .frame_bytes_per_gpu = 32ull << 20, .default_policy = policy});
+    auto a = space.alloc<std::uint32_t>(n, std::nullopt, "a");
+    auto sums = space.alloc<std::uint32_t>(rows, std::nullopt, "sums");
+    const auto salt = static_cast<std::uint32_t>(seed);
+    space.launch(fill_rows, dim3(132), dim3(256), 0, a.on(0), salt);
+    space.launch(sum_other_rows, dim3(132), dim3(256), 0, a.on(0), sums.on(0));
+    space.flush();
+    std::vector<std::uint32_t> want_a(n), want_sums(rows, 0);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      want_a[i] = static_cast<std::uint32_t>(mix(i + salt));
+      want_sums[i / 64] += want_a[i];
+    }
+    EXPECT_EQ(mismatches(a.host(), want_a), 0u);
+    EXPECT_EQ(mismatches(sums.host(), want_sums), 0u);
+    EXPECT_GT(space.stats().total().shared_faults, 0u) << "rows share pages across GPUs";
+  }
 }
 
 TEST(MultiGpuSingle, OneGpuSpaceTransposes) {

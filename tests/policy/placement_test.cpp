@@ -214,10 +214,10 @@ TEST(OTable, KeepsItsPolicyUntilTheResetThresholdThenRelearns) {
     EXPECT_EQ(otable_shared_fault(word, true, reset), PagePolicy::access_counter);
     // Reads within the window keep access-counter (the entry only relearns at count zero).
     for (std::uint32_t i = 1; i < reset; ++i) {
-      EXPECT_EQ(otable::count(word), i);
+      EXPECT_EQ(otable::pf_count(word, reset), i);
       EXPECT_EQ(otable_shared_fault(word, false, reset), PagePolicy::access_counter);
     }
-    EXPECT_EQ(otable::count(word), 0u);  // the reset_threshold-th fault reset the count
+    EXPECT_EQ(otable::pf_count(word, reset), 0u);  // the reset_threshold-th fault reset the PF Count
     EXPECT_EQ(otable_shared_fault(word, false, reset), PagePolicy::duplication);  // (4)
     for (std::uint32_t i = 1; i < reset; ++i) EXPECT_EQ(otable_shared_fault(word, true, reset), PagePolicy::duplication);
     EXPECT_EQ(otable_shared_fault(word, true, reset), PagePolicy::access_counter);  // (5)
@@ -239,6 +239,43 @@ TEST(OTable, APhaseBoundaryRelearnsButNeverReturnsToOnTouch) {
   for (int phase = 0; phase < 3; ++phase) {
     otable_begin_phase(word);
     EXPECT_NE(otable::policy(word), PagePolicy::on_touch);
+  }
+}
+
+TEST(OTable, TheDeviceFormFollowsTheSequentialSpecification) {
+  for (const std::uint32_t reset : {1u, 3u, 4u, 8u, 32u, 255u}) {
+    SCOPED_TRACE(reset);
+    std::mt19937 rng(reset);
+    std::uint32_t word = 0, spec = 0;
+    for (int i = 0; i < 20000; ++i) {
+      if (rng() % 500 == 0) {
+        otable_begin_phase(word);
+        spec = otable::after_phase(spec);
+      }
+      const bool write = rng() % 3 == 0;
+      spec = otable::after_shared_fault(spec, write, reset);
+      ASSERT_EQ(otable_shared_fault(word, write, reset), otable::policy(spec)) << "fault " << i;
+      ASSERT_EQ(word, spec) << "fault " << i;
+    }
+  }
+}
+
+TEST(OTable, TheCountFoldsBeforeThePolicyBitsAndKeepsThePfCount) {
+  for (const std::uint32_t reset : {1u, 7u, 8u, 32u, 255u}) {
+    SCOPED_TRACE(reset);
+    const std::uint32_t fold = otable::fold_point(reset);
+    ASSERT_EQ(fold % reset, 0u);
+    ASSERT_LT(fold + 100000u, otable::count_mask);  // room for the faults in flight when it folds
+    std::uint32_t word = otable::make(PagePolicy::duplication, fold - 2 * reset + 1);
+    for (std::uint32_t i = 0; i < 4 * reset; ++i) {
+      const std::uint32_t pf_before = otable::pf_count(word, reset);
+      const bool relearns = pf_before == 0;
+      const PagePolicy served = otable_shared_fault(word, true, reset);
+      EXPECT_EQ(served, relearns ? PagePolicy::access_counter : otable::policy(word)) << "fault " << i;
+      EXPECT_EQ(otable::pf_count(word, reset), (pf_before + 1) % reset) << "fault " << i;
+      EXPECT_LE(otable::count(word), fold + 1) << "fault " << i;
+      EXPECT_NE(otable::policy(word), PagePolicy::on_touch);
+    }
   }
 }
 
@@ -264,7 +301,28 @@ TEST(PlacementConcurrency, OTableCountsEverySharedFault) {
     });
   for (auto& th : pool) th.join();
   EXPECT_EQ(not_dup.load(), 0);
-  EXPECT_EQ(otable::count(word), static_cast<std::uint32_t>(threads * faults) % reset);
+  EXPECT_EQ(otable::count(word), static_cast<std::uint32_t>(threads * faults));  // no fault lost
+  EXPECT_EQ(otable::pf_count(word, reset), static_cast<std::uint32_t>(threads * faults) % reset);
+}
+
+TEST(PlacementConcurrency, OTableNeverServesOnTouchAfterASharedFaultAndKeepsALearnedPolicy) {
+  for (const std::uint32_t reset : {1u, 4u, 8u}) {
+    SCOPED_TRACE(reset);
+    constexpr int threads = 8, faults = 5003;
+    std::uint32_t word = 0;
+    std::atomic<int> on_touch{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        std::mt19937 rng(static_cast<unsigned>(t) * 7919u + reset);
+        for (int i = 0; i < faults; ++i)
+          if (otable_shared_fault(word, rng() % 3 == 0, reset) == PagePolicy::on_touch) ++on_touch;
+      });
+    for (auto& th : pool) th.join();
+    EXPECT_EQ(on_touch.load(), 0);
+    EXPECT_NE(otable::policy(word), PagePolicy::on_touch);
+    EXPECT_EQ(otable::count(word), static_cast<std::uint32_t>(threads * faults));
+  }
 }
 
 TEST(PlacementConcurrency, AccessCountersFireOncePerThresholdCrossed) {
@@ -438,7 +496,7 @@ TEST_P(PlacementDifferential, MatchesTheReferenceModel) {
     ASSERT_TRUE(same(dir[page], ref[page])) << "step " << step;
     ASSERT_TRUE(directory_valid(dir[page]));
     if (c.mode == Mode::oasis) {
-      ASSERT_EQ(otable::count(otab[obj]), static_cast<std::uint32_t>(ref_obj[obj].faults));
+      ASSERT_EQ(otable::pf_count(otab[obj], c.reset), static_cast<std::uint32_t>(ref_obj[obj].faults));
       const PagePolicy learned = ref_obj[obj].learned == 0   ? PagePolicy::on_touch
                                  : ref_obj[obj].learned == 1 ? PagePolicy::access_counter
                                                              : PagePolicy::duplication;

@@ -13,8 +13,9 @@
 /// holder waiting for holders of a revoked mapping to drain, (c) nothing else (frame allocation,
 /// the O-Table and the counters are single atomics). (a) never happens while the waiting warp
 /// holds a page of that access: access_page() releases each group's hold right after its access
-/// and serves faults holding nothing. A hold lasts one element access or one with_page()
-/// callback, so a holder that is not itself in (a) releases in bounded time. A holder can only be in (a) when user code faults inside a with_page() callback
+/// and serves faults holding nothing. A hold lasts one element access or one with_page() /
+/// with_span() callback, so a holder that is not itself in (a) releases in bounded time. A holder
+/// can only be in (a) when user code faults inside such a callback
 /// (nested access) - the one hold-and-wait the design allows - and for that (b) is bounded: a
 /// lock holder whose mappings do not drain within drain_timeout_ns cancels its revokes, gives
 /// the lock back and retries later (aborted_transitions). So every wait a lock holder does ends,
@@ -269,7 +270,7 @@ __device__ inline void serve(const SpaceView& s, const ObjectView& o, unsigned m
 /// whose mapping is usable runs `op(frame)` on every lane, then releases at once (so a warp never
 /// keeps a hold while it serves a fault); the other groups' faults are served one at a time and
 /// those groups try again. `line` is the 128 B line the lane touches (a remote access counts its
-/// group's distinct lines), or `span_lines` lines for a whole-page access (then `line` is unused).
+/// group's distinct lines), or `span_lines` lines for a page or span access (then `line` is unused).
 /// A group whose remote count for its 64 KB group reaches the threshold then moves the group's
 /// remotely mapped pages to this GPU.
 template <class Op>

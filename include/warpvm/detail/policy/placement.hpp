@@ -21,8 +21,9 @@
 /// Concurrency on a device. The directory and the O-Table live where every GPU reaches them
 /// (mapped host memory or one GPU's memory, NVLink peer access), so their atomics are system
 /// scope:
-///  - O-Table entry: one 32-bit word, updated by a CAS loop (`otable_shared_fault`) and cleared
-///    at a phase boundary with one fetch_and (`otable_begin_phase`).
+///  - O-Table entry: one 32-bit word, one fetch_add per shared fault (`otable_shared_fault`; the
+///    rare relearning fault that changes the policy adds one or two fetch_or/fetch_and), its
+///    count cleared at a phase boundary with one fetch_and (`otable_begin_phase`).
 ///  - Directory entry: `lock` is taken by CAS (`directory_try_lock`) by the one fault handler
 ///    that changes the page; owner and masks are plain fields written only under it and
 ///    published by the releasing store (`directory_unlock`). Accesses that hit never read the
@@ -233,13 +234,16 @@ WARPVM_HD_INLINE bool count_remote(std::uint32_t& counter, std::uint32_t n, std:
 
 // ---- the O-Table ----------------------------------------------------------------------------
 
-/// One object's O-Table entry in one 32-bit word: bits 0-7 the shared faults since the policy
-/// was last learned (PF Count), bits 8-9 the policy (on_touch until the first shared fault, then
-/// access_counter or duplication; never on_touch again).
+/// One object's O-Table entry in one 32-bit word: bits 0-23 the shared faults since the last
+/// phase boundary (`count`), bits 24-25 the policy (on_touch until the first shared fault, then
+/// access_counter or duplication; never on_touch again). The paper's PF Count is `count % reset`:
+/// fault number k of a phase (from 0) relearns exactly when k % reset == 0, as a count that goes
+/// back to zero on reaching the reset threshold would. Keeping the count free-running is what
+/// lets the device form be a single fetch_add (no CAS loop): see otable_shared_fault.
 namespace otable {
-inline constexpr std::uint32_t count_mask = 0xffu;
-inline constexpr unsigned policy_shift = 8;
-inline constexpr std::uint32_t max_reset_threshold = count_mask;
+inline constexpr unsigned policy_shift = 24;
+inline constexpr std::uint32_t count_mask = (std::uint32_t{1} << policy_shift) - 1;
+inline constexpr std::uint32_t max_reset_threshold = 255;
 
 [[nodiscard]] WARPVM_HD_INLINE constexpr std::uint32_t count(std::uint32_t word) { return word & count_mask; }
 [[nodiscard]] WARPVM_HD_INLINE constexpr PagePolicy policy(std::uint32_t word) {
@@ -248,31 +252,70 @@ inline constexpr std::uint32_t max_reset_threshold = count_mask;
 [[nodiscard]] WARPVM_HD_INLINE constexpr std::uint32_t make(PagePolicy p, std::uint32_t n) {
   return static_cast<std::uint32_t>(p) << policy_shift | (n & count_mask);
 }
+/// The paper's PF Count: shared faults since the policy was last (re)learned.
+[[nodiscard]] WARPVM_HD_INLINE constexpr std::uint32_t pf_count(std::uint32_t word, std::uint32_t reset_threshold) {
+  return count(word) % reset_threshold;
+}
+/// What a relearning shared fault sets: a read duplication, a write access-counter.
+[[nodiscard]] WARPVM_HD_INLINE constexpr PagePolicy learned_from(bool write) {
+  return write ? PagePolicy::access_counter : PagePolicy::duplication;
+}
+/// The count is folded back by this multiple of the reset threshold by the one fault that finds
+/// it there, so it never carries into the policy bits (concurrent faults add at most a few
+/// thousand more before the fold lands) and `count % reset` is unchanged.
+[[nodiscard]] WARPVM_HD_INLINE constexpr std::uint32_t fold_point(std::uint32_t reset_threshold) {
+  return (std::uint32_t{1} << (policy_shift - 1)) / reset_threshold * reset_threshold;
+}
 
-/// The entry after one shared fault, as the paper's state diagram: with the count at zero the
-/// fault (re)learns the policy (a read: duplication, a write: access-counter); the count then
-/// grows, and on reaching `reset_threshold` returns to zero so that the next shared fault
-/// relearns. The fault is served with policy(after(word, ...)).
+/// The entry after one shared fault, as the paper's state diagram: a fault with PF Count zero
+/// (re)learns the policy (a read: duplication, a write: access-counter); the others keep it.
+/// The fault is served with policy(after(word, ...)). The sequential specification of
+/// otable_shared_fault.
 [[nodiscard]] WARPVM_HD_INLINE constexpr std::uint32_t after_shared_fault(std::uint32_t word, bool write,
                                                                        std::uint32_t reset_threshold) {
-  const PagePolicy p = count(word) == 0 ? (write ? PagePolicy::access_counter : PagePolicy::duplication) : policy(word);
-  const std::uint32_t n = count(word) + 1;
-  return make(p, n >= reset_threshold ? 0 : n);
+  const std::uint32_t n = count(word);
+  const PagePolicy p = n % reset_threshold == 0 ? learned_from(write) : policy(word);
+  return make(p, n == fold_point(reset_threshold) ? 1 : n + 1);
 }
 
 /// An explicit phase boundary (a kernel launch, `begin_phase`): the next shared fault relearns.
 [[nodiscard]] WARPVM_HD_INLINE constexpr std::uint32_t after_phase(std::uint32_t word) { return word & ~count_mask; }
 }  // namespace otable
 
-/// The device form of a shared fault on an object: one CAS loop on its O-Table word. Returns
-/// the policy that serves the fault. `reset_threshold` in [1, otable::max_reset_threshold].
+/// The device form of a shared fault on an object: one fetch_add on its O-Table word, plus - only
+/// on a relearning fault whose policy differs from the recorded one - one or two atomics that
+/// publish the new policy. Returns the policy that serves the fault. `reset_threshold` in
+/// [1, otable::max_reset_threshold].
+///
+/// Why not a CAS loop (the first form): every shared fault of every GPU updates this one word,
+/// and under contention a CAS loop retires one fault per round trip (a cross-GPU one for all GPUs
+/// but the word's), which serialised transpose's 131K shared faults (0.12 s on 2 x H200). The
+/// fetch_add never retries. What it gives up: the policy a relearning fault picks is published
+/// just after its count was taken, so a fault concurrent with it (within that one round trip) is
+/// served with the policy before the relearn; a fault that finds the object still on-touch in
+/// that window (only around the first shared fault of the object) decides for itself as a
+/// relearning fault would, so nothing is served on-touch after a shared fault. Sequentially
+/// (one fault at a time, the host tests and the simulator) the result is exactly
+/// otable::after_shared_fault.
 WARPVM_HD_INLINE PagePolicy otable_shared_fault(std::uint32_t& word, bool write, std::uint32_t reset_threshold) {
   cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> ref(word);
-  std::uint32_t seen = ref.load(cuda::std::memory_order_relaxed);
-  std::uint32_t next = otable::after_shared_fault(seen, write, reset_threshold);
-  while (!ref.compare_exchange_weak(seen, next, cuda::std::memory_order_relaxed, cuda::std::memory_order_relaxed))
-    next = otable::after_shared_fault(seen, write, reset_threshold);
-  return otable::policy(next);
+  const std::uint32_t before = ref.fetch_add(1u, cuda::std::memory_order_relaxed);
+  const std::uint32_t n = otable::count(before);
+  const std::uint32_t fold = otable::fold_point(reset_threshold);
+  if (n == fold) ref.fetch_sub(fold, cuda::std::memory_order_relaxed);
+  const PagePolicy recorded = otable::policy(before);
+  if (n % reset_threshold != 0) return recorded == PagePolicy::on_touch ? otable::learned_from(write) : recorded;
+  const PagePolicy learned = otable::learned_from(write);
+  if (learned == recorded) return learned;
+  // Publish without passing through on-touch (00): access-counter is 01, duplication 11.
+  constexpr std::uint32_t low = std::uint32_t{1} << otable::policy_shift, high = low << 1;
+  if (learned == PagePolicy::duplication) {
+    ref.fetch_or(low | high, cuda::std::memory_order_relaxed);
+  } else {
+    ref.fetch_or(low, cuda::std::memory_order_relaxed);
+    ref.fetch_and(~high, cuda::std::memory_order_relaxed);
+  }
+  return learned;
 }
 
 /// The device form of a phase boundary for one object.
