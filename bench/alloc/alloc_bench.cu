@@ -1,21 +1,32 @@
-// warpvm-alloc-bench: device-side allocation (issue #4's Section VII benchmarks, the first two).
-// Each point: `threads` threads each allocate a size drawn from [lo, hi] (alloc kernel, timed
-// alone with CUDA events), then write the first and last 4-byte word of their allocation,
-// verify both and free (untimed). Points:
+// warpvm-alloc-bench: device-side allocation (issue #4's Section VII benchmarks, the first
+// three). Singular and scaling points: `threads` threads each allocate a size drawn from
+// [lo, hi] (alloc kernel, timed alone with CUDA events), then write the first and last 4-byte
+// word of their allocation, verify both and free (untimed). Points:
 //
 //   singular   16K threads, sizes in [2^n, 2^(n+1)) for n = 4..22
-//   scaling    128 .. 256K threads at exactly 1 KB and 8 KB
+//   scaling    32K, 256K and 1M threads at exactly 16 B, 1 KB, 4 KB and 8 KB (the issue's
+//              Gallatin/CUDA target shapes)
+//   random     16K threads, each with `slots` slots (the live-block cap: threads x slots), for
+//              `iterations` steps: each thread picks one of its slots at random; a live block
+//              there has its first and last word checked and is freed, an empty one gets a new
+//              block of 1-256 KB whose first and last word are written. Every step's kernel is
+//              timed (allocations and frees together); what is live at the end is checked and
+//              freed.
 //
 // Modes:
 //   warpvm_aligned      warpvm::Heap with AlignMalloc's layout (HeapLayout::aligned)
 //   warpvm_contiguous   warpvm::Heap with each thread's bytes in one piece
+//   warpvm_host_only    warpvm_aligned without the small-request fast path: every request a
+//                       host round trip (what the fast path saves)
 //   cuda_malloc         CUDA's device malloc/free, its heap sized by cudaDeviceSetLimit
 //
-// JSON Lines (bench/micro's Recorder), one record per point: seconds (median alloc kernel),
-// verified (every thread given memory read back what it wrote and, warpvm, every region went
-// back to the heap), extra: threads, size_lo, size_hi, failed (threads given null, per run: a
-// point larger than the heap fails by design, which is no wrong result), requests and
-// peak_reserved_bytes (warpvm). Exits 1 only when a point is not verified.
+// JSON Lines (bench/micro's Recorder), one record per point: seconds (median alloc kernel; for
+// random, median step), verified (every thread given memory read back what it wrote and,
+// warpvm, every region and small block went back to the heap and the host refused exactly the
+// threads that got null), extra: threads, size_lo, size_hi, failed (threads given null, per run:
+// a point larger than the heap fails by design, which is no wrong result), requests (host
+// round trips per run; 0 where the fast path served everything) and peak_reserved_bytes
+// (warpvm); random adds slots, iterations, frees. Exits 1 only when a point is not verified.
 
 #include "../micro/bench_support.cuh"
 #include "cli_args.hpp"
@@ -37,9 +48,12 @@ namespace {
 struct Setup {
   std::uint64_t singular_threads = 16384;
   unsigned min_n = 4, max_n = 22;
-  std::vector<std::uint64_t> scaling_threads{128, 512, 2048, 8192, 32768, 131072, 262144};
-  std::vector<std::uint64_t> scaling_sizes{1024, 8192};
+  std::vector<std::uint64_t> scaling_threads{32768, 262144, 1048576};
+  std::vector<std::uint64_t> scaling_sizes{16, 1024, 4096, 8192};
+  std::uint64_t random_threads = 16384, random_lo = 1024, random_hi = 256 << 10;
+  std::uint32_t random_slots = 8, random_iterations = 50;
   std::uint64_t heap_bytes = 32ull << 30;
+  std::uint64_t small_bytes = 0;  ///< HeapOptions::small_bytes (0: a quarter of the heap, at most 8 GiB)
   std::uint64_t cache_bytes = 8ull << 30;
   std::uint64_t cuda_heap_bytes = 0;  ///< 0: the largest point's total, within 40% of device memory
 };
@@ -47,6 +61,9 @@ struct Setup {
 struct Point {
   std::string workload;
   std::uint64_t threads, lo, hi;
+  std::uint32_t slots = 1, iterations = 0;  ///< random: slots per thread and steps
+  /// The most bytes live at once.
+  [[nodiscard]] std::uint64_t peak_bytes() const { return threads * slots * hi; }
 };
 
 constexpr unsigned block_threads = 256;
@@ -125,6 +142,82 @@ __global__ void cuda_verify_free(std::uint32_t* const* ptrs, std::uint64_t threa
   free(p);
 }
 
+// ---- random alloc/free ------------------------------------------------------------------------
+
+/// warpvm::Heap and CUDA's malloc behind one face, for the random workload's kernels.
+struct HeapMemory {
+  using pointer = heap_ptr;
+  device_heap heap;
+  __device__ pointer allocate(std::uint64_t bytes) const { return heap.malloc(bytes); }
+  __device__ void release(pointer p) const { heap.free(p); }
+  __device__ std::uint32_t load(pointer p, std::uint64_t word) const { return heap.load<std::uint32_t>(p, word); }
+  __device__ void store(pointer p, std::uint64_t word, std::uint32_t value) const {
+    heap.store<std::uint32_t>(p, word, value);
+  }
+};
+struct CudaMemory {
+  using pointer = std::uint32_t*;
+  __device__ pointer allocate(std::uint64_t bytes) const { return static_cast<pointer>(malloc(bytes)); }
+  __device__ void release(pointer p) const { free(p); }
+  __device__ std::uint32_t load(pointer p, std::uint64_t word) const { return p[word]; }
+  __device__ void store(pointer p, std::uint64_t word, std::uint32_t value) const { p[word] = value; }
+};
+
+/// What the random workload keeps per slot (slot i: thread i / slots): the block, the bytes
+/// asked for (0: empty) and the stamp written to its first word (its complement to the last).
+template <class Memory>
+struct Slots {
+  typename Memory::pointer* ptrs;
+  std::uint32_t* bytes;
+  std::uint32_t* stamps;
+};
+
+/// Checks slot i's block (counts[0]: mismatches) and frees it.
+template <class Memory>
+__device__ void check_and_free(const Memory& memory, const Slots<Memory>& slots, std::uint64_t i,
+                               unsigned long long* counts) {
+  const auto p = slots.ptrs[i];
+  const std::uint64_t last = slots.bytes[i] / 4 - 1;
+  if (memory.load(p, 0) != slots.stamps[i] || memory.load(p, last) != ~slots.stamps[i]) atomicAdd(counts, 1ull);
+  memory.release(p);
+  slots.bytes[i] = 0;
+  atomicAdd(counts + 2, 1ull);
+}
+
+/// One step: each thread picks a slot; a live block there is checked and freed, an empty slot
+/// gets a new block (counts[1]: nulls) with its first and last word written. Allocating and
+/// freeing lanes are divergent, as in a real program.
+template <class Memory>
+__global__ void random_step(Memory memory, Slots<Memory> slots, std::uint64_t threads, std::uint32_t per_thread,
+                            std::uint64_t step, std::uint64_t lo, std::uint64_t hi, unsigned long long* counts) {
+  const std::uint64_t t = thread_index();
+  if (t >= threads) return;
+  const std::uint64_t i = t * per_thread + point_bytes(2 * step, t, 0, per_thread - 1);
+  if (slots.bytes[i] != 0) {
+    check_and_free(memory, slots, i, counts);
+    return;
+  }
+  const std::uint64_t bytes = point_bytes(2 * step + 1, t, lo, hi);
+  const auto p = memory.allocate(bytes);
+  if (!p) {
+    atomicAdd(counts + 1, 1ull);
+    return;
+  }
+  const std::uint32_t stamp_value = stamp(step, i, false);
+  memory.store(p, 0, stamp_value);
+  memory.store(p, bytes / 4 - 1, ~stamp_value);
+  slots.ptrs[i] = p;
+  slots.bytes[i] = static_cast<std::uint32_t>(bytes);
+  slots.stamps[i] = stamp_value;
+}
+
+/// Checks and frees every block still live.
+template <class Memory>
+__global__ void random_drain(Memory memory, Slots<Memory> slots, std::uint64_t count, unsigned long long* counts) {
+  const std::uint64_t i = thread_index();
+  if (i < count && slots.bytes[i] != 0) check_and_free(memory, slots, i, counts);
+}
+
 // ---- harness ---------------------------------------------------------------------------------
 
 struct Outcome {
@@ -191,7 +284,8 @@ Record measure_heap(Runtime& rt, Heap& heap, const Point& pt, int repeats) {
   r.seconds = o.seconds;
   // Nulls are no wrong result (they are counted in `failed`), but each must be one the service
   // refused: its count (every round since reset_stats) matches the threads that saw null.
-  r.verified = o.mismatches == 0 && stats.reserved_bytes == 0 && stats.failed_allocations == o.failed_all_rounds;
+  r.verified = o.mismatches == 0 && stats.reserved_bytes == 0 && stats.small_live_blocks == 0 &&
+               stats.failed_allocations == o.failed_all_rounds;
   r.extra["failed"] = static_cast<double>(o.failed) / repeats;
   r.extra["requests"] = static_cast<double>(stats.requests) / (repeats + 1);
   r.extra["peak_reserved_bytes"] = static_cast<double>(stats.peak_reserved_bytes);
@@ -220,12 +314,85 @@ Record measure_cuda(cudaStream_t stream, const Point& pt, int repeats) {
   return r;
 }
 
+struct RandomOutcome {
+  std::vector<double> seconds;  ///< per step
+  std::uint64_t mismatches = 0, nulls = 0, frees = 0;
+};
+
+/// The random workload over `memory`: every step timed with events on `stream`, then the drain.
+template <class Memory>
+RandomOutcome run_random(cudaStream_t stream, const Memory& memory, const Point& pt) {
+  const std::uint64_t count = pt.threads * pt.slots;
+  DeviceBuffer<typename Memory::pointer> ptrs(count);
+  DeviceBuffer<std::uint32_t> bytes(count), stamps(count);
+  DeviceBuffer<unsigned long long> counts(3);
+  check(cudaMemsetAsync(bytes.data, 0, count * sizeof(std::uint32_t), stream), "cudaMemsetAsync");
+  check(cudaMemsetAsync(counts.data, 0, 3 * sizeof(unsigned long long), stream), "cudaMemsetAsync");
+  const Slots<Memory> slots{ptrs.data, bytes.data, stamps.data};
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  RandomOutcome o;
+  for (std::uint32_t step = 0; step < pt.iterations; ++step) {
+    check(cudaEventRecord(start, stream), "cudaEventRecord");
+    random_step<<<grid_for(pt.threads), block_threads, 0, stream>>>(memory, slots, pt.threads, pt.slots, step, pt.lo,
+                                                                    pt.hi, counts.data);
+    check(cudaGetLastError(), "random_step launch");
+    check(cudaEventRecord(stop, stream), "cudaEventRecord");
+    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    o.seconds.push_back(ms / 1e3);
+  }
+  random_drain<<<grid_for(count), block_threads, 0, stream>>>(memory, slots, count, counts.data);
+  check(cudaGetLastError(), "random_drain launch");
+  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  unsigned long long c[3] = {0, 0, 0};
+  check(cudaMemcpy(c, counts.data, sizeof c, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  check(cudaEventDestroy(start), "cudaEventDestroy");
+  check(cudaEventDestroy(stop), "cudaEventDestroy");
+  o.mismatches = c[0];
+  o.nulls = c[1];
+  o.frees = c[2];
+  return o;
+}
+
+Record measure_heap_random(Runtime& rt, Heap& heap, const Point& pt) {
+  heap.reset_stats();
+  rt.check_launch(reinterpret_cast<const void*>(random_step<HeapMemory>), grid_for(pt.threads), dim3(block_threads),
+                  0);
+  const RandomOutcome o = run_random(rt.stream(), HeapMemory{heap.device()}, pt);
+  rt.synchronize();  // raises device-side errors
+  const HeapStats stats = heap.stats();
+  Record r;
+  r.seconds = o.seconds;
+  r.verified = o.mismatches == 0 && stats.reserved_bytes == 0 && stats.small_live_blocks == 0 &&
+               stats.failed_allocations == o.nulls;
+  r.extra["failed"] = static_cast<double>(o.nulls);
+  r.extra["frees"] = static_cast<double>(o.frees);
+  r.extra["requests"] = static_cast<double>(stats.requests);
+  r.extra["peak_reserved_bytes"] = static_cast<double>(stats.peak_reserved_bytes);
+  return r;
+}
+
+Record measure_cuda_random(cudaStream_t stream, const Point& pt) {
+  const RandomOutcome o = run_random(stream, CudaMemory{}, pt);
+  Record r;
+  r.seconds = o.seconds;
+  r.verified = o.mismatches == 0;
+  r.extra["failed"] = static_cast<double>(o.nulls);
+  r.extra["frees"] = static_cast<double>(o.frees);
+  return r;
+}
+
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
-               "%s\nusage: warpvm-alloc-bench [--workloads singular,scaling] "
-               "[--modes warpvm_aligned,warpvm_contiguous,cuda_malloc] [--threads 16384] [--min-n 4] [--max-n 22] "
-               "[--scaling-threads 128,...,262144] [--scaling-sizes 1024,8192] [--heap 32GiB] [--cache 8GiB] "
-               "[--cuda-heap BYTES] [--repeats 3] [--out file.jsonl] [--commit SHA] [--driver VER]\n",
+               "%s\nusage: warpvm-alloc-bench [--workloads singular,scaling,random] "
+               "[--modes warpvm_aligned,warpvm_contiguous,warpvm_host_only,cuda_malloc] [--threads 16384] "
+               "[--min-n 4] [--max-n 22] [--scaling-threads 32768,262144,1048576] [--scaling-sizes 16,1024,4096,8192] "
+               "[--random-threads 16384] [--random-lo 1KiB] [--random-hi 256KiB] [--slots 8] [--iterations 50] "
+               "[--heap 32GiB] [--small BYTES] [--cache 8GiB] [--cuda-heap BYTES] [--repeats 3] [--out file.jsonl] "
+               "[--commit SHA] [--driver VER]\n",
                message);
   std::exit(2);
 }
@@ -245,7 +412,7 @@ int main(int argc, char** argv) {
   options.suite = "alloc";
   Setup setup;
   std::vector<std::string> modes{"warpvm_aligned", "warpvm_contiguous", "cuda_malloc"};
-  std::vector<std::string> workloads{"singular", "scaling"};
+  std::vector<std::string> workloads{"singular", "scaling", "random"};
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") usage("warpvm-alloc-bench: device-side allocation, JSON Lines out");
@@ -259,7 +426,13 @@ int main(int argc, char** argv) {
       else if (flag == "--max-n") setup.max_n = static_cast<unsigned>(std::stoul(value));
       else if (flag == "--scaling-threads") setup.scaling_threads = parse_list(value);
       else if (flag == "--scaling-sizes") setup.scaling_sizes = parse_list(value);
+      else if (flag == "--random-threads") setup.random_threads = std::stoull(value);
+      else if (flag == "--random-lo") setup.random_lo = warpvm::tools::parse_bytes(value);
+      else if (flag == "--random-hi") setup.random_hi = warpvm::tools::parse_bytes(value);
+      else if (flag == "--slots") setup.random_slots = static_cast<std::uint32_t>(std::stoul(value));
+      else if (flag == "--iterations") setup.random_iterations = static_cast<std::uint32_t>(std::stoul(value));
       else if (flag == "--heap") setup.heap_bytes = warpvm::tools::parse_bytes(value);
+      else if (flag == "--small") setup.small_bytes = warpvm::tools::parse_bytes(value);
       else if (flag == "--cache") setup.cache_bytes = warpvm::tools::parse_bytes(value);
       else if (flag == "--cuda-heap") setup.cuda_heap_bytes = warpvm::tools::parse_bytes(value);
       else if (flag == "--repeats") options.repeats = std::stoi(value);
@@ -272,6 +445,13 @@ int main(int argc, char** argv) {
     }
   }
   if (options.repeats < 1 || setup.min_n < 2 || setup.min_n > setup.max_n || setup.max_n > 40) usage("bad sizes");
+  // The random workload writes two distinct words and keeps sizes in 32 bits.
+  if (setup.random_lo < 8 || setup.random_lo > setup.random_hi || setup.random_hi > ~std::uint32_t{0})
+    usage("bad --random-lo/--random-hi: need 8 <= lo <= hi < 4 GiB");
+  if (setup.random_slots < 1 || setup.random_iterations < 1 || setup.random_threads < 1)
+    usage("bad --random-threads/--slots/--iterations: each at least 1");
+  for (const std::uint64_t size : setup.scaling_sizes)
+    if (size < 4) usage("bad --scaling-sizes: each at least 4 bytes (a thread writes a 4-byte word)");
 
   std::vector<Point> points;
   for (const std::string& w : workloads) {
@@ -281,12 +461,16 @@ int main(int argc, char** argv) {
     } else if (w == "scaling") {
       for (const std::uint64_t size : setup.scaling_sizes)
         for (const std::uint64_t threads : setup.scaling_threads) points.push_back({w, threads, size, size});
+    } else if (w == "random") {
+      points.push_back({w, setup.random_threads, setup.random_lo, setup.random_hi, setup.random_slots,
+                        setup.random_iterations});
     } else {
       usage(("unknown workload " + w).c_str());
     }
   }
   for (const std::string& m : modes)
-    if (m != "warpvm_aligned" && m != "warpvm_contiguous" && m != "cuda_malloc") usage(("unknown mode " + m).c_str());
+    if (m != "warpvm_aligned" && m != "warpvm_contiguous" && m != "warpvm_host_only" && m != "cuda_malloc")
+      usage(("unknown mode " + m).c_str());
   if (warpvm::device_count() == 0) {
     std::fprintf(stderr, "warpvm-alloc-bench: no CUDA device visible; nothing measured\n");
     return 0;
@@ -296,7 +480,7 @@ int main(int argc, char** argv) {
     // the device, so that it and the warpvm cache fit together.
     if (std::find(modes.begin(), modes.end(), "cuda_malloc") != modes.end()) {
       std::uint64_t largest = 0;
-      for (const Point& pt : points) largest = std::max(largest, pt.threads * pt.hi);
+      for (const Point& pt : points) largest = std::max(largest, pt.peak_bytes());
       std::size_t free_bytes = 0, total_bytes = 0;
       check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
       const std::uint64_t fit = largest + largest / 4 + (64ull << 20);
@@ -312,18 +496,29 @@ int main(int argc, char** argv) {
       std::optional<warpvm::Heap> heap;
       if (mode != "cuda_malloc")
         heap.emplace(rt, warpvm::HeapOptions{.capacity_bytes = setup.heap_bytes,
-                                             .layout = mode == "warpvm_aligned" ? warpvm::HeapLayout::aligned
-                                                                                : warpvm::HeapLayout::contiguous});
+                                             .layout = mode == "warpvm_contiguous" ? warpvm::HeapLayout::contiguous
+                                                                                   : warpvm::HeapLayout::aligned,
+                                             .fast_path = mode != "warpvm_host_only",
+                                             .small_bytes = setup.small_bytes});
       for (const Point& pt : points) {
-        Record r = heap ? measure_heap(rt, *heap, pt, options.repeats) : measure_cuda(rt.stream(), pt, options.repeats);
+        const bool random = pt.workload == "random";
+        Record r;
+        if (heap)
+          r = random ? measure_heap_random(rt, *heap, pt) : measure_heap(rt, *heap, pt, options.repeats);
+        else
+          r = random ? measure_cuda_random(rt.stream(), pt) : measure_cuda(rt.stream(), pt, options.repeats);
         r.workload = pt.workload;
         r.mode = mode;
         r.policy = mode == "cuda_malloc" ? "cuda_heap_" + std::to_string(setup.cuda_heap_bytes >> 20) + "MiB"
                                          : "heap_" + std::to_string(setup.heap_bytes >> 20) + "MiB";
         r.cache_fraction = 1;
         std::uint64_t requested = 0;  // of the first timed round (seed 2); the others are alike
-        for (std::uint64_t t = 0; t < pt.threads; ++t) requested += point_bytes(2, t, pt.lo, pt.hi);
-        r.dataset_bytes = r.useful_bytes = requested;
+        for (std::uint64_t t = 0; t < pt.threads && !random; ++t) requested += point_bytes(2, t, pt.lo, pt.hi);
+        r.dataset_bytes = r.useful_bytes = random ? pt.peak_bytes() : requested;  // random: the live-byte cap
+        if (random) {
+          r.extra["slots"] = pt.slots;
+          r.extra["iterations"] = pt.iterations;
+        }
         r.extra["threads"] = static_cast<double>(pt.threads);
         r.extra["size_lo"] = static_cast<double>(pt.lo);
         r.extra["size_hi"] = static_cast<double>(pt.hi);

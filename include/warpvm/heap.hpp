@@ -4,10 +4,11 @@
 ///
 /// The heap is one object of the paged space, so its capacity may exceed GPU memory: its pages
 /// are cached and written back like any object's. Kernels get a device_heap by value; any
-/// thread may call malloc and free, divergent or not. The active lanes of a warp are served
-/// by one request to a host service thread, which owns the free space (an OR tree over 2 MB
-/// segments, a PortionTree for regions under 2 MB); what malloc returns is a heap_ptr, whose
-/// bytes are read and written through warpvm's access path.
+/// thread may call malloc and free, divergent or not. Requests of at most 8 KB are served on the
+/// device from slabs of a small area (the fast path); for the rest, the active lanes of a warp
+/// are served by one request to a host service thread, which owns the free space (an OR tree
+/// over 2 MB segments, a PortionTree for regions under 2 MB); what malloc returns is a
+/// heap_ptr, whose bytes are read and written through warpvm's access path.
 ///
 /// @code
 ///   warpvm::Runtime rt;
@@ -54,17 +55,28 @@ struct HeapOptions {
   std::size_t portion_bytes = 0;
   /// Slots of the request ring (a power of two): requests outstanding at once.
   std::uint32_t ring_slots = 1u << 14;
+  /// Serve requests of at most 8 KB on the device, from 64 KB slabs of the small area, without
+  /// a host round trip (detail/alloc/small_blocks.hpp); what it cannot serve goes to the host.
+  bool fast_path = true;
+  /// Bytes of the small area, reserved from the heap when it is made (rounded down to 2 MiB;
+  /// 0: a quarter of the capacity, at most 8 GiB). Each of its 64 KB slabs costs 528 B of GPU
+  /// memory.
+  std::size_t small_bytes = 0;
 };
 
-/// What the heap has served since it was made (or reset_stats()). Counted by the host service.
+/// What the heap has served since it was made (or reset_stats()). Counted by the host service,
+/// which sees no fast-path allocation: the small_* fields are read from the device's slabs.
 struct HeapStats {
   std::uint64_t requests = 0;            ///< warp-aggregated allocation requests
   std::uint64_t allocations = 0;         ///< threads given memory
   std::uint64_t failed_allocations = 0;  ///< threads given null (out of memory, or too large)
   std::uint64_t regions_freed = 0;       ///< regions whose every lane freed its part
   std::uint64_t batches = 0;             ///< batches of requests the service took
-  std::uint64_t reserved_bytes = 0;      ///< bytes in live regions, padding included (now)
+  std::uint64_t reserved_bytes = 0;      ///< bytes in live regions, padding included (now; not the small area)
   std::uint64_t peak_reserved_bytes = 0;
+  std::uint64_t small_slabs = 0;         ///< 64 KB slabs of the small area (0: no fast path)
+  std::uint64_t small_slabs_bound = 0;   ///< of them, bound to a size class (now)
+  std::uint64_t small_live_blocks = 0;   ///< fast-path blocks allocated and not freed (now)
 };
 
 /// The handle kernels take by value. malloc and free are warp-collective in effect (the active
@@ -145,8 +157,9 @@ class HeapService;
 /// Destroying it waits for device work first; it must not outlive its Runtime's objects' use.
 class Heap {
  public:
-  /// Throws Error: invalid_argument for a capacity of 0 or a ring size that is not a power of
-  /// two, out_of_memory when the backing cannot be pinned.
+  /// Throws Error: invalid_argument for a capacity of 0, a ring size that is not a power of
+  /// two or a small area larger than the capacity, out_of_memory when the backing cannot be
+  /// pinned.
   Heap(Runtime& runtime, HeapOptions options = {});
   ~Heap();
   Heap(Heap&&) noexcept;

@@ -7,7 +7,9 @@
 #include "warpvm/heap.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <string>
+#include <vector>
 
 namespace warpvm {
 
@@ -18,14 +20,58 @@ struct Heap::State {
   detail::device_ptr<std::uint64_t> regions;
   detail::device_ptr<std::uint64_t> next_position;
   detail::pinned_ptr<detail::HeapSlot> slots;
+  // The fast path's slabs (heap_protocol.hpp's SmallSlabsView); empty when it is off.
+  detail::device_ptr<std::uint32_t> slab_tags, slab_live, slab_bitmaps;
+  detail::device_ptr<std::uint64_t> class_tickets, class_bindings, slab_queue, queue_positions;
+  detail::device_ptr<std::int64_t> queue_available;
   detail::HeapView view{};
   std::unique_ptr<detail::HeapService> service;  // last: its thread stops before the ring goes
+
+  /// Reserves the small area from the service's space and makes the slabs' device state: every
+  /// slab in the free-slab queue.
+  detail::SmallSlabsView make_small_slabs(std::uint64_t bytes);
 };
 
 namespace {
 constexpr std::uint64_t segment_bytes = detail::vablock_bytes;
 constexpr std::uint64_t paper_portion_bytes = std::uint64_t{detail::PortionTree::paper_vablocks} * segment_bytes;
+constexpr std::uint64_t default_small_limit = 8ull << 30;
 }  // namespace
+
+detail::SmallSlabsView Heap::State::make_small_slabs(std::uint64_t bytes) {
+  const std::uint64_t offset = service->reserve(bytes);
+  WARPVM_EXPECTS(offset != detail::no_offset, ErrorKind::invalid_argument,
+                 "HeapOptions::small_bytes (" + std::to_string(bytes) + " B) do not fit the heap's free segments");
+  const auto slabs = static_cast<std::uint32_t>(bytes / detail::slab_bytes);
+  slab_tags = detail::make_device_zeroed<std::uint32_t>(slabs, "the heap's slab tags");
+  slab_live = detail::make_device_zeroed<std::uint32_t>(slabs, "the heap's slab counts");
+  slab_bitmaps = detail::make_device_zeroed<std::uint32_t>(std::size_t{slabs} * detail::slab_bitmap_words,
+                                                           "the heap's slab bitmaps");
+  class_tickets = detail::make_device_zeroed<std::uint64_t>(detail::small_classes, "the heap's class tickets");
+  class_bindings = detail::make_device_zeroed<std::uint64_t>(std::size_t{detail::small_classes} * detail::binding_ring,
+                                                             "the heap's slab bindings");
+  slab_queue = detail::make_device_zeroed<std::uint64_t>(slabs, "the heap's free-slab queue");
+  queue_positions = detail::make_device_zeroed<std::uint64_t>(2, "the free-slab queue's positions");
+  queue_available = detail::make_device_zeroed<std::int64_t>(1, "the free-slab queue's count");
+  // Every slab free: slab s at position s, the tail past them.
+  std::vector<std::uint64_t> queued(slabs);
+  for (std::uint32_t slab = 0; slab < slabs; ++slab) queued[slab] = detail::queue_entry(slab, slab + 1);
+  const std::uint64_t tail = slabs;
+  const std::int64_t available = slabs;
+  WARPVM_CUDA_TRY(cudaMemcpy(slab_queue.get(), queued.data(), slabs * sizeof(std::uint64_t), cudaMemcpyHostToDevice));
+  WARPVM_CUDA_TRY(cudaMemcpy(queue_positions.get() + 1, &tail, sizeof tail, cudaMemcpyHostToDevice));
+  WARPVM_CUDA_TRY(cudaMemcpy(queue_available.get(), &available, sizeof available, cudaMemcpyHostToDevice));
+  return detail::SmallSlabsView{detail::SmallArea{offset, slabs},
+                                slab_tags.get(),
+                                slab_live.get(),
+                                slab_bitmaps.get(),
+                                class_tickets.get(),
+                                class_bindings.get(),
+                                slab_queue.get(),
+                                queue_positions.get(),
+                                queue_positions.get() + 1,
+                                queue_available.get()};
+}
 
 Heap::Heap(Runtime& runtime, HeapOptions options) : state_(std::make_unique<State>()) {
   WARPVM_EXPECTS(options.capacity_bytes > 0, ErrorKind::invalid_argument, "a Heap needs a capacity above 0");
@@ -53,10 +99,24 @@ Heap::Heap(Runtime& runtime, HeapOptions options) : state_(std::make_unique<Stat
   s.next_position = detail::make_device_zeroed<std::uint64_t>(1, "the heap's ring position");
   s.slots = detail::make_pinned_zeroed<detail::HeapSlot>(options.ring_slots, cudaHostAllocMapped,
                                                          "the heap's request ring");
-  s.view = detail::HeapView{detail::on_device(s.slots.get()), s.next_position.get(), options.ring_slots,
-                            s.regions.get(), blocks, options.layout, options.lane_order};
   s.service = std::make_unique<detail::HeapService>(s.slots.get(), options.ring_slots,
                                                     static_cast<std::uint32_t>(segments), portion_vablocks);
+  s.view = detail::HeapView{detail::on_device(s.slots.get()), s.next_position.get(), options.ring_slots,
+                            s.regions.get(), blocks, options.layout, options.lane_order, detail::SmallSlabsView{}};
+  if (options.fast_path) {
+    // Whole segments, so that the area never shares a segment with a region.
+    const std::uint64_t asked =
+        options.small_bytes == 0 ? std::min(options.capacity_bytes / 4, default_small_limit) : options.small_bytes;
+    const std::uint64_t small = asked / segment_bytes * segment_bytes;
+    WARPVM_EXPECTS(small <= options.capacity_bytes - options.portion_bytes, ErrorKind::invalid_argument,
+                   "HeapOptions::small_bytes (" + std::to_string(small) + " B) exceed the heap's " +
+                       std::to_string(options.capacity_bytes - options.portion_bytes) + " B outside the PortionSpace");
+    // Bitmap words are indexed in 32 bits on the device.
+    WARPVM_EXPECTS(small / detail::slab_bytes * detail::slab_bitmap_words <= ~std::uint32_t{0},
+                   ErrorKind::invalid_argument, "HeapOptions::small_bytes: at most 2 TiB");
+    s.options.small_bytes = small;
+    if (small != 0) s.view.small = s.make_small_slabs(small);
+  }
 }
 
 Heap::~Heap() {
@@ -88,7 +148,20 @@ void Heap::synchronize() {
 
 HeapStats Heap::stats() {
   synchronize();
-  return state_->service->stats();
+  HeapStats stats = state_->service->stats();
+  const detail::SmallSlabsView& small = state_->view.small;
+  if (small.area.slabs == 0) return stats;
+  const detail::DeviceGuard on_device(state_->device);
+  std::vector<std::uint32_t> tags(small.area.slabs);
+  std::vector<std::uint32_t> bitmaps(std::size_t{small.area.slabs} * detail::slab_bitmap_words);
+  WARPVM_CUDA_TRY(cudaMemcpy(tags.data(), small.tags, tags.size() * sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
+  WARPVM_CUDA_TRY(
+      cudaMemcpy(bitmaps.data(), small.bitmaps, bitmaps.size() * sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
+  stats.small_slabs = small.area.slabs;
+  stats.small_slabs_bound =
+      static_cast<std::uint64_t>(std::count_if(tags.begin(), tags.end(), [](std::uint32_t tag) { return tag != 0; }));
+  for (const std::uint32_t word : bitmaps) stats.small_live_blocks += static_cast<std::uint64_t>(std::popcount(word));
+  return stats;
 }
 
 void Heap::reset_stats() {

@@ -20,6 +20,15 @@ HeapService::~HeapService() {
   thread_.join();
 }
 
+std::uint64_t HeapService::reserve(std::uint64_t bytes) {
+  const std::lock_guard lock(mutex_);
+  const HeapRegion region = space_.allocate(bytes);
+  set_aside_ += region.reserved_bytes;
+  return region.offset;
+}
+
+std::uint64_t HeapService::region_bytes() const { return space_.reserved_bytes() - set_aside_; }
+
 void HeapService::wait_served(std::uint64_t position) const {
   while (served_.load(std::memory_order_acquire) < position) std::this_thread::sleep_for(std::chrono::microseconds(20));
 }
@@ -27,14 +36,14 @@ void HeapService::wait_served(std::uint64_t position) const {
 HeapStats HeapService::stats() const {
   const std::lock_guard lock(mutex_);
   HeapStats s = stats_;
-  s.reserved_bytes = space_.reserved_bytes();
+  s.reserved_bytes = region_bytes();
   return s;
 }
 
 void HeapService::reset_stats() {
   const std::lock_guard lock(mutex_);
   stats_ = HeapStats{};
-  stats_.peak_reserved_bytes = space_.reserved_bytes();
+  stats_.peak_reserved_bytes = region_bytes();
 }
 
 std::uint32_t HeapService::next_tag() {
@@ -91,7 +100,7 @@ std::size_t HeapService::serve_batch() {
     t.slot->value = region.offset;
     std::atomic_ref(t.slot->header).store(heap_slot_header(t.position, heap_slot_replied), std::memory_order_release);
   }
-  stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, space_.reserved_bytes());
+  stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, region_bytes());
   served_.store(taken_, std::memory_order_release);
   return batch_.size();
 }

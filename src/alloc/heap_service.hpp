@@ -25,6 +25,9 @@ class HeapService {
   HeapService(const HeapService&) = delete;
   HeapService& operator=(const HeapService&) = delete;
 
+  /// Reserves `bytes` (a multiple of 2 MB) of whole segments for the device's own use (the
+  /// fast path's small area) for as long as the service lives; no_offset when they are not free.
+  std::uint64_t reserve(std::uint64_t bytes);
   /// Waits until every request below `position` has been taken and served.
   void wait_served(std::uint64_t position) const;
   [[nodiscard]] HeapStats stats() const;
@@ -47,6 +50,8 @@ class HeapService {
   /// the batch's frees, then its allocations. Returns how many it took.
   std::size_t serve_batch();
   std::uint32_t next_tag();
+  /// Bytes in the requests' regions: the space's reservations less what reserve() set aside.
+  [[nodiscard]] std::uint64_t region_bytes() const;
 
   HeapSlot* slots_;
   std::uint32_t capacity_;
@@ -58,6 +63,7 @@ class HeapService {
   HeapSpace space_;
   HeapStats stats_{};
   std::uint32_t tag_ = 0;
+  std::uint64_t set_aside_ = 0;  // by reserve()
 
   std::atomic<std::uint64_t> served_{0};  // positions below this are served
   std::atomic<bool> stop_{false};

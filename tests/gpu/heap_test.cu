@@ -1,7 +1,9 @@
 // warpvm::Heap on the GPU: live allocations never overlap (each thread writes and verifies its
 // own pattern, fresh sizes and seeds every round, both layouts), freed memory is reused,
 // running out of memory returns null without hanging, divergent callers, 256K threads, and
-// checked mode's invalid frees raised on the host.
+// checked mode's invalid frees raised on the host; the host path alone (fast_path off) and the
+// small-request fast path (on: 16 B-8 KB from slabs, 1M threads, mixed with host requests in
+// one warp, its small area running out).
 
 #include "gpu_test_support.cuh"
 
@@ -59,6 +61,17 @@ __global__ void allocate_divergent(device_heap heap, heap_ptr* out, std::uint64_
   if (p) write_pattern(heap, p, seed, t, false);
 }
 
+/// Every lane of a warp calls at once, a quarter of them (t % 4 == 0) for 20-70 KB, through
+/// the host, the others for 1 B-8 KB, from the fast path.
+__global__ void allocate_mixed(device_heap heap, heap_ptr* out, std::uint64_t threads, std::uint64_t seed) {
+  const std::uint64_t t = thread_index();
+  if (t >= threads) return;
+  const std::uint64_t bytes = t % 4 == 0 ? request_bytes(seed, t, 20000, 70000) : request_bytes(seed, t, 1, 8192);
+  const heap_ptr p = heap.malloc(bytes);
+  out[t] = p;
+  if (p) write_pattern(heap, p, seed, t, false);
+}
+
 /// Checks every thread's pattern (counting mismatches and nulls), then frees when asked.
 __global__ void verify_and_free(device_heap heap, const heap_ptr* ptrs, std::uint64_t threads, std::uint64_t seed,
                                 bool every_word, bool free_it, unsigned long long* mismatches,
@@ -76,8 +89,8 @@ __global__ void verify_and_free(device_heap heap, const heap_ptr* ptrs, std::uin
   if (free_it) heap.free(p);
 }
 
-/// No two live allocations share a byte: regions never overlap, and the lanes of one region
-/// are distinct and agree on its shape.
+/// No two live allocations share a byte: regions and small blocks never overlap, the lanes of
+/// one region are distinct and agree on its shape, and a small block lies in one 64 KB slab.
 void expect_disjoint(const std::vector<heap_ptr>& ptrs) {
   struct Region {
     std::uint64_t bytes;
@@ -85,11 +98,21 @@ void expect_disjoint(const std::vector<heap_ptr>& ptrs) {
     std::vector<bool> lane_seen;
   };
   std::map<std::uint64_t, Region> regions;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;  // [begin, end) of regions and small blocks
   for (const heap_ptr& p : ptrs) {
     if (!p) continue;
+    if (p.is_small()) {
+      const std::uint64_t begin = p.offset_of(0);
+      ASSERT_EQ(begin / detail::basic_block_bytes, (begin + p.size() - 1) / detail::basic_block_bytes);
+      spans.emplace_back(begin, begin + p.size());
+      continue;
+    }
     auto [it, fresh] = regions.try_emplace(p.region_offset(), Region{p.region_bytes(), p.lanes(), p.tag(), {}});
     Region& r = it->second;
-    if (fresh) r.lane_seen.assign(r.lanes, false);
+    if (fresh) {
+      r.lane_seen.assign(r.lanes, false);
+      spans.emplace_back(p.region_offset(), p.region_offset() + r.bytes);
+    }
     ASSERT_EQ(r.lanes, p.lanes());
     ASSERT_EQ(r.tag, p.tag());
     ASSERT_EQ(r.bytes, p.region_bytes());
@@ -97,11 +120,17 @@ void expect_disjoint(const std::vector<heap_ptr>& ptrs) {
     ASSERT_FALSE(r.lane_seen[p.lane()]) << "two threads got lane " << p.lane() << " of region " << p.region_offset();
     r.lane_seen[p.lane()] = true;
   }
-  std::uint64_t end = 0;
-  for (const auto& [offset, r] : regions) {
-    ASSERT_GE(offset, end) << "region at " << offset << " overlaps the one before";
-    end = offset + r.bytes;
-  }
+  std::sort(spans.begin(), spans.end());
+  for (std::size_t i = 1; i < spans.size(); ++i)
+    ASSERT_GE(spans[i].first, spans[i - 1].second) << "[" << spans[i].first << ", " << spans[i].second
+                                                   << ") overlaps the allocation before it";
+}
+
+std::uint64_t count_small(const std::vector<heap_ptr>& ptrs) {
+  return static_cast<std::uint64_t>(std::count_if(ptrs.begin(), ptrs.end(), [](heap_ptr p) { return p.is_small(); }));
+}
+std::uint64_t count_null(const std::vector<heap_ptr>& ptrs) {
+  return static_cast<std::uint64_t>(std::count_if(ptrs.begin(), ptrs.end(), [](heap_ptr p) { return !p; }));
 }
 
 struct Counts {
@@ -130,7 +159,7 @@ class HeapTest : public GpuTest, public ::testing::WithParamInterface<HeapLayout
 
 TEST_P(HeapTest, LiveAllocationsNeverOverlap) {
   Runtime rt(config());
-  Heap heap(rt, {.capacity_bytes = 4ull << 30, .layout = GetParam()});
+  Heap heap(rt, {.capacity_bytes = 4ull << 30, .layout = GetParam(), .fast_path = false});
   constexpr std::uint64_t threads = 16384;
   DeviceVector<heap_ptr> ptrs(threads);
   struct Round {
@@ -174,19 +203,23 @@ TEST_P(HeapTest, DivergentCallersAndLargeRegions) {
     rt.synchronize();
     const std::vector<heap_ptr> got = ptrs.to_host();
     expect_disjoint(got);
-    const auto nulls = static_cast<std::uint64_t>(std::count_if(got.begin(), got.end(), [](heap_ptr p) { return !p; }));
-    EXPECT_EQ(nulls, threads / 6) << "only the even lanes of the t % 3 == 1 branch ask for nothing";
+    EXPECT_EQ(count_null(got), threads / 6) << "only the even lanes of the t % 3 == 1 branch ask for nothing";
+    std::uint64_t small = 0;  // what allocate_divergent asks of at most 8 KB: the fast path's
+    for (std::uint64_t t = 0; t < threads; ++t)
+      small += t % 3 == 0 || (t % 3 == 2 && request_bytes(seed, t, 4096, 80000) <= detail::small_max_bytes);
+    EXPECT_EQ(count_small(got), small);
     const Counts c = verify(rt, heap, ptrs, threads, seed, false, true);
     EXPECT_EQ(c.mismatches, 0u);
   }
   const HeapStats stats = heap.stats();
   EXPECT_EQ(stats.failed_allocations, 0u);
   EXPECT_EQ(stats.reserved_bytes, 0u);
+  EXPECT_EQ(stats.small_live_blocks, 0u);
 }
 
 TEST_P(HeapTest, FreedMemoryIsReused) {
   Runtime rt(config());
-  Heap heap(rt, {.capacity_bytes = 256ull << 20, .layout = GetParam()});
+  Heap heap(rt, {.capacity_bytes = 256ull << 20, .layout = GetParam(), .fast_path = false});
   constexpr std::uint64_t threads = 4096;  // ~1 KB each: 128 warps of 128 KB reserved (aligned), 16 MiB
   DeviceVector<heap_ptr> ptrs(threads);
   std::uint64_t peak = 0;
@@ -237,7 +270,7 @@ TEST_P(HeapTest, OutOfMemoryReturnsNullWithoutHanging) {
 
 TEST_P(HeapTest, QuarterMillionThreadsComplete) {
   Runtime rt(config(4ull << 30));  // a full GPU of resident threads, 2 pages each
-  Heap heap(rt, {.capacity_bytes = 4ull << 30, .layout = GetParam()});
+  Heap heap(rt, {.capacity_bytes = 4ull << 30, .layout = GetParam(), .fast_path = false});
   constexpr std::uint64_t threads = 256 * 1024;
   DeviceVector<heap_ptr> ptrs(threads);
   rt.launch(allocate_and_write, grid(threads), dim3(block), 0, heap.device(), ptrs.get(), threads, 9, 1024, 1024,
@@ -251,6 +284,31 @@ TEST_P(HeapTest, QuarterMillionThreadsComplete) {
   EXPECT_EQ(stats.allocations, threads);
   EXPECT_EQ(stats.requests, threads / 32);
   EXPECT_EQ(stats.reserved_bytes, 0u);
+}
+
+TEST_P(HeapTest, SmallAndLargeRequestsInOneWarp) {
+  Runtime rt(config());
+  Heap heap(rt, {.capacity_bytes = 4ull << 30, .layout = GetParam()});
+  constexpr std::uint64_t threads = 32768;
+  DeviceVector<heap_ptr> ptrs(threads);
+  for (std::uint64_t seed = 21; seed <= 23; ++seed) {
+    rt.launch(allocate_mixed, grid(threads), dim3(block), 0, heap.device(), ptrs.get(), threads, seed);
+    rt.synchronize();
+    const std::vector<heap_ptr> got = ptrs.to_host();
+    expect_disjoint(got);
+    for (std::uint64_t t = 0; t < threads; ++t) {
+      ASSERT_TRUE(got[t]) << "thread " << t;
+      ASSERT_EQ(got[t].is_small(), t % 4 != 0) << "thread " << t << ": 8 KB and under from the fast path";
+      ASSERT_GE(got[t].size(), t % 4 == 0 ? request_bytes(seed, t, 20000, 70000) : request_bytes(seed, t, 1, 8192));
+    }
+    const Counts c = verify(rt, heap, ptrs, threads, seed, false, true);
+    EXPECT_EQ(c.mismatches, 0u);
+  }
+  const HeapStats stats = heap.stats();
+  EXPECT_EQ(stats.allocations, 3 * threads / 4) << "the host served only the large quarter";
+  EXPECT_EQ(stats.failed_allocations, 0u);
+  EXPECT_EQ(stats.reserved_bytes, 0u);
+  EXPECT_EQ(stats.small_live_blocks, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, HeapTest, ::testing::Values(HeapLayout::contiguous, HeapLayout::aligned),
@@ -270,21 +328,135 @@ __global__ void free_badly(device_heap heap, bool forge) {
 class HeapChecked : public GpuTest {};
 
 TEST_F(HeapChecked, DoubleFreeAndForeignPointersRaiseInvalidFree) {
-  for (const bool forge : {false, true}) {
-    SCOPED_TRACE(forge ? "foreign pointer" : "double free");
-    Runtime rt(Config{.cache_bytes = 64ull << 20, .checked = true});
-    Heap heap(rt, {.capacity_bytes = 64ull << 20});
-    rt.launch(free_badly, dim3(2), dim3(64), 0, heap.device(), forge);
-    try {
-      rt.synchronize();
-      ADD_FAILURE() << "no Error raised";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.kind(), ErrorKind::invalid_free) << e.what();
+  for (const bool fast_path : {false, true})
+    for (const bool forge : {false, true}) {
+      SCOPED_TRACE(std::string(fast_path ? "fast path, " : "host path, ") +
+                   (forge ? "foreign pointer" : "double free"));
+      Runtime rt(Config{.cache_bytes = 64ull << 20, .checked = true});
+      Heap heap(rt, {.capacity_bytes = 64ull << 20, .fast_path = fast_path});
+      rt.launch(free_badly, dim3(2), dim3(64), 0, heap.device(), forge);
+      try {
+        rt.synchronize();
+        ADD_FAILURE() << "no Error raised";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::invalid_free) << e.what();
+      }
+      const HeapStats stats = heap.stats();
+      EXPECT_EQ(stats.allocations, fast_path ? 0u : 128u) << "the fast path serves 64 B without the host";
+      // The double free changed nothing: each region went back, each block was freed, once.
+      EXPECT_EQ(stats.regions_freed, forge || fast_path ? 0u : stats.requests);
+      EXPECT_EQ(stats.small_live_blocks, fast_path && forge ? 128u : 0u);
     }
+}
+
+// ---- the small-request fast path ----------------------------------------------------------------
+
+class HeapFastPath : public HeapTest {};
+
+TEST_F(HeapFastPath, BlocksNeverOverlapAndNeedNoHostRoundTrip) {
+  Runtime rt(config());
+  Heap heap(rt, {.capacity_bytes = 4ull << 30});
+  constexpr std::uint64_t threads = 65536;
+  DeviceVector<heap_ptr> ptrs(threads);
+  struct Round {
+    std::uint64_t lo, hi;
+    bool every_word;
+  };
+  std::uint64_t seed = 40;
+  for (const Round round :
+       {Round{1, 16, true}, Round{17, 1024, true}, Round{1, 8192, false}, Round{4097, 8192, false}}) {
+    SCOPED_TRACE("sizes " + std::to_string(round.lo) + ".." + std::to_string(round.hi));
+    ++seed;
+    rt.launch(allocate_and_write, grid(threads), dim3(block), 0, heap.device(), ptrs.get(), threads, seed, round.lo,
+              round.hi, round.every_word);
+    rt.synchronize();
+    const std::vector<heap_ptr> got = ptrs.to_host();
+    expect_disjoint(got);
+    ASSERT_EQ(count_small(got), threads);
+    for (std::uint64_t t = 0; t < threads; ++t)
+      ASSERT_GE(got[t].size(), request_bytes(seed, t, round.lo, round.hi)) << "thread " << t;
+    EXPECT_EQ(heap.stats().small_live_blocks, threads);
+    const Counts c = verify(rt, heap, ptrs, threads, seed, round.every_word, true);
+    EXPECT_EQ(c.mismatches, 0u);
+    EXPECT_EQ(c.nulls, 0u);
+  }
+  const HeapStats stats = heap.stats();
+  EXPECT_EQ(stats.requests, 0u) << "no allocation went to the host";
+  EXPECT_EQ(stats.small_live_blocks, 0u);
+  EXPECT_LE(stats.small_slabs_bound, detail::small_classes) << "emptied slabs went back to the queue";
+}
+
+TEST_F(HeapFastPath, FreedBlocksAreReused) {
+  Runtime rt(config());
+  Heap heap(rt, {.capacity_bytes = 256ull << 20, .small_bytes = 16ull << 20});  // 256 slabs
+  constexpr std::uint64_t threads = 8192;  // 513 B-1 KB: 1 KB blocks, 128 slabs a round
+  DeviceVector<heap_ptr> ptrs(threads);
+  for (std::uint64_t round = 0; round < 40; ++round) {  // 40 rounds need 20 times the small area
+    rt.launch(allocate_and_write, grid(threads), dim3(block), 0, heap.device(), ptrs.get(), threads, 100 + round,
+              513, 1024, true);
+    rt.synchronize();
+    const std::vector<heap_ptr> got = ptrs.to_host();
+    ASSERT_EQ(count_small(got), threads) << "round " << round;
+    expect_disjoint(got);
+    const Counts c = verify(rt, heap, ptrs, threads, 100 + round, true, true);
+    ASSERT_EQ(c.mismatches, 0u);
+  }
+  const HeapStats stats = heap.stats();
+  EXPECT_EQ(stats.small_slabs, 256u);
+  EXPECT_EQ(stats.requests, 0u);
+  EXPECT_EQ(stats.small_slabs_bound, 0u) << "8192 x 1 KB fills whole slabs: all went back";
+  EXPECT_EQ(stats.small_live_blocks, 0u);
+}
+
+TEST_F(HeapFastPath, QuarterMillionAndMillionThreadsComplete) {
+  Runtime rt(config(2ull << 30));
+  Heap heap(rt, {.capacity_bytes = 4ull << 30});  // a 1 GiB small area
+  struct Shape {
+    std::uint64_t threads, bytes;
+  };
+  for (const Shape shape : {Shape{256 * 1024, 1024}, Shape{1024 * 1024, 16}, Shape{64 * 1024, 8192}}) {
+    SCOPED_TRACE(std::to_string(shape.threads) + " threads x " + std::to_string(shape.bytes) + " B");
+    DeviceVector<heap_ptr> ptrs(shape.threads);
+    rt.launch(allocate_and_write, grid(shape.threads), dim3(block), 0, heap.device(), ptrs.get(), shape.threads, 7,
+              shape.bytes, shape.bytes, false);
+    rt.synchronize();
+    const std::vector<heap_ptr> got = ptrs.to_host();
+    expect_disjoint(got);
+    EXPECT_EQ(count_small(got), shape.threads);
+    const Counts c = verify(rt, heap, ptrs, shape.threads, 7, false, true);
+    EXPECT_EQ(c.mismatches, 0u);
+    EXPECT_EQ(c.nulls, 0u);
+  }
+  const HeapStats stats = heap.stats();
+  EXPECT_EQ(stats.failed_allocations, 0u);
+  EXPECT_EQ(stats.small_live_blocks, 0u);
+  EXPECT_EQ(stats.reserved_bytes, 0u);
+}
+
+TEST_F(HeapFastPath, FullSmallAreaFallsBackToTheHostThenReturnsNull) {
+  Runtime rt(config());
+  // 8 MiB: a 4 MiB PortionSpace, a 2 MiB small area (32 slabs), one 2 MiB segment.
+  Heap heap(rt, {.capacity_bytes = 8ull << 20, .small_bytes = 2ull << 20});
+  constexpr std::uint64_t threads = 16384;  // 1 KB each: 16 MiB asked of 8
+  DeviceVector<heap_ptr> ptrs(threads);
+  for (std::uint64_t seed = 60; seed <= 61; ++seed) {
+    rt.launch(allocate_and_write, grid(threads), dim3(block), 0, heap.device(), ptrs.get(), threads, seed, 900, 1024,
+              false);
+    rt.synchronize();
+    const std::vector<heap_ptr> got = ptrs.to_host();
+    expect_disjoint(got);
+    const std::uint64_t small = count_small(got), nulls = count_null(got);
+    EXPECT_EQ(small, 32u * 64) << "every slab's 64 blocks handed out";
+    EXPECT_GT(threads - small - nulls, 0u) << "the host served some of the rest";
+    EXPECT_GT(nulls, 0u);
+    const Counts c = verify(rt, heap, ptrs, threads, seed, false, true);
+    EXPECT_EQ(c.mismatches, 0u);
+    EXPECT_EQ(c.nulls, nulls);
     const HeapStats stats = heap.stats();
-    EXPECT_EQ(stats.allocations, 128u);
-    // The double free changed nothing: each region went back once.
-    EXPECT_EQ(stats.regions_freed, forge ? 0u : stats.requests);
+    EXPECT_EQ(stats.failed_allocations, nulls) << "a null is counted, by the host that refused it";
+    EXPECT_EQ(stats.small_live_blocks, 0u);
+    EXPECT_EQ(stats.reserved_bytes, 0u);
+    heap.reset_stats();
   }
 }
 

@@ -11,6 +11,7 @@
 /// the slot. A slot is so reused only once its previous request is fully done.
 
 #include "warpvm/detail/alloc/heap_ptr.hpp"
+#include "warpvm/detail/alloc/small_blocks.hpp"
 #include "warpvm/detail/alloc/uvm_blocks.hpp"
 #include "warpvm/detail/host_device.hpp"
 
@@ -40,6 +41,21 @@ struct alignas(32) HeapSlot {
   std::uint32_t pad;
 };
 
+/// The fast path's device state (small_blocks.hpp). Plain pointers into device memory the Heap
+/// owns; all zero where the fast path is off (area.slabs == 0).
+struct SmallSlabsView {
+  SmallArea area;
+  std::uint32_t* tags;             ///< per slab: its tag while bound, else 0
+  std::uint32_t* live;             ///< per slab: its blocks not yet freed (handed out or still to be)
+  std::uint32_t* bitmaps;          ///< per slab: slab_bitmap_words words, a bit per live block
+  std::uint64_t* tickets;          ///< per class: tickets taken
+  std::uint64_t* bindings;         ///< per class: binding_ring entries (binding_entry)
+  std::uint64_t* queue;            ///< the free-slab queue: area.slabs entries (queue_entry)
+  std::uint64_t* queue_head;       ///< positions taken
+  std::uint64_t* queue_tail;       ///< positions given
+  std::int64_t* queue_available;   ///< slabs in the queue that no taker has claimed (transiently less)
+};
+
 /// What a kernel needs of one heap. Plain pointers into memory the Heap owns.
 struct HeapView {
   HeapSlot* slots;              ///< device address of the ring (mapped pinned memory)
@@ -49,6 +65,7 @@ struct HeapView {
   std::uint64_t blocks;         ///< 64 KB blocks in the heap
   HeapLayout layout;
   LaneOrder order;
+  SmallSlabsView small;
 };
 
 /// A region's word: its tag in the high half, the lanes still holding their part in the low.
