@@ -53,6 +53,9 @@ struct FaultBatch {
   /// write-backs and page-state changes); management = duration - transfer - eviction.
   std::uint64_t eviction_ns = 0;
   std::uint32_t pages_written_back = 0;  ///< GPU runs: evicted pages that were dirty and copied back
+  /// GPU runs: eviction orders withdrawn (their chunk's pages stayed held; the chunk went back
+  /// to the model as resident), counted on the batch that saw the device finish withdrawing.
+  std::uint32_t orders_cancelled = 0;
 };
 
 /// What a run of batches was, for the trace rows.
@@ -68,7 +71,7 @@ struct BatchRun {
 inline void write_batch_trace_header(std::ostream& out) {
   out << "workload,cache_fraction,batch_limit,prefetch,batch,faults,unique_faults,blocks,pages_faulted,"
          "pages_prefetched,chunks_evicted,pages_evicted,start_ns,duration_ns,transfer_ns,faults_flushed,"
-         "pages_written_back,eviction_ns\n";
+         "pages_written_back,eviction_ns,orders_cancelled\n";
 }
 
 /// One row per batch of `run`.
@@ -81,9 +84,9 @@ void write_batch_trace_rows(std::ostream& out, const BatchRun& run, const Batche
         << b.pages_prefetched << ',' << b.chunks_evicted << ',' << b.pages_evicted << ',';
     if (run.timed)
       out << b.start_ns << ',' << b.duration_ns << ',' << b.transfer_ns << ',' << b.faults_flushed << ','
-          << b.pages_written_back << ',' << b.eviction_ns << '\n';
+          << b.pages_written_back << ',' << b.eviction_ns << ',' << b.orders_cancelled << '\n';
     else
-      out << ",,,,," << '\n';
+      out << ",,,,,," << '\n';
   }
 }
 

@@ -50,6 +50,8 @@ TIMING_COLUMNS = (
     "pages_written_back",
     "eviction_ns",
 )
+# Written after COLUMNS by newer GPU runs (read by name; older traces lack it).
+LATER_COLUMNS = ("orders_cancelled",)
 _COUNT_COLUMNS = COLUMNS[4:12]
 _REQUIRED_COLUMNS = tuple(c for c in COLUMNS if c not in TIMING_COLUMNS)
 
@@ -125,6 +127,7 @@ class Batch:
     faults_flushed: int | None = None  # dropped from the buffer after the batch; they fault again
     pages_written_back: int | None = None  # evicted dirty pages copied back (GPU runs)
     eviction_ns: int | None = None  # waiting for the device's evictions and writing back (GPU runs)
+    orders_cancelled: int | None = None  # evictions withdrawn: their chunk's pages stayed held (GPU runs)
 
     @property
     def run(self) -> Run:
@@ -185,7 +188,7 @@ def _parse_row(row: dict[str, str | None]) -> Batch:
         batch_limit=_count(row["batch_limit"]),  # type: ignore[arg-type]
         prefetch=prefetch == "1",
         **{c: _count(row[c]) for c in _COUNT_COLUMNS},  # type: ignore[arg-type]
-        **{c: _optional_count(row.get(c)) for c in TIMING_COLUMNS},
+        **{c: _optional_count(row.get(c)) for c in TIMING_COLUMNS + LATER_COLUMNS},
     )
     if b.batch_limit < 1:
         raise ValueError("batch_limit must be at least 1")

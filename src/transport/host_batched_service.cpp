@@ -3,6 +3,7 @@
 #include "nvtx_range.hpp"
 
 #include "warpvm/detail/core/geometry.hpp"
+#include "warpvm/detail/policy/eviction_order.hpp"
 #include "warpvm/error.hpp"
 
 #include <algorithm>
@@ -24,7 +25,12 @@ constexpr std::uint64_t page_bytes = 4096;  // Config::validate: host_batched se
 // How long a batch waits for the device to carry out the eviction orders its blocks need before
 // it serves what it can and leaves those blocks queued for a later batch. Bounded, so that a
 // chunk pinned by a long hold (a span kept while its warp waits for another fault) delays only
-// the blocks waiting for that chunk, never the service.
+// the blocks waiting for that chunk, never the service. It is also how long an order may keep
+// blocks waiting before it is withdrawn: element accesses hold a page for one operation, and
+// waiting warps pass over every outstanding order each round of their wait (at most 256 ns
+// apart), so an order still short of pages after thousands of such passes has a page held
+// across a wait (a span or cursor whose warp waits for another fault), which may never end
+// while the blocks waiting for this chunk are not served.
 constexpr auto eviction_wait = std::chrono::milliseconds(2);
 // Acknowledged orders finished together (their dirty bits read with one synchronisation).
 constexpr std::size_t reap_group = 64;
@@ -163,8 +169,8 @@ std::pair<std::uint64_t, std::uint64_t> HostBatchedService::unsettled_orders(
 }
 
 void HostBatchedService::settle_orders(const std::unique_lock<std::mutex>& /*paused*/) {
-  std::uint32_t written_back = 0;  // between kernels: no batch to record it on
-  reap_orders(written_back);
+  FaultBatch between_kernels;  // no batch to record it on
+  reap_orders(between_kernels, /*kernels_stopped=*/true);
   WARPVM_EXPECTS(pending_orders_.empty(), ErrorKind::cuda,
                  "the host_batched transport's eviction orders were not all carried out before a drop");
   flush_posts();  // tells the device orders_complete
@@ -287,11 +293,21 @@ std::uint32_t HostBatchedService::evict_block(std::uint64_t block, bool& chunk_g
   // still reads that order that it is gone (evict_order_pages).
   const std::uint64_t index = orders_posted_++;
   const std::uint32_t slot = static_cast<std::uint32_t>(index & (order_capacity_ - 1));
-  staged_progress_.get()[slot] = EvictionProgress{(index & 0xffffffffu) << 32};
+  staged_progress_.get()[slot] = EvictionProgress{eviction_order::initial_progress(index)};
   staged_orders_.get()[slot] = EvictionOrder{block * uvm_block_pages, pages, 0, served.copied};
-  pending_orders_.push_back(PendingOrder{index, block, served.chunk, served.copied});
+  pending_orders_.push_back(PendingOrder{index, block, served.chunk, served.copied, Clock::now()});
   evicting_blocks_.insert(block);
   return pages;
+}
+
+void HostBatchedService::give_up_chunks(const std::vector<sim::BlockPages>& evictions, FaultBatch& batch) {
+  const std::uint64_t first_order = orders_posted_;
+  for (const sim::BlockPages& eviction : evictions) {
+    bool chunk_given_up = false;
+    batch.pages_evicted += evict_block(eviction.block, chunk_given_up);
+    batch.chunks_evicted += chunk_given_up ? 1u : 0u;
+  }
+  if (orders_posted_ != first_order) publish_orders(first_order, orders_posted_ - first_order);
 }
 
 void HostBatchedService::publish_orders(std::size_t first, std::size_t count) {
@@ -313,17 +329,33 @@ void HostBatchedService::publish_orders(std::size_t first, std::size_t count) {
   WARPVM_CUDA_TRY(cudaStreamSynchronize(stream_.get()));  // staged_replay_ changes again later in the batch
 }
 
-void HostBatchedService::reap_orders(std::uint32_t& written_back) {
-  std::vector<PendingOrder> acknowledged;
+void HostBatchedService::reap_orders(FaultBatch& batch, bool kernels_stopped) {
+  std::vector<PendingOrder> evicted;
+  std::vector<PendingOrder> withdrawn;
   std::erase_if(pending_orders_, [&](const PendingOrder& order) {
     EvictionAck& ack = order_acks_.get()[order.index & (order_capacity_ - 1)];
-    if (std::atomic_ref(ack.sequence).load(std::memory_order_acquire) != order.index + 1) return false;
-    acknowledged.push_back(order);
+    const std::uint64_t sequence = std::atomic_ref(ack.sequence).load(std::memory_order_acquire);
+    if (sequence == order.index + 1)
+      evicted.push_back(order);  // asked to withdraw or not: every page was taken first
+    else if (sequence == ((order.index + 1) | eviction_ack_cancelled))
+      (kernels_stopped ? evicted : withdrawn).push_back(order);
+    else
+      return false;
     return true;
   });
-  // Every page of these orders is BUSY on the device: no device atomic touches it, nobody
-  // holds it, and the holders' writes and dirty bits were released before the acknowledgement
-  // (evict_order_pages), so copies may now read and rewrite the pages and their words.
+  finish_evicted_orders(evicted, batch.pages_written_back);
+  for (const PendingOrder& order : withdrawn) keep_withdrawn(order, batch);
+  std::uint64_t complete = orders_posted_;
+  for (const PendingOrder& order : pending_orders_) complete = std::min(complete, order.index);
+  staged_replay_->orders_complete = complete;  // goes to the device with the next replay state
+}
+
+void HostBatchedService::finish_evicted_orders(const std::vector<PendingOrder>& acknowledged,
+                                               std::uint32_t& written_back) {
+  // Every page of these orders is BUSY on the device under an acknowledged eviction (no device
+  // atomic changes it: takes and holds need VALID, give-backs a withdrawn order; nobody holds
+  // it, and the holders' writes and dirty bits were released before the acknowledgement), or
+  // no kernel runs: copies may now read and rewrite the pages and their words.
   for (std::size_t first = 0; first < acknowledged.size(); first += reap_group) {
     const std::size_t count = std::min(reap_group, acknowledged.size() - first);
     for (std::size_t i = 0; i < count; ++i)
@@ -359,9 +391,35 @@ void HostBatchedService::reap_orders(std::uint32_t& written_back) {
       evicting_blocks_.erase(acknowledged[first + i].block);
     }
   }
-  std::uint64_t complete = orders_posted_;
-  for (const PendingOrder& order : pending_orders_) complete = std::min(complete, order.index);
-  staged_replay_->orders_complete = complete;  // goes to the device with the next replay state
+}
+
+void HostBatchedService::keep_withdrawn(const PendingOrder& order, FaultBatch& batch) {
+  // The device gave every page back (VALID, as it was): the block keeps its chunk and those
+  // pages. It has no chunk meanwhile (a block with an order outstanding is given none); pages
+  // the model migrated into it again since are queued, and are copied now unless they are these.
+  evicting_blocks_.erase(order.block);
+  ServedBlock& served = blocks_[order.block];
+  served.chunk = order.chunk;
+  served.copied = order.pages;
+  served.queued = served.queued.without(order.pages);
+  if (served.queued.count() == 0) std::erase(queue_, order.block);
+  ++batch.orders_cancelled;
+  give_up_chunks(model_.eviction_failed(order.block, order.pages), batch);
+}
+
+void HostBatchedService::withdraw_stuck_orders(Clock::time_point now) {
+  bool asked = false;
+  for (PendingOrder& order : pending_orders_) {
+    if (order.withdrawing || now - order.posted < eviction_wait) continue;
+    // Only the cancel word changes: the order's other fields stay as the device reads them.
+    const std::size_t slot = order.index & (order_capacity_ - 1);
+    staged_orders_.get()[slot].cancel = 1;
+    WARPVM_CUDA_TRY(cudaMemcpyAsync(&orders_.get()[slot].cancel, &staged_orders_.get()[slot].cancel,
+                                    sizeof(std::uint32_t), cudaMemcpyHostToDevice, stream_.get()));
+    order.withdrawing = true;
+    asked = true;
+  }
+  if (asked) WARPVM_CUDA_TRY(cudaStreamSynchronize(stream_.get()));
 }
 
 bool HostBatchedService::queue_blocked() const {
@@ -463,17 +521,13 @@ void HostBatchedService::serve(std::vector<std::uint64_t> faults, Clock::time_po
   // plan lists evictions and migrations apart: a block evicted in this batch after its own
   // migration is not resident in the model any more, and its migration is skipped (its warps
   // fault again); one evicted from an earlier batch's chunk and migrated again here is both
-  // ordered evicted and queued, and waits for its order.
-  reap_orders(plan.batch.pages_written_back);
-  const std::uint64_t first_order = orders_posted_;
+  // ordered evicted and queued, and waits for its order (or, if the order is withdrawn, keeps
+  // the pages it had and is queued the others). Withdrawn orders give the model its chunks back
+  // here too, and it may give up others instead (all counted on this batch).
   plan.batch.chunks_evicted = 0;
   plan.batch.pages_evicted = 0;
-  for (const sim::BlockPages& eviction : plan.evictions) {
-    bool chunk_given_up = false;
-    plan.batch.pages_evicted += evict_block(eviction.block, chunk_given_up);
-    plan.batch.chunks_evicted += chunk_given_up ? 1u : 0u;
-  }
-  if (orders_posted_ != first_order) publish_orders(first_order, orders_posted_ - first_order);
+  reap_orders(plan.batch, /*kernels_stopped=*/false);
+  give_up_chunks(plan.evictions, plan.batch);
   for (const sim::BlockPages& migration : plan.migrations) {
     const std::uint64_t first_key = migration.block * uvm_block_pages;
     const unsigned in_object = pages_in_block(objects_.at(key_object(first_key)), key_page(first_key));
@@ -483,8 +537,11 @@ void HostBatchedService::serve(std::vector<std::uint64_t> faults, Clock::time_po
     BlockMask inside;
     inside.fill(0, in_object);
     ServedBlock& served = blocks_[migration.block];
+    // Not the pages a withdrawn order left it (copied, and VALID on the device).
+    const BlockMask added = migration.pages.without(migration.pages.without(inside)).without(served.copied);
+    if (added.count() == 0) continue;
     if (served.queued.count() == 0) queue_.push_back(migration.block);
-    served.queued |= migration.pages.without(migration.pages.without(inside));
+    served.queued |= added;
   }
 
   // Wait, boundedly, for the orders the queued blocks need (the warps waiting for this batch's
@@ -493,8 +550,9 @@ void HostBatchedService::serve(std::vector<std::uint64_t> faults, Clock::time_po
   const auto deadline = evicting + eviction_wait;
   while (queue_blocked() && !pending_orders_.empty() && Clock::now() < deadline) {
     std::this_thread::yield();
-    reap_orders(plan.batch.pages_written_back);
+    reap_orders(plan.batch, /*kernels_stopped=*/false);
   }
+  if (queue_blocked()) withdraw_stuck_orders(Clock::now());
   const auto transferring = Clock::now();
   std::uint64_t bytes = 0;
   std::uint64_t pages = 0;

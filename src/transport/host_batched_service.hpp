@@ -113,18 +113,34 @@ class HostBatchedService {
     std::uint64_t block;
     std::uint32_t chunk;
     BlockMask pages;  ///< the pages ordered (copied in, so VALID on the device when posted)
+    Clock::time_point posted;
+    bool withdrawing = false;  ///< the device was asked to withdraw it
   };
   static constexpr std::uint32_t no_chunk = ~0u;
 
   /// Gives up the block's chunk: posts an order for its copied pages, or frees it at once when
   /// none were. Returns the pages ordered evicted (through `chunk_given_up`, whether it had one).
   std::uint32_t evict_block(std::uint64_t block, bool& chunk_given_up);
+  /// Gives up the chunks of the model's `evictions` (evict_block) and publishes the orders;
+  /// counts them on `batch`.
+  void give_up_chunks(const std::vector<sim::BlockPages>& evictions, FaultBatch& batch);
   /// Copies the posted orders and the replay state (with orders_posted) to the device.
   void publish_orders(std::size_t first_staged, std::size_t count);
-  /// Finishes the acknowledged orders (their pages are BUSY on the device): writes the dirty
-  /// pages back, clears their dirty bits, writes the pages' entries absent, frees the chunks.
-  /// Adds the pages written back to `written_back`.
-  void reap_orders(std::uint32_t& written_back);
+  /// Takes the device's acknowledgements. Orders carried out (their pages are BUSY on the
+  /// device) are finished: dirty pages written back (added to batch.pages_written_back), dirty
+  /// bits cleared, the pages' entries written absent, the chunks freed. A withdrawn order's
+  /// pages are resident again: while kernels may run its block keeps its chunk and goes back to
+  /// the model (keep_withdrawn); between kernels (`kernels_stopped`, nothing is held or
+  /// changed on the device) it is finished as an eviction instead, as the model still has it.
+  void reap_orders(FaultBatch& batch, bool kernels_stopped);
+  /// Finishes orders whose pages no device atomic changes any more (see reap_orders).
+  void finish_evicted_orders(const std::vector<PendingOrder>& orders, std::uint32_t& written_back);
+  /// A withdrawn order's block is resident again in its chunk, and touched in the model, which
+  /// may give up other chunks instead (given up here).
+  void keep_withdrawn(const PendingOrder& order, FaultBatch& batch);
+  /// Asks the device to withdraw every order that has kept the queue waiting for `eviction_wait`
+  /// (one of its pages stays held: a span or cursor kept across another fault).
+  void withdraw_stuck_orders(Clock::time_point now);
   /// Whether some queued block cannot be copied now (its order or a free chunk is missing).
   [[nodiscard]] bool queue_blocked() const;
   /// Copies every queued block that can be copied now; returns pages and bytes copied.

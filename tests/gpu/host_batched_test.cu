@@ -288,7 +288,8 @@ TEST_F(HostBatchedEviction, BatchTraceShowsEvictionsAndTheirCost) {
     chunks += b.chunks_evicted;
     pages += b.pages_evicted;
     written_back += b.pages_written_back;
-    EXPECT_LE(b.chunks_evicted, b.blocks);  // a chunk is given up only for a block that needs one
+    // A chunk is given up only for a block that needs one, or in place of a withdrawn order's.
+    EXPECT_LE(b.chunks_evicted, b.blocks + b.orders_cancelled);
     EXPECT_LE(b.pages_evicted, b.chunks_evicted * 512u);
     EXPECT_LE(b.transfer_ns + b.eviction_ns, b.duration_ns);
     timed_eviction = timed_eviction || b.eviction_ns > 0;
@@ -301,7 +302,60 @@ TEST_F(HostBatchedEviction, BatchTraceShowsEvictionsAndTheirCost) {
   std::ostringstream csv;
   write_batch_trace_header(csv);
   write_batch_trace_rows(csv, BatchRun{"rmw", 0.25, 256, true, true}, rt.fault_batches());
-  EXPECT_NE(csv.str().find("pages_written_back,eviction_ns\n"), std::string::npos);
+  EXPECT_NE(csv.str().find("pages_written_back,eviction_ns,orders_cancelled\n"), std::string::npos);
+}
+
+/// Each warp holds a read span of one page of `held` (lane l on element l of it) while its
+/// lanes read `reads` listed elements of `other` (faults on other chunks), then reads its span
+/// again: the sum of both spans' reads and the listed elements.
+__global__ void read_other_while_holding(array<std::uint32_t> held, array<std::uint32_t> other,
+                                         const std::uint64_t* listed, std::uint64_t reads, unsigned long long* total) {
+  const std::uint64_t thread = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const std::uint64_t held_pages = held.size() / held.elements_per_page();
+  const std::uint64_t i = (thread / 32) % held_pages * held.elements_per_page() + thread % 32;
+  const auto span = held.span<access::read>(i);
+  unsigned long long s = span[static_cast<std::uint32_t>(i - span.first())];
+  for (std::uint64_t r = 0; r < reads; ++r) s += other[listed[thread * reads + r]];
+  s += span[static_cast<std::uint32_t>(i - span.first())];  // still its page, still its data
+  atomicAdd(total, s);
+}
+
+TEST_F(HostBatchedEviction, ChunksPinnedBySpansAcrossFaultsAreSkippedNotWaitedFor) {
+  // Two chunks: one for `held`, whose pages the warps' spans keep across their faults on
+  // `other` (two blocks), and one for `other`. UVM's LRU by last migration soon picks held's
+  // chunk (never migrated into again, while other's blocks are); its pages stay held, so the
+  // order is withdrawn and the model evicts other's previous block instead. Without the
+  // withdrawal the kernel hangs until the watchdog.
+  constexpr std::uint64_t held_n = 1u << 19;   // 2 MiB: one chunk, every page held by two warps
+  constexpr std::uint64_t other_n = 1u << 20;  // 4 MiB: two blocks
+  constexpr unsigned blocks = 264, threads = 128;
+  constexpr std::uint64_t reads = 4;
+  Runtime rt(uvm_preset(2ull << 21));
+  auto held = rt.alloc<std::uint32_t>(held_n, Placement::migrate, "held");
+  auto other = rt.alloc<std::uint32_t>(other_n, Placement::migrate, "other");
+  const unsigned seed = std::random_device{}();
+  std::mt19937_64 random(seed);
+  for (auto& v : held.host()) v = static_cast<std::uint32_t>(random() | 1);
+  for (auto& v : other.host()) v = static_cast<std::uint32_t>(random() | 1);
+  std::vector<std::uint64_t> list(std::uint64_t{blocks} * threads * reads);
+  for (auto& i : list) i = random() % other_n;
+  DeviceVector<std::uint64_t> listed(list.size());
+  WARPVM_CUDA_TRY(cudaMemcpy(listed.get(), list.data(), list.size() * sizeof(std::uint64_t), cudaMemcpyHostToDevice));
+  DeviceVector<unsigned long long> total(1);
+  rt.launch(read_other_while_holding, dim3(blocks), dim3(threads), 0, held.device(), other.device(), listed.get(),
+            reads, total.get());
+  rt.synchronize();
+
+  unsigned long long expected = 0;
+  for (std::uint64_t t = 0; t < std::uint64_t{blocks} * threads; ++t)
+    expected += 2ull * held.host()[(t / 32) % (held_n / 1024) * 1024 + t % 32];
+  for (const std::uint64_t i : list) expected += other.host()[i];
+  EXPECT_EQ(total.to_host()[0], expected) << "seed " << seed;
+  std::uint64_t cancelled = 0;
+  for (const FaultBatch& b : rt.fault_batches()) cancelled += b.orders_cancelled;
+  EXPECT_GT(chunks_evicted(rt.fault_batches()), 0u) << "seed " << seed;
+  EXPECT_GT(cancelled, 0u) << "seed " << seed;  // held's chunk was picked, and skipped
+  EXPECT_EQ(rt.stats().writebacks, 0u);  // nothing was written
 }
 
 }  // namespace

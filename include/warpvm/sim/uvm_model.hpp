@@ -4,7 +4,8 @@
 /// a buffer; a batch takes up to 256 of them, drops duplicates, sorts them by address and
 /// services them per 2 MB VA block (tree-based prefetch, detail/policy/uvm_prefetch.hpp); when
 /// the GPU memory given to UVM is full, whole 2 MB chunks are evicted in the order of the last
-/// migration into them (the driver's "LRU" does not see GPU accesses). After each batch the
+/// migration into them (the driver's "LRU" does not see GPU accesses; a chunk whose eviction
+/// fails counts as migrated into then). After each batch the
 /// faulting accesses replay; anything still in the buffer is dropped and faults again.
 /// The simulator replays access patterns through it; a host-serviced transport can share it.
 
@@ -87,6 +88,25 @@ class UvmModel {
     }
     return plan;
   }
+  /// An eviction that could not be carried out (the GPU kept the chunk's pages held, as the
+  /// driver's PMM skips a pinned root chunk): the block is resident again with `pages` (added to
+  /// any it was given since), and touched, as the driver puts a chunk it did not evict back at
+  /// the tail of its used list, so that the next victim is another chunk. Taking its chunk back
+  /// can exceed the chunks the model has: the chunks migrated into longest ago among the others
+  /// are evicted instead, and returned.
+  [[nodiscard]] std::vector<BlockPages> eviction_failed(std::uint64_t block_id, const detail::BlockMask& pages) {
+    Block& block = blocks_[block_id];
+    if (block.last_migration == 0)
+      ++chunks_in_use_;  // the chunk comes back (a block migrated into again since has one already)
+    else
+      lru_.erase(block.last_migration);
+    block.resident |= pages;
+    block.last_migration = ++clock_;
+    lru_[clock_] = block_id;
+    std::vector<BlockPages> evictions;
+    while (chunks_in_use_ > capacity_) evictions.push_back(evict_oldest());  // never this block: it is the newest
+    return evictions;
+  }
   /// Forgets every block `drop(block)` names, as if it had never been migrated (its data was
   /// dropped from the GPU), giving its chunk back.
   template <class Predicate>
@@ -140,18 +160,24 @@ class UvmModel {
   /// Gives the block a 2 MB chunk, evicting the chunk migrated into longest ago when full.
   void take_chunk(std::uint64_t block_id, UvmPlan& plan) {
     if (chunks_in_use_ >= capacity_ && !lru_.empty()) {
-      const auto oldest = lru_.begin();
-      Block& victim = blocks_[oldest->second];
-      plan.batch.pages_evicted += victim.resident.count();
+      plan.evictions.push_back(evict_oldest());
+      plan.batch.pages_evicted += plan.evictions.back().pages.count();
       ++plan.batch.chunks_evicted;
-      plan.evictions.push_back(BlockPages{oldest->second, victim.resident});
-      victim = Block{};
-      lru_.erase(oldest);
-      --chunks_in_use_;
     }
     ++chunks_in_use_;
     blocks_[block_id].last_migration = ++clock_;
     lru_[clock_] = block_id;
+  }
+
+  /// Gives up the chunk migrated into longest ago (there is one); returns its block and pages.
+  BlockPages evict_oldest() {
+    const auto oldest = lru_.begin();
+    Block& victim = blocks_[oldest->second];
+    const BlockPages evicted{oldest->second, victim.resident};
+    victim = Block{};
+    lru_.erase(oldest);
+    --chunks_in_use_;
+    return evicted;
   }
 
   std::uint64_t capacity_;

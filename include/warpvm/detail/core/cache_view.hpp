@@ -63,23 +63,26 @@ struct ReplayState {
 struct EvictionOrder {
   std::uint64_t first_key;  ///< page key of the block's first page
   std::uint32_t pages;      ///< pages in `mask`
-  std::uint32_t pad;
+  std::uint32_t cancel;     ///< set to 1 by the host to withdraw the order (its pages stay held)
   BlockMask mask;           ///< the block's pages to evict: those the service made resident
 };
 
 /// How far an order has got (device memory, one per ring slot): the order's index (low 32
-/// bits) above the pages moved to BUSY so far. The host writes {index, 0} before the order
-/// itself, so a warp that read a slot's order before the slot was reused finds the tag changed.
+/// bits) above its counts of pages taken, marked and given back and its withdrawn flag
+/// (host_batched.cuh). The host writes {index, 0} before the order itself, so a warp that read
+/// a slot's order before the slot was reused finds the tag changed.
 struct EvictionProgress {
   std::uint64_t tagged;
 };
 
-/// An order's acknowledgement (mapped pinned memory, one per ring slot), written by the warp
-/// that moves its last page to BUSY: order index + 1. The host then writes the dirty pages back
-/// and marks the pages absent, with copies (no device atomic touches a BUSY word).
+/// An order's acknowledgement (mapped pinned memory, one per ring slot): order index + 1,
+/// written by the warp that makes its last page BUSY (the host then writes the dirty pages back
+/// and marks the pages absent, with copies), or that with eviction_ack_cancelled, written once a
+/// withdrawn order has given back every page it took (they are resident again).
 struct EvictionAck {
   std::uint64_t sequence;
 };
+inline constexpr std::uint64_t eviction_ack_cancelled = std::uint64_t{1} << 63;
 
 /// The eviction order ring (the struct itself lives in device memory, so that the handle pays
 /// one pointer for it). Order `o` is in slot `o % capacity`.

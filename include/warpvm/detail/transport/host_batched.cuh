@@ -12,31 +12,33 @@
 /// then clears never_evicts). The service picks the victim chunk with UVM's policy (UvmModel),
 /// but only the device can change page words atomically while a kernel runs, so the service
 /// posts an eviction order (the block's resident pages) and warps that wait for their own
-/// faults carry it out: per page, begin_evict (CAS VALID with no holders -> BUSY, skipped and
-/// retried later while held), then the order is counted; the warp that counts the last page
-/// acknowledges it in mapped memory. The service then writes the dirty pages back and the
-/// pages' entries absent with copies, and only then reuses the chunk's frames. Accesses hold
-/// their page again (page_try_hold_resident, a CAS that only touches a resident word), so:
-///  - no warp reads a page being evicted: frame data is read only by holders, begin_evict
-///    fails while anyone holds the page, and no hold can be added to a BUSY or absent word;
-///    a hold added to a page that was evicted and brought in again reads the frame after the
-///    CAS, so it sees the new frame;
-///  - the host writes a page's entry only while the device leaves the word alone: absent (a
-///    page the service copies in, whose block has no order outstanding) or BUSY (an evicted
-///    page); the device changes a word only with atomics while it is VALID: the two never race;
+/// faults carry it out: per page, a take (CAS VALID with no holders -> BUSY naming the order,
+/// skipped and retried later while held), then the order counts it and the page is marked
+/// counted; the warp whose mark completes the order acknowledges it in mapped memory. The
+/// service then writes the dirty pages back and the pages' entries absent with copies, and only
+/// then reuses the chunk's frames. Accesses hold their page again (page_try_hold_resident, a
+/// CAS that only touches a resident word), so:
+///  - no warp reads a page being evicted: frame data is read only by holders, a take fails
+///    while anyone holds the page, and no hold can be added to a BUSY or absent word; a hold
+///    added to a page that was evicted and brought in again reads the frame after the CAS, so
+///    it sees the new frame;
+///  - the host writes a page's entry only while no device atomic can change the word: absent
+///    (a page the service copies in, whose block has no order outstanding) or BUSY under an
+///    acknowledged eviction (takes and holds need VALID, give-backs need a withdrawn order);
 ///  - no deadlock through eviction: an evicting warp never waits for a page (held pages are
 ///    skipped), so it cannot wait on a hold of its own; element accesses hold their page only
-///    around their own operation (each lane finishes as soon as its page is resident, the
-///    others wait holding nothing), so every hold an order meets is released in bounded time;
-///    and the service waits for an order only up to a time bound (a block whose chunk is still
-///    being evicted stays queued while others are served; each batch bumps the epoch, so its
-///    waiting warps post again and keep batches coming). Spans and cursors keep their page
-///    while the warp waits for another fault: a chunk they pin is evicted once they release
-///    it, and the watchdog reports a cache too small for what they hold.
+///    around their own operation; the service waits for an order only up to a time bound (a
+///    block whose chunk is still being evicted stays queued while others are served; each
+///    batch bumps the epoch, so its waiting warps post again and keep batches coming); and an
+///    order that stays unfinished past that bound while blocks wait for chunks (a span or
+///    cursor keeps one of its pages across another fault) is withdrawn: the device gives back
+///    every page it took (withdraw_order), the block is resident again, and the model picks
+///    another victim. docs/uvm-preset.md has the argument in full.
 
 #include "warpvm/detail/core/acquire.cuh"
 #include "warpvm/detail/core/cache_view.hpp"
 #include "warpvm/detail/core/device_support.cuh"
+#include "warpvm/detail/policy/eviction_order.hpp"
 #include "warpvm/detail/trace/fault_recorder.cuh"
 
 #include <cuda/atomic>
@@ -120,51 +122,98 @@ __device__ inline std::uint32_t await_host_service(const CacheView& cache, const
   return frame;
 }
 
-/// Whether order `o` in `slot` is still the slot's order and not yet complete (an evictor that
-/// won a page checks this after winning, see evict_order_pages).
-__device__ __forceinline__ bool order_is_current(const EvictionRing& ring, std::uint32_t slot, std::uint64_t o,
-                                                 std::uint32_t pages) {
-  const std::uint64_t tagged = cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>(ring.progress[slot].tagged)
-                                   .load(cuda::std::memory_order_acquire);
-  return (tagged >> 32) == (o & 0xffffffffu) && (tagged & 0xffffffffu) < pages;
+/// Tells the host that order `o` in `slot` is done (`how`: carried out, or withdrawn).
+__device__ __forceinline__ void acknowledge_order(const EvictionRing& ring, std::uint32_t slot, std::uint64_t o,
+                                                  eviction_order::Finished how) {
+  if (how == eviction_order::Finished::nothing) return;
+  __threadfence_system();
+  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(ring.acks[slot].sequence)
+      .store(eviction_order::ack_sequence(o, how), cuda::std::memory_order_release);
+}
+
+/// The warp's share of withdrawing order `o` (the host asked: its pages stayed held too long).
+/// The first lane withdraws it unless every page is taken already (then it completes as an
+/// eviction, which the host accepts); then the lanes give back the pages the order counted and
+/// marked (pages taken but not counted yet are given back by their takers, whose count is
+/// refused). The warp whose change leaves no page of the order BUSY acknowledges the withdrawal.
+__device__ inline void withdraw_order(const CacheView& cache, unsigned mask, std::uint64_t o, std::uint32_t slot,
+                                      std::uint64_t first_key, std::uint32_t pages) {
+  const EvictionRing& ring = *cache.faults.evictions;
+  std::uint64_t& progress = ring.progress[slot].tagged;
+  const unsigned first = __ffs(mask) - 1;
+  bool withdrawn = false;
+  if (lane_id() == first) {
+    eviction_order::Finished how = eviction_order::Finished::nothing;
+    withdrawn = eviction_order::try_withdraw(progress, o, pages, how);
+    acknowledge_order(ring, slot, o, how);  // withdrawn with nothing taken: done at once
+  }
+  if (!__shfl_sync(mask, withdrawn, first)) return;
+  const EvictionOrder& order = ring.orders[slot];
+  const std::uint32_t counted = eviction_order::page_taken_by(o) | eviction_order::page_counted;
+  unsigned given_back = 0;
+  for (unsigned p = __popc(mask & lanemask_lt()); p < uvm_block_pages; p += __popc(mask))
+    if (((__ldcg(&order.mask.words[p / 64]) >> (p % 64)) & 1u) != 0 &&
+        eviction_order::try_give_back(page_word_of(cache, first_key + p), counted))
+      ++given_back;
+  given_back = __reduce_add_sync(mask, given_back);
+  if (given_back != 0 && lane_id() == first)
+    acknowledge_order(ring, slot, o,
+                      eviction_order::add_progress(progress, pages, given_back * eviction_order::returned_one));
 }
 
 /// One pass of the warp (all lanes of `mask`) over eviction order `o`: every page of the order
-/// that is resident and held by nobody goes VALID -> BUSY; held pages are left for a later pass,
-/// so the warp never waits here. Nothing else: once the order is acknowledged the service
+/// that is resident and held by nobody is taken (VALID -> BUSY naming the order); held pages are
+/// left for a later pass, so the warp never waits here. Per round of 32 pages the warp counts
+/// what it took in the order's progress, then marks those pages counted and counts the marks;
+/// the warp whose marks reach the order's pages acknowledges it. Once acknowledged the service
 /// copies the dirty pages back and writes the pages absent with copies, which is safe because
-/// no atomic of the device ever touches a BUSY word (holds need VALID, begin_evict needs VALID).
-/// A page won after its order completed (the block was brought in again, possibly into the
-/// same chunk, and this warp read the order before) is given back untouched: the order's
-/// progress word says so, and while our won page is not yet counted the order cannot
-/// complete, so an order current at the check was current at the win.
+/// no device atomic then changes those BUSY words (holds and takes need VALID; give-backs need
+/// a withdrawn order). A page taken whose count is refused (the order completed, was withdrawn,
+/// or left its slot: this warp read it before) is given back by its taker at once. An order the
+/// host asked to withdraw is withdrawn instead (withdraw_order).
 __device__ inline void evict_order_pages(const CacheView& cache, unsigned mask, std::uint64_t o) {
   const EvictionRing& ring = *cache.faults.evictions;
   const auto slot = static_cast<std::uint32_t>(o & (ring.capacity - 1));
   const EvictionOrder& order = ring.orders[slot];
+  std::uint64_t& progress = ring.progress[slot].tagged;
   const std::uint64_t first_key = __ldcg(&order.first_key);  // written by host copies: L2, not L1
   const std::uint32_t pages = __ldcg(&order.pages);
-  if (!order_is_current(ring, slot, o, pages)) return;
-  const unsigned lanes = __popc(mask);
-  std::uint32_t won_pages = 0;
-  for (unsigned p = __popc(mask & lanemask_lt()); p < uvm_block_pages; p += lanes) {
-    if (((__ldcg(&order.mask.words[p / 64]) >> (p % 64)) & 1u) == 0) continue;
-    std::uint32_t& word = page_word_of(cache, first_key + p);
-    if (!page_try_begin_evict(word)) continue;
-    if (order_is_current(ring, slot, o, pages))
-      ++won_pages;
-    else
-      page_cancel_evict(word);
+  const bool cancel = __ldcg(&order.cancel) != 0;
+  const std::uint64_t seen = eviction_order::progress_atomic(progress).load(cuda::std::memory_order_acquire);
+  if (!eviction_order::is_order(seen, o)) return;
+  if (cancel || eviction_order::is_withdrawn(seen)) {
+    withdraw_order(cache, mask, o, slot, first_key, pages);
+    return;
   }
-  if (won_pages == 0) return;
-  // Release: our BUSY words (and, through the holders' releases, their frame writes and dirty
-  // bits) come before the count; the warp that counts the last page tells the host.
-  const std::uint64_t before = cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>(ring.progress[slot].tagged)
-                                   .fetch_add(won_pages, cuda::std::memory_order_acq_rel);
-  if ((before & 0xffffffffu) + won_pages != pages) return;
-  __threadfence_system();
-  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(ring.acks[slot].sequence)
-      .store(o + 1, cuda::std::memory_order_release);
+  if (eviction_order::taken(seen) >= pages) return;  // all taken; the takers' marks finish it
+  const unsigned first = __ffs(mask) - 1;
+  const std::uint32_t taken = eviction_order::page_taken_by(o);
+  for (unsigned round = 0; round < uvm_block_pages; round += __popc(mask)) {
+    const unsigned p = round + __popc(mask & lanemask_lt());
+    std::uint32_t* word = nullptr;
+    if (p < uvm_block_pages && ((__ldcg(&order.mask.words[p / 64]) >> (p % 64)) & 1u) != 0)
+      word = &page_word_of(cache, first_key + p);
+    const bool took = word != nullptr && eviction_order::try_take(*word, taken);
+    const unsigned takers = __ballot_sync(mask, took);
+    if (takers == 0) continue;
+    bool counted = false;
+    if (lane_id() == first)
+      counted = eviction_order::count_taken(progress, o, pages, static_cast<std::uint32_t>(__popc(takers)));
+    counted = __shfl_sync(mask, counted, first);
+    if (took) {
+      if (counted)
+        eviction_order::mark_counted(*word, taken);
+      else
+        eviction_order::try_give_back(*word, taken);  // ours alone (see mark_counted): cannot fail
+    }
+    if (!counted) return;  // nothing more to take for this order
+    // Release: our marks (and, through the holders' releases before our takes, their frame
+    // writes and dirty bits) come before the count of the marks, and so before the ack.
+    __syncwarp(mask);
+    if (lane_id() == first)
+      acknowledge_order(ring, slot, o,
+                        eviction_order::add_progress(progress, pages, __popc(takers) * eviction_order::marked_one));
+  }
 }
 
 /// A waiting warp's share of the eviction work: one pass over one outstanding order, chosen by
