@@ -227,9 +227,9 @@ struct Outcome {
 };
 
 /// Times `alloc` alone with events on `stream`: one warm-up round, then `repeats`; each round
-/// then runs `finish` (write, verify, free) and adds its mismatches and nulls.
-template <class Alloc, class Finish>
-Outcome run_rounds(cudaStream_t stream, int repeats, Alloc&& alloc, Finish&& finish) {
+/// then runs `finish` (write, verify, free), waits with `wait` and adds its mismatches and nulls.
+template <class Alloc, class Finish, class Wait>
+Outcome run_rounds(cudaStream_t stream, int repeats, Alloc&& alloc, Finish&& finish, Wait&& wait) {
   Outcome o;
   DeviceBuffer<unsigned long long> counts(2);
   cudaEvent_t start = nullptr, stop = nullptr;
@@ -242,7 +242,7 @@ Outcome run_rounds(cudaStream_t stream, int repeats, Alloc&& alloc, Finish&& fin
     alloc(seed);
     check(cudaEventRecord(stop, stream), "cudaEventRecord");
     finish(seed, counts.data);
-    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    wait();
     float ms = 0;
     check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
     unsigned long long c[2] = {0, 0};
@@ -277,8 +277,10 @@ Record measure_heap(Runtime& rt, Heap& heap, const Point& pt, int repeats) {
                   seed, pt.lo, pt.hi);
         rt.launch(heap_verify_free, grid_for(pt.threads), dim3(block_threads), 0, heap.device(), ptrs.data,
                   pt.threads, seed, pt.lo, pt.hi, counts);
-      });
-  rt.synchronize();  // raises device-side errors
+      },
+      // A kernel that trapped (the heap's watchdog) raises its recorded Error, not a bare
+      // cudaErrorLaunchFailure.
+      [&] { rt.synchronize(); });
   const HeapStats stats = heap.stats();
   Record r;
   r.seconds = o.seconds;
@@ -306,7 +308,8 @@ Record measure_cuda(cudaStream_t stream, const Point& pt, int repeats) {
         cuda_verify_free<<<grid_for(pt.threads), block_threads, 0, stream>>>(ptrs.data, pt.threads, seed, pt.lo,
                                                                              pt.hi, counts);
         check(cudaGetLastError(), "cuda_verify_free launch");
-      });
+      },
+      [&] { check(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); });
   Record r;
   r.seconds = o.seconds;
   r.verified = o.mismatches == 0;  // nulls are counted in `failed`
@@ -319,9 +322,10 @@ struct RandomOutcome {
   std::uint64_t mismatches = 0, nulls = 0, frees = 0;
 };
 
-/// The random workload over `memory`: every step timed with events on `stream`, then the drain.
-template <class Memory>
-RandomOutcome run_random(cudaStream_t stream, const Memory& memory, const Point& pt) {
+/// The random workload over `memory`: every step timed with events on `stream` (each waited for
+/// with `wait`), then the drain.
+template <class Memory, class Wait>
+RandomOutcome run_random(cudaStream_t stream, const Memory& memory, const Point& pt, Wait&& wait) {
   const std::uint64_t count = pt.threads * pt.slots;
   DeviceBuffer<typename Memory::pointer> ptrs(count);
   DeviceBuffer<std::uint32_t> bytes(count), stamps(count);
@@ -339,14 +343,14 @@ RandomOutcome run_random(cudaStream_t stream, const Memory& memory, const Point&
                                                                     pt.hi, counts.data);
     check(cudaGetLastError(), "random_step launch");
     check(cudaEventRecord(stop, stream), "cudaEventRecord");
-    check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    wait();
     float ms = 0;
     check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
     o.seconds.push_back(ms / 1e3);
   }
   random_drain<<<grid_for(count), block_threads, 0, stream>>>(memory, slots, count, counts.data);
   check(cudaGetLastError(), "random_drain launch");
-  check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  wait();
   unsigned long long c[3] = {0, 0, 0};
   check(cudaMemcpy(c, counts.data, sizeof c, cudaMemcpyDeviceToHost), "cudaMemcpy");
   check(cudaEventDestroy(start), "cudaEventDestroy");
@@ -361,8 +365,7 @@ Record measure_heap_random(Runtime& rt, Heap& heap, const Point& pt) {
   heap.reset_stats();
   rt.check_launch(reinterpret_cast<const void*>(random_step<HeapMemory>), grid_for(pt.threads), dim3(block_threads),
                   0);
-  const RandomOutcome o = run_random(rt.stream(), HeapMemory{heap.device()}, pt);
-  rt.synchronize();  // raises device-side errors
+  const RandomOutcome o = run_random(rt.stream(), HeapMemory{heap.device()}, pt, [&] { rt.synchronize(); });
   const HeapStats stats = heap.stats();
   Record r;
   r.seconds = o.seconds;
@@ -376,7 +379,8 @@ Record measure_heap_random(Runtime& rt, Heap& heap, const Point& pt) {
 }
 
 Record measure_cuda_random(cudaStream_t stream, const Point& pt) {
-  const RandomOutcome o = run_random(stream, CudaMemory{}, pt);
+  const RandomOutcome o =
+      run_random(stream, CudaMemory{}, pt, [&] { check(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); });
   Record r;
   r.seconds = o.seconds;
   r.verified = o.mismatches == 0;

@@ -21,7 +21,7 @@ struct Heap::State {
   detail::device_ptr<std::uint64_t> next_position;
   detail::pinned_ptr<detail::HeapSlot> slots;
   // The fast path's slabs (heap_protocol.hpp's SmallSlabsView); empty when it is off.
-  detail::device_ptr<std::uint32_t> slab_tags, slab_live, slab_bitmaps;
+  detail::device_ptr<std::uint32_t> slab_tags, slab_live, slab_bitmaps, binding_readers;
   detail::device_ptr<std::uint64_t> class_tickets, class_bindings, slab_queue, queue_positions;
   detail::device_ptr<std::int64_t> queue_available;
   detail::HeapView view{};
@@ -50,6 +50,8 @@ detail::SmallSlabsView Heap::State::make_small_slabs(std::uint64_t bytes) {
   class_tickets = detail::make_device_zeroed<std::uint64_t>(detail::small_classes, "the heap's class tickets");
   class_bindings = detail::make_device_zeroed<std::uint64_t>(std::size_t{detail::small_classes} * detail::binding_ring,
                                                              "the heap's slab bindings");
+  binding_readers = detail::make_device_zeroed<std::uint32_t>(std::size_t{detail::small_classes} * detail::binding_ring,
+                                                              "the heap's binding reader counts");
   slab_queue = detail::make_device_zeroed<std::uint64_t>(slabs, "the heap's free-slab queue");
   queue_positions = detail::make_device_zeroed<std::uint64_t>(2, "the free-slab queue's positions");
   queue_available = detail::make_device_zeroed<std::int64_t>(1, "the free-slab queue's count");
@@ -67,6 +69,7 @@ detail::SmallSlabsView Heap::State::make_small_slabs(std::uint64_t bytes) {
                                 slab_bitmaps.get(),
                                 class_tickets.get(),
                                 class_bindings.get(),
+                                binding_readers.get(),
                                 slab_queue.get(),
                                 queue_positions.get(),
                                 queue_positions.get() + 1,

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <deque>
@@ -61,7 +62,7 @@ TEST(SmallBlocks, TagsAreNeverZeroAndCarryTheClass) {
   EXPECT_NE(small_slab_tag(3, 10), small_slab_tag(4, 10));
 }
 
-TEST(SmallBlocks, BindingEntriesTellPendingBoundFailedAndLapped) {
+TEST(SmallBlocks, BindingEntriesTellPendingBoundAndFailed) {
   EXPECT_EQ(read_binding(0, 0).state, BindingState::pending) << "an entry never written";
   EXPECT_EQ(read_binding(binding_entry(5, 0), 5).state, BindingState::pending);
   const Binding bound = read_binding(binding_entry(5, 8), 5);
@@ -69,12 +70,27 @@ TEST(SmallBlocks, BindingEntriesTellPendingBoundFailedAndLapped) {
   EXPECT_EQ(bound.slab, 7u);
   EXPECT_EQ(read_binding(binding_entry(5, failed_binding), 5).state, BindingState::failed);
   EXPECT_EQ(read_binding(binding_entry(5, 8), 5 + binding_ring).state, BindingState::pending)
-      << "the entry still holds an earlier virtual slab";
-  EXPECT_EQ(read_binding(binding_entry(5 + binding_ring, 8), 5).state, BindingState::lapped);
+      << "the entry still holds the virtual slab a ring before";
   // Across the 32-bit wrap of the virtual slab number.
   const std::uint64_t high = (std::uint64_t{1} << 32) - 2;
-  EXPECT_EQ(read_binding(binding_entry(high + binding_ring, 3), high).state, BindingState::lapped);
+  EXPECT_EQ(read_binding(binding_entry(high + binding_ring, 3), high + binding_ring).slab, 2u);
   EXPECT_EQ(read_binding(binding_entry(high, 3), high + binding_ring).state, BindingState::pending);
+  EXPECT_EQ(binding_index(3, 5 + 2 * binding_ring), binding_index(3, 5));
+  EXPECT_NE(binding_index(3, 5), binding_index(4, 5));
+}
+
+TEST(SmallBlocks, AnEntryIsReboundOnlyOnceEveryLaneReadIt) {
+  EXPECT_TRUE(binding_entry_free_for(0, 0, 5)) << "the first lap: an entry never written";
+  EXPECT_FALSE(binding_entry_free_for(binding_entry(5, 8), 0, 5)) << "published already";
+  const std::uint64_t later = 5 + binding_ring;
+  EXPECT_FALSE(binding_entry_free_for(0, 0, later)) << "virtual slab 5 is not published yet";
+  EXPECT_FALSE(binding_entry_free_for(binding_entry(5, 8), 3, later)) << "3 of its lanes have not read it";
+  EXPECT_TRUE(binding_entry_free_for(binding_entry(5, 8), 0, later));
+  EXPECT_TRUE(binding_entry_free_for(binding_entry(5, failed_binding), 0, later)) << "failed ones are read too";
+  EXPECT_FALSE(binding_entry_free_for(binding_entry(later, 8), 0, later + binding_ring + binding_ring))
+      << "two rings on waits for the one between";
+  // Issue #4: the earlier virtual slab never replaces a later one's binding.
+  EXPECT_FALSE(binding_entry_free_for(binding_entry(later, 8), 0, 5));
 }
 
 TEST(SmallBlocks, QueueEntriesServeOnlyTheirPosition) {
@@ -126,7 +142,9 @@ TEST(SmallBlocks, PointersAreContiguousBlocksOfTheirSlab) {
 }
 
 /// The fast path's protocol, one step at a time, with the data structures heap_device.cuh
-/// keeps and the pure helpers it uses.
+/// keeps and the pure helpers it uses. Its steps (a group taking tickets, a binder publishing, a
+/// virtual slab's lanes of one group reading their binding) can be interleaved in any order a
+/// GPU might run them.
 class SmallSlabs {
  public:
   explicit SmallSlabs(SmallArea area)
@@ -134,31 +152,82 @@ class SmallSlabs {
         tags_(area.slabs, 0),
         live_(area.slabs, 0),
         bitmaps_(std::size_t{area.slabs} * slab_bitmap_words, 0),
-        bindings_(std::size_t{small_classes} * binding_ring, 0) {
+        bindings_(std::size_t{small_classes} * binding_ring, 0),
+        readers_(std::size_t{small_classes} * binding_ring, 0) {
     for (std::uint32_t slab = 0; slab < area.slabs; ++slab) queue_.push_back(slab);
   }
 
-  /// One group of `lanes` lanes asking for class `size_class`: their pointers (null: left to
-  /// the host path).
-  std::vector<heap_ptr> malloc_group(std::uint32_t size_class, std::uint32_t lanes) {
+  /// A group's one ticket add: its first ticket.
+  std::uint64_t take_tickets(std::uint32_t size_class, std::uint32_t lanes) {
     const std::uint64_t first = tickets_[size_class];
     tickets_[size_class] += lanes;
-    // Binders first: on the device the other lanes wait for them.
+    return first;
+  }
+
+  /// small_bind's wait: whether virtual slab `virtual_slab`'s binder may publish now.
+  [[nodiscard]] bool can_bind(std::uint32_t size_class, std::uint64_t virtual_slab) const {
+    const std::uint32_t i = binding_index(size_class, virtual_slab);
+    return binding_entry_free_for(bindings_[i], readers_[i], virtual_slab);
+  }
+  /// small_bind once its wait is over: a slab from the queue (or none), published.
+  void bind(std::uint32_t size_class, std::uint64_t virtual_slab) {
+    ASSERT_TRUE(can_bind(size_class, virtual_slab));
+    std::uint32_t published = failed_binding;
+    if (!queue_.empty()) {
+      const std::uint32_t slab = queue_.front();
+      queue_.pop_front();
+      EXPECT_EQ(tags_[slab], 0u);
+      EXPECT_EQ(live_[slab], 0u);
+      for (std::uint32_t w = 0; w < slab_bitmap_words; ++w)
+        EXPECT_EQ(bitmaps_[slab * slab_bitmap_words + w], 0u) << "a queued slab's bitmap is clear";
+      tags_[slab] = small_slab_tag(size_class, virtual_slab);
+      live_[slab] = small_blocks_per_slab(size_class);
+      published = slab + 1;
+    }
+    const std::uint32_t i = binding_index(size_class, virtual_slab);
+    readers_[i] = small_blocks_per_slab(size_class);
+    bindings_[i] = binding_entry(virtual_slab, published);
+  }
+
+  /// small_malloc's wait: what the lanes of `virtual_slab` find published.
+  [[nodiscard]] Binding binding(std::uint32_t size_class, std::uint64_t virtual_slab) const {
+    return read_binding(bindings_[binding_index(size_class, virtual_slab)], virtual_slab);
+  }
+  /// The lanes of one group holding tickets [first, first + lanes), all of one virtual slab,
+  /// once its binding is published: they count themselves off the entry and set their bits.
+  /// Their pointers (null: left to the host path).
+  std::vector<heap_ptr> read(std::uint32_t size_class, std::uint64_t first, std::uint32_t lanes) {
+    const std::uint64_t virtual_slab = small_ticket(first, size_class).virtual_slab;
+    EXPECT_EQ(small_ticket(first + lanes - 1, size_class).virtual_slab, virtual_slab);
+    const Binding b = binding(size_class, virtual_slab);
+    EXPECT_NE(b.state, BindingState::pending) << "a virtual slab's lanes read it only once it is published";
+    std::uint32_t& readers = readers_[binding_index(size_class, virtual_slab)];
+    EXPECT_GE(readers, lanes) << "more readers than the virtual slab's blocks";
+    readers -= lanes;
+    std::vector<heap_ptr> out(lanes);
+    if (b.state != BindingState::bound) return out;
+    for (std::uint32_t rank = 0; rank < lanes; ++rank) {
+      const std::uint32_t block = small_ticket(first + rank, size_class).block;
+      std::uint32_t& word = bitmaps_[b.slab * slab_bitmap_words + block_word(block)];
+      EXPECT_EQ(word & block_bit(block), 0u) << "a block handed out twice";
+      word |= block_bit(block);
+      out[rank] = area_.pointer(size_class, b.slab, block, small_slab_tag(size_class, virtual_slab));
+    }
+    return out;
+  }
+
+  /// One group of `lanes` lanes asking for class `size_class`, its binders and readers run in
+  /// turn: their pointers.
+  std::vector<heap_ptr> malloc_group(std::uint32_t size_class, std::uint32_t lanes) {
+    const std::uint64_t first = take_tickets(size_class, lanes);
     for (std::uint32_t rank = 0; rank < lanes; ++rank) {
       const SmallTicket t = small_ticket(first + rank, size_class);
       if (t.block == 0) bind(size_class, t.virtual_slab);
     }
-    std::vector<heap_ptr> out(lanes);
-    for (std::uint32_t rank = 0; rank < lanes; ++rank) {
-      const SmallTicket t = small_ticket(first + rank, size_class);
-      const Binding b =
-          read_binding(bindings_[size_class * binding_ring + t.virtual_slab % binding_ring], t.virtual_slab);
-      EXPECT_NE(b.state, BindingState::pending) << "a virtual slab's lanes read it only once it is published";
-      if (b.state != BindingState::bound) continue;
-      std::uint32_t& word = bitmaps_[b.slab * slab_bitmap_words + block_word(t.block)];
-      EXPECT_EQ(word & block_bit(t.block), 0u) << "a block handed out twice";
-      word |= block_bit(t.block);
-      out[rank] = area_.pointer(size_class, b.slab, t.block, small_slab_tag(size_class, t.virtual_slab));
+    std::vector<heap_ptr> out;
+    for (const auto& [begin, count] : virtual_slab_runs(size_class, first, lanes)) {
+      const std::vector<heap_ptr> got = read(size_class, begin, count);
+      out.insert(out.end(), got.begin(), got.end());
     }
     return out;
   }
@@ -177,6 +246,21 @@ class SmallSlabs {
     return true;
   }
 
+  /// Tickets [first, first + lanes) of `size_class` cut where virtual slabs change: (first
+  /// ticket, count) each, as the device's match on the virtual slab groups the lanes.
+  static std::vector<std::pair<std::uint64_t, std::uint32_t>> virtual_slab_runs(std::uint32_t size_class,
+                                                                                std::uint64_t first,
+                                                                                std::uint32_t lanes) {
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> runs;
+    const std::uint32_t per_slab = small_blocks_per_slab(size_class);
+    for (std::uint64_t t = first; t < first + lanes;) {
+      const std::uint64_t end = std::min(first + lanes, (t / per_slab + 1) * per_slab);
+      runs.emplace_back(t, static_cast<std::uint32_t>(end - t));
+      t = end;
+    }
+    return runs;
+  }
+
   [[nodiscard]] std::size_t queued() const { return queue_.size(); }
   [[nodiscard]] std::size_t bound() const {
     std::size_t n = 0;
@@ -192,25 +276,10 @@ class SmallSlabs {
   [[nodiscard]] std::uint64_t tickets(std::uint32_t size_class) const { return tickets_[size_class]; }
 
  private:
-  void bind(std::uint32_t size_class, std::uint64_t virtual_slab) {
-    std::uint32_t published = failed_binding;
-    if (!queue_.empty()) {
-      const std::uint32_t slab = queue_.front();
-      queue_.pop_front();
-      EXPECT_EQ(tags_[slab], 0u);
-      EXPECT_EQ(live_[slab], 0u);
-      for (std::uint32_t w = 0; w < slab_bitmap_words; ++w)
-        EXPECT_EQ(bitmaps_[slab * slab_bitmap_words + w], 0u) << "a queued slab's bitmap is clear";
-      tags_[slab] = small_slab_tag(size_class, virtual_slab);
-      live_[slab] = small_blocks_per_slab(size_class);
-      published = slab + 1;
-    }
-    bindings_[size_class * binding_ring + virtual_slab % binding_ring] = binding_entry(virtual_slab, published);
-  }
-
   SmallArea area_;
   std::vector<std::uint32_t> tags_, live_, bitmaps_;
   std::vector<std::uint64_t> bindings_;
+  std::vector<std::uint32_t> readers_;
   std::uint64_t tickets_[small_classes] = {};
   std::deque<std::uint32_t> queue_;
 };
@@ -291,6 +360,128 @@ TEST(SmallBlocks, RandomAllocFreeMatchesTheLiveRangeModel) {
     EXPECT_EQ(slabs.bound(), 0u);
     EXPECT_EQ(slabs.queued(), area.slabs);
     EXPECT_EQ(slabs.live_bits(), 0u);
+  }
+}
+
+/// One kernel's `threads` lanes of `size_class`, in warps of 32 that take their tickets at once
+/// and then bind and read in any order a GPU may run them: each step is a random one of those
+/// that can run now (a binder whose entry is free; a warp whose binders have bound and whose
+/// virtual slabs are all published: its lanes count themselves off only after a warp-wide
+/// match, so they wait for their own warp's binders). Returns the lanes' pointers; fails the
+/// test when no step can run, which on the GPU is lanes waiting for the watchdog.
+std::vector<heap_ptr> replay_kernel(SmallSlabs& slabs, std::uint32_t size_class, std::uint64_t threads,
+                                    std::mt19937_64& rng) {
+  struct Warp {
+    std::uint64_t first;
+    std::uint32_t lanes, binders_left = 0;
+  };
+  struct Step {
+    std::uint64_t warp;
+    std::uint64_t virtual_slab;  ///< a binder's; ~0: the warp's reads
+  };
+  constexpr std::uint64_t reads = ~std::uint64_t{0};
+  std::vector<Warp> warps;
+  std::vector<Step> steps;
+  for (std::uint64_t t = 0; t < threads; t += 32) {
+    const auto lanes = static_cast<std::uint32_t>(std::min<std::uint64_t>(32, threads - t));
+    Warp w{slabs.take_tickets(size_class, lanes), lanes};
+    for (std::uint32_t rank = 0; rank < lanes; ++rank) {
+      const SmallTicket ticket = small_ticket(w.first + rank, size_class);
+      if (ticket.block != 0) continue;
+      ++w.binders_left;
+      steps.push_back({warps.size(), ticket.virtual_slab});
+    }
+    steps.push_back({warps.size(), reads});
+    warps.push_back(w);
+  }
+  const auto runs = [&](const Warp& w) { return SmallSlabs::virtual_slab_runs(size_class, w.first, w.lanes); };
+  const auto can_run = [&](const Step& step) {
+    if (step.virtual_slab != reads) return slabs.can_bind(size_class, step.virtual_slab);
+    const Warp& w = warps[step.warp];
+    if (w.binders_left != 0) return false;
+    for (const auto& [begin, count] : runs(w))
+      if (slabs.binding(size_class, small_ticket(begin, size_class).virtual_slab).state == BindingState::pending)
+        return false;
+    return true;
+  };
+  std::vector<heap_ptr> out(threads);
+  std::size_t misses = 0;
+  while (!steps.empty()) {
+    const std::size_t i = rng() % steps.size();
+    if (!can_run(steps[i])) {
+      if (++misses < 4 * steps.size()) continue;
+      const bool any = std::any_of(steps.begin(), steps.end(), can_run);
+      if (!any) {
+        ADD_FAILURE() << steps.size() << " steps left and none can run: their lanes would wait for the watchdog";
+        return {};
+      }
+      misses = 0;
+      continue;
+    }
+    misses = 0;
+    const Step step = steps[i];
+    steps[i] = steps.back();
+    steps.pop_back();
+    Warp& w = warps[step.warp];
+    if (step.virtual_slab != reads) {
+      slabs.bind(size_class, step.virtual_slab);
+      --w.binders_left;
+      continue;
+    }
+    std::uint64_t lane = step.warp * 32;
+    for (const auto& [begin, count] : runs(w))
+      for (const heap_ptr& p : slabs.read(size_class, begin, count)) out[lane++] = p;
+  }
+  return out;
+}
+
+/// Issue #4's H200 failures, replayed: 65536 x 8 KB (the GPU test's last round: 8192 virtual
+/// slabs, twice the old ring of 4096 entries, whose earlier virtual slabs overwrote later ones'
+/// bindings and left their lanes waiting, or lapped, sent to the host), rounds of 32K then 256K
+/// x 4 KB (the benchmark's points, 16384 virtual slabs a kernel), and 256K x 8 KB (two rings in
+/// one kernel). Every lane is served from the fast path, no block twice, and freeing everything
+/// in a random order gives every slab back but each class's partial one.
+TEST(SmallBlocks, ConcurrentBindersAndReadersServeEveryLane) {
+  std::mt19937_64 rng(4);
+  const SmallArea area{6ull << 20, 32768};
+  SmallSlabs slabs(area);
+  struct Kernel {
+    std::uint32_t size_class;
+    std::uint64_t threads;
+  };
+  for (const Kernel k : {Kernel{9, 65536}, Kernel{8, 32768}, Kernel{8, 32768}, Kernel{8, 262144}, Kernel{8, 262144},
+                         Kernel{8, 262144}, Kernel{8, 262144}, Kernel{9, 262144}, Kernel{9, 262144}}) {
+    SCOPED_TRACE(std::to_string(k.threads) + " threads of class " + std::to_string(k.size_class));
+    std::vector<heap_ptr> got = replay_kernel(slabs, k.size_class, k.threads, rng);
+    ASSERT_EQ(got.size(), k.threads);
+    ASSERT_TRUE(std::all_of(got.begin(), got.end(), [](const heap_ptr& p) { return p.is_small(); }))
+        << "a lane left to the host";
+    ASSERT_EQ(slabs.live_bits(), k.threads);
+    std::shuffle(got.begin(), got.end(), rng);
+    for (const heap_ptr& p : got) ASSERT_TRUE(slabs.free(p));
+    ASSERT_EQ(slabs.live_bits(), 0u);
+    ASSERT_LE(slabs.bound(), 2u) << "only the classes' partial slabs stay bound";
+    ASSERT_EQ(slabs.bound() + slabs.queued(), area.slabs);
+  }
+}
+
+/// A small area that runs out mid-kernel (the GPU test's 32 slabs for 16384 x 1 KB): the
+/// virtual slabs past it fail, their lanes go to the host, and nothing waits forever; every
+/// slab's blocks are handed out, and all come back.
+TEST(SmallBlocks, AnAreaRunningOutMidKernelFailsTheRestWithoutWaiting) {
+  std::mt19937_64 rng(5);
+  const SmallArea area{6ull << 20, 32};
+  SmallSlabs slabs(area);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<heap_ptr> got = replay_kernel(slabs, 6, 16384, rng);
+    ASSERT_EQ(got.size(), 16384u);
+    const auto served = std::count_if(got.begin(), got.end(), [](const heap_ptr& p) { return p.is_small(); });
+    EXPECT_EQ(served, 32 * 64) << "every slab's 64 blocks handed out";
+    for (const heap_ptr& p : got) {
+      if (!p) continue;
+      ASSERT_TRUE(slabs.free(p));
+    }
+    EXPECT_EQ(slabs.queued(), area.slabs);
   }
 }
 

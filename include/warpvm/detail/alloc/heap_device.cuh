@@ -109,22 +109,32 @@ __device__ inline void small_give_slab(const SmallSlabsView& small, const CacheV
 }
 
 /// Binds virtual slab `virtual_slab` of `size_class` to a slab from the queue (or records that
-/// there was none) and publishes it for the lanes whose tickets fall in it.
+/// there was none) and publishes it for the lanes whose tickets fall in it, once the lanes of
+/// the virtual slab a ring before it have all read theirs from the same entry.
 __device__ inline void small_bind(const SmallSlabsView& small, const CacheView& cache, std::uint32_t object_id,
                                   std::uint32_t size_class, std::uint64_t virtual_slab) {
+  const std::uint32_t index = binding_index(size_class, virtual_slab);
+  auto entry = device_atomic(small.bindings[index]);
+  auto readers = device_atomic(small.binding_readers[index]);
+  // The entry first: once it shows the previous virtual slab published, its reader count is
+  // the one its binder set, or lower.
+  heap_wait(cache, object_id, virtual_slab, [&] {
+    const std::uint64_t seen = entry.load(cuda::std::memory_order_acquire);
+    return binding_entry_free_for(seen, readers.load(cuda::std::memory_order_acquire), virtual_slab);
+  });
   const std::uint32_t slab = small_take_slab(small, cache, object_id);
   if (slab != failed_binding) {
     device_atomic(small.tags[slab]).store(small_slab_tag(size_class, virtual_slab), cuda::std::memory_order_relaxed);
     device_atomic(small.live[slab]).store(small_blocks_per_slab(size_class), cuda::std::memory_order_relaxed);
   }
-  device_atomic(small.bindings[size_class * binding_ring + virtual_slab % binding_ring])
-      .store(binding_entry(virtual_slab, slab == failed_binding ? failed_binding : slab + 1),
-             cuda::std::memory_order_release);
+  readers.store(small_blocks_per_slab(size_class), cuda::std::memory_order_relaxed);
+  entry.store(binding_entry(virtual_slab, slab == failed_binding ? failed_binding : slab + 1),
+              cuda::std::memory_order_release);
 }
 
 /// The fast path for the lanes of `group`, all asking for class `size_class`: one ticket add
 /// for the group, one bitmap OR per word its blocks share. Null for a lane it could not serve
-/// (no slab free, or, rarely, its slab's binding overwritten before it read it).
+/// (no slab free).
 __device__ inline heap_ptr small_malloc(const SmallSlabsView& small, const CacheView& cache, std::uint32_t object_id,
                                         std::uint32_t size_class, unsigned group) {
   const unsigned leader = static_cast<unsigned>(__ffs(group) - 1);
@@ -134,12 +144,20 @@ __device__ inline heap_ptr small_malloc(const SmallSlabsView& small, const Cache
   first = __shfl_sync(group, first, leader);
   const SmallTicket ticket = small_ticket(first + __popc(group & lanemask_lt()), size_class);
   if (ticket.block == 0) small_bind(small, cache, object_id, size_class, ticket.virtual_slab);
-  auto entry = device_atomic(small.bindings[size_class * binding_ring + ticket.virtual_slab % binding_ring]);
+  const std::uint32_t index = binding_index(size_class, ticket.virtual_slab);
+  auto entry = device_atomic(small.bindings[index]);
   Binding binding{};
   heap_wait(cache, object_id, ticket.virtual_slab, [&] {
     binding = read_binding(entry.load(cuda::std::memory_order_acquire), ticket.virtual_slab);
     return binding.state != BindingState::pending;
   });
+  // Read: the lanes of one virtual slab count themselves off its entry with one subtraction
+  // (their reads happen before it, and so before a later binder overwrites the entry).
+  const unsigned same_virtual_slab = __match_any_sync(group, ticket.virtual_slab);
+  __syncwarp(same_virtual_slab);
+  if (lane_id() == static_cast<unsigned>(__ffs(same_virtual_slab) - 1))
+    device_atomic(small.binding_readers[index])
+        .fetch_sub(static_cast<std::uint32_t>(__popc(same_virtual_slab)), cuda::std::memory_order_release);
   const bool bound = binding.state == BindingState::bound;
   const unsigned served = __ballot_sync(group, bound);
   if (!bound) return heap_ptr{};

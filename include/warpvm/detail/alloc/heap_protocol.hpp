@@ -50,6 +50,7 @@ struct SmallSlabsView {
   std::uint32_t* bitmaps;          ///< per slab: slab_bitmap_words words, a bit per live block
   std::uint64_t* tickets;          ///< per class: tickets taken
   std::uint64_t* bindings;         ///< per class: binding_ring entries (binding_entry)
+  std::uint32_t* binding_readers;  ///< per binding entry: lanes yet to read its binding
   std::uint64_t* queue;            ///< the free-slab queue: area.slabs entries (queue_entry)
   std::uint64_t* queue_head;       ///< positions taken
   std::uint64_t* queue_tail;       ///< positions given

@@ -9,7 +9,8 @@
 /// is block t % B of the class's virtual slab t / B (B blocks per slab). The lane whose ticket
 /// is block 0 of a virtual slab binds it to a physical slab taken from the free-slab queue and
 /// publishes the binding in the class's binding ring; the other lanes of that virtual slab wait
-/// for it. A slab's live count starts at B (every block is handed out exactly once, by its
+/// for it, read it and count themselves off the entry, which the next lap's virtual slab takes
+/// only then. A slab's live count starts at B (every block is handed out exactly once, by its
 /// ticket) and each free takes one off; the free that empties it puts the slab back in the
 /// queue. A bitmap per slab (one bit per block, set by malloc, cleared by free) makes a second
 /// free of a block, or a pointer the heap did not return, change nothing and be reported.
@@ -31,8 +32,13 @@ inline constexpr std::uint32_t small_classes = 10;               ///< 16 B .. 8 
 inline constexpr std::uint64_t small_max_bytes = heap_unit_bytes << (small_classes - 1);
 /// 32-bit bitmap words per slab: enough for the smallest class's 4096 blocks.
 inline constexpr std::uint32_t slab_bitmap_words = static_cast<std::uint32_t>(slab_bytes / heap_unit_bytes / 32);
-/// Entries of each class's binding ring: virtual slab v is published at v % binding_ring.
-inline constexpr std::uint32_t binding_ring = 4096;
+/// Entries of each class's binding ring: virtual slab v is published at v % binding_ring, once
+/// every lane of v - binding_ring has read its binding there (binding_entry_free_for), so that
+/// no lane ever finds its binding replaced (a fixed ring whose entries were simply overwritten
+/// lost bindings, and hung their lanes, once one kernel bound more slabs of a class than it
+/// had entries: issue #4). It bounds a class's virtual slabs in flight; a binder a ring ahead
+/// waits only for lanes that are reading their binding.
+inline constexpr std::uint32_t binding_ring = 1u << 14;
 inline constexpr std::uint32_t no_small_class = ~std::uint32_t{0};
 
 /// The class serving `bytes`: the bit width of its 16-byte units less one, as the region path's
@@ -73,26 +79,42 @@ WARPVM_HD_INLINE constexpr std::uint64_t binding_entry(std::uint64_t virtual_sla
   return (virtual_slab << 32) | slab_plus_one;
 }
 
+/// Where virtual slab `virtual_slab` of `size_class` is published.
+WARPVM_HD_INLINE constexpr std::uint32_t binding_index(std::uint32_t size_class, std::uint64_t virtual_slab) {
+  return size_class * binding_ring + static_cast<std::uint32_t>(virtual_slab % binding_ring);
+}
+
 enum class BindingState : std::uint8_t {
   pending,  ///< not published yet: wait
   bound,    ///< `slab` holds the virtual slab
   failed,   ///< no slab: the lanes go to the host path
-  lapped,   ///< the entry was reused for a later virtual slab: this one's binding is lost
 };
 struct Binding {
   BindingState state;
   std::uint32_t slab;
 };
-/// What entry `entry` of the ring says of `virtual_slab`.
+/// What entry `entry` of the ring says of `virtual_slab`: pending until its binder published.
 WARPVM_HD_INLINE constexpr Binding read_binding(std::uint64_t entry, std::uint64_t virtual_slab) {
   const auto published = static_cast<std::uint32_t>(entry >> 32);
   const auto value = static_cast<std::uint32_t>(entry);
-  const auto behind = static_cast<std::int32_t>(published - static_cast<std::uint32_t>(virtual_slab));
-  if (value == 0 || behind < 0) return {BindingState::pending, 0};
-  if (behind > 0) return {BindingState::lapped, 0};
+  if (value == 0 || published != static_cast<std::uint32_t>(virtual_slab)) return {BindingState::pending, 0};
   if (value == failed_binding) return {BindingState::failed, 0};
   return {BindingState::bound, value - 1};
 }
+
+/// Whether `virtual_slab`'s binder may publish into its entry, which holds `entry` and whose
+/// previous virtual slab has `readers_left` lanes yet to read it: only once that previous one
+/// (virtual_slab - binding_ring, none for the first lap) is published and read by all its
+/// lanes. Every ticket below the binder's is taken, by a lane that reads its binding without
+/// waiting for anything but that binding's own binder, so the wait ends.
+WARPVM_HD_INLINE constexpr bool binding_entry_free_for(std::uint64_t entry, std::uint32_t readers_left,
+                                                       std::uint64_t virtual_slab) {
+  if (readers_left != 0) return false;
+  if (virtual_slab < binding_ring) return entry == 0;
+  return read_binding(entry, virtual_slab - binding_ring).state != BindingState::pending;
+}
+// A warp's 32 tickets never span a ring, so no binder waits for a lane of its own warp.
+static_assert(std::uint64_t{binding_ring} * small_blocks_per_slab(small_classes - 1) > 32);
 
 /// A free-slab queue entry: the queue position it serves (low 32 bits) above, below the slab + 1
 /// put there for it, or 0 while that position waits for its slab. Position p's taker accepts
