@@ -50,8 +50,9 @@ struct HeapOptions {
   HeapLayout layout = HeapLayout::aligned;
   /// Aligned layout: the order of the lanes' tiles in a row (detail::LaneOrder).
   detail::LaneOrder lane_order = detail::LaneOrder::lane_id;
-  /// Bytes of the PortionSpace, where regions under 2 MiB go (rounded down to 2 MiB; 0: half
-  /// the capacity, at most the paper's 2048 VABlocks = 4 GiB).
+  /// Bytes of the PortionSpace, where regions under 2 MiB go (rounded down to 2 MiB; 0: half of
+  /// what the small area leaves, at most the paper's 2048 VABlocks = 4 GiB; so the small area
+  /// comes out of the PortionSpace and the larger regions' segments alike: detail::heap_shares).
   std::size_t portion_bytes = 0;
   /// Slots of the request ring (a power of two): requests outstanding at once.
   std::uint32_t ring_slots = 1u << 14;

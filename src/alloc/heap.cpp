@@ -34,8 +34,6 @@ struct Heap::State {
 
 namespace {
 constexpr std::uint64_t segment_bytes = detail::vablock_bytes;
-constexpr std::uint64_t paper_portion_bytes = std::uint64_t{detail::PortionTree::paper_vablocks} * segment_bytes;
-constexpr std::uint64_t default_small_limit = 8ull << 30;
 }  // namespace
 
 detail::SmallSlabsView Heap::State::make_small_slabs(std::uint64_t bytes) {
@@ -85,11 +83,11 @@ Heap::Heap(Runtime& runtime, HeapOptions options) : state_(std::make_unique<Stat
   WARPVM_EXPECTS(segments * segment_bytes / detail::basic_block_bytes <= ~std::uint32_t{0}, ErrorKind::invalid_argument,
                  "a Heap holds at most 256 TiB");
   options.capacity_bytes = segments * segment_bytes;
-  const std::uint64_t portion =
-      options.portion_bytes == 0 ? std::min(options.capacity_bytes / 2, paper_portion_bytes)
-                                 : std::min<std::uint64_t>(options.portion_bytes, options.capacity_bytes);
-  const auto portion_vablocks = static_cast<std::uint32_t>(portion / segment_bytes);
-  options.portion_bytes = std::uint64_t{portion_vablocks} * segment_bytes;
+  // Whole segments each, so that the small area never shares a segment with a region.
+  const detail::HeapShares shares =
+      detail::heap_shares(options.capacity_bytes, options.portion_bytes, options.fast_path, options.small_bytes);
+  const auto portion_vablocks = static_cast<std::uint32_t>(shares.portion_bytes / segment_bytes);
+  options.portion_bytes = shares.portion_bytes;
 
   State& s = *state_;
   s.options = options;
@@ -107,10 +105,7 @@ Heap::Heap(Runtime& runtime, HeapOptions options) : state_(std::make_unique<Stat
   s.view = detail::HeapView{detail::on_device(s.slots.get()), s.next_position.get(), options.ring_slots,
                             s.regions.get(), blocks, options.layout, options.lane_order, detail::SmallSlabsView{}};
   if (options.fast_path) {
-    // Whole segments, so that the area never shares a segment with a region.
-    const std::uint64_t asked =
-        options.small_bytes == 0 ? std::min(options.capacity_bytes / 4, default_small_limit) : options.small_bytes;
-    const std::uint64_t small = asked / segment_bytes * segment_bytes;
+    const std::uint64_t small = shares.small_bytes;
     WARPVM_EXPECTS(small <= options.capacity_bytes - options.portion_bytes, ErrorKind::invalid_argument,
                    "HeapOptions::small_bytes (" + std::to_string(small) + " B) exceed the heap's " +
                        std::to_string(options.capacity_bytes - options.portion_bytes) + " B outside the PortionSpace");

@@ -9,10 +9,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 namespace warpvm::detail {
@@ -153,6 +155,95 @@ TEST(HeapSpace, RandomAllocFreeMatchesTheModel) {
     // PortionSpace as whole-VABlock warptrees.
     EXPECT_EQ(s.space.allocate(s.space.capacity_bytes() - s.space.portion_bytes()).offset, s.space.portion_bytes());
     for (std::uint64_t v = 0; v < portions; ++v) EXPECT_EQ(s.space.allocate(vablock_bytes - 1).offset, v * vablock_bytes);
+  }
+}
+
+constexpr std::uint64_t gb = 1024 * mb;
+
+TEST(HeapShares, TheSmallAreaComesOutOfThePortionSpaceAndLargeRegionsAlike) {
+  const auto segments_in = [](std::uint64_t bytes) { return bytes / vablock_bytes * vablock_bytes; };
+  for (const std::uint64_t capacity : {8 * mb, 64 * mb, 4 * gb, 8 * gb, 16 * gb, 32 * gb, 64 * gb, 1024 * gb}) {
+    SCOPED_TRACE(std::to_string(capacity / mb) + " MiB");
+    const HeapShares shares = heap_shares(capacity, 0, true, 0);
+    EXPECT_EQ(shares.small_bytes, std::min(capacity / 4, default_small_limit_bytes));
+    EXPECT_EQ(shares.portion_bytes, segments_in(std::min((capacity - shares.small_bytes) / 2, paper_portion_bytes)));
+    const std::uint64_t for_large_regions = capacity - shares.portion_bytes - shares.small_bytes;
+    EXPECT_GE(for_large_regions, (capacity - shares.small_bytes) / 2);
+    EXPECT_GE(8 * for_large_regions, 3 * capacity);
+    const HeapShares host_only = heap_shares(capacity, 0, false, 0);
+    EXPECT_EQ(host_only.small_bytes, 0u);
+    EXPECT_EQ(host_only.portion_bytes, segments_in(std::min(capacity / 2, paper_portion_bytes)))
+        << "as before the fast path";
+  }
+  // 8 GiB: a 2 GiB small area, and 3 GiB each for the PortionSpace and the regions of segments.
+  EXPECT_EQ(heap_shares(8 * gb, 0, true, 0).portion_bytes, 3 * gb);
+  // Explicit sizes are kept, in whole segments.
+  EXPECT_EQ(heap_shares(8 * mb, 0, true, 2 * mb).portion_bytes, 2 * mb) << "3 MiB, rounded down";
+  EXPECT_EQ(heap_shares(8 * gb, 0, true, 6 * gb).portion_bytes, 1 * gb);
+  EXPECT_EQ(heap_shares(8 * gb, 0, true, 16 * mb).portion_bytes, 4 * gb - 8 * mb);
+  EXPECT_EQ(heap_shares(8 * gb, 0, true, 3 * mb).small_bytes, 2 * mb);
+  EXPECT_EQ(heap_shares(8 * mb, 0, true, 16 * mb).portion_bytes, 0u)
+      << "a small area past the capacity (Heap refuses it)";
+  EXPECT_EQ(heap_shares(8 * gb, 6 * gb, true, 0).portion_bytes, 6 * gb);
+  EXPECT_EQ(heap_shares(8 * gb, 16 * gb, true, 0).portion_bytes, 8 * gb) << "at most the capacity";
+  EXPECT_EQ(heap_shares(8 * gb, 0, false, 16 * mb).small_bytes, 0u) << "no small area without the fast path";
+}
+
+/// The requests the GPU test HeapTest.DivergentCallersAndLargeRegions posts for its host path,
+/// one kernel of 3000 threads: per warp, lanes t % 6 == 1 ask 3-5 MB and lanes t % 3 == 2 ask
+/// 4 KB-80000 B (those of at most 8 KB go to the fast path); each warp's lanes of one size class
+/// (bit width of their 16-byte units) share one region of lanes x their largest request.
+std::vector<std::uint64_t> divergent_region_requests(HeapLayout layout, std::mt19937_64& rng) {
+  constexpr std::uint64_t threads = 3000;
+  std::vector<std::uint64_t> regions;
+  for (std::uint64_t warp = 0; warp < threads; warp += warp_lanes) {
+    std::map<unsigned, std::pair<std::uint32_t, std::uint64_t>> groups;  // class -> lanes, largest units
+    for (std::uint64_t t = warp; t < std::min(warp + warp_lanes, threads); ++t) {
+      std::uint64_t bytes = 0;
+      if (t % 6 == 1) bytes = (3 * mb) + rng() % (2 * mb + 1);
+      if (t % 3 == 2) bytes = 4096 + rng() % (80000 - 4096 + 1);
+      if (bytes <= small_max_bytes) continue;
+      const std::uint64_t units = (bytes + heap_unit_bytes - 1) / heap_unit_bytes;
+      auto& [lanes, largest] = groups[static_cast<unsigned>(std::bit_width(units - 1))];
+      ++lanes;
+      largest = std::max(largest, units);
+    }
+    for (const auto& [size_class, group] : groups)
+      regions.push_back(heap_region_bytes(layout, LaneOrder::lane_id, group.first, group.second * heap_unit_bytes));
+  }
+  return regions;
+}
+
+/// Issue #4: with an 8 GiB heap the default small area (2 GiB) came out of the 4 GiB that the
+/// default PortionSpace left to regions of 2 MB and more, and the test kernel's ~2.3 GiB of
+/// 3-5 MB regions found only 2 GiB: ~50 lanes a round refused. The Heap's space, made and
+/// reserved as Heap does it (3 GiB of segments left), now serves every round, and gets
+/// everything back between them.
+TEST(HeapShares, TheDefaultSmallAreaLeavesRoomForLargeRegions) {
+  const std::uint64_t capacity = 8 * gb;
+  const HeapShares shares = heap_shares(capacity, 0, true, 0);
+  const auto segments = static_cast<std::uint32_t>(capacity / vablock_bytes);
+  for (const HeapLayout layout : {HeapLayout::contiguous, HeapLayout::aligned}) {
+    Space s(segments, static_cast<std::uint32_t>(shares.portion_bytes / vablock_bytes));
+    ASSERT_TRUE(s.space.allocate(shares.small_bytes).ok()) << "the small area";
+    std::mt19937_64 rng(static_cast<std::uint64_t>(layout) + 11);
+    for (int round = 0; round < 3; ++round) {
+      SCOPED_TRACE("round " + std::to_string(round));
+      const std::vector<std::uint64_t> requests = divergent_region_requests(layout, rng);
+      std::uint64_t large_segments = 0;
+      for (const std::uint64_t bytes : requests)
+        if (bytes >= vablock_bytes) large_segments += (bytes + vablock_bytes - 1) / vablock_bytes;
+      // The old split's room (8 - 4 - 2 GiB) was too small for this; ours is not.
+      EXPECT_GT(large_segments * vablock_bytes, capacity - paper_portion_bytes - shares.small_bytes);
+      std::vector<std::uint64_t> live;
+      for (const std::uint64_t bytes : requests) {
+        const HeapRegion region = s.space.allocate(bytes);
+        ASSERT_TRUE(region.ok()) << bytes << " B, after " << live.size() << " regions";
+        live.push_back(region.offset);
+      }
+      for (const std::uint64_t offset : live) EXPECT_NE(s.space.release(offset), 0u);
+      EXPECT_EQ(s.space.reserved_bytes(), shares.small_bytes) << "every region went back";
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include "warpvm/detail/alloc/uvm_blocks.hpp"
 #include "warpvm/detail/host_device.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -22,6 +23,34 @@ struct HeapRegion {
   std::uint64_t reserved_bytes;  ///< what the region keeps from others (padding included)
   [[nodiscard]] WARPVM_HD bool ok() const { return offset != no_offset; }
 };
+
+/// Where HeapOptions' PortionSpace and small area end up: whole segments each.
+struct HeapShares {
+  std::uint64_t portion_bytes;
+  std::uint64_t small_bytes;  ///< the fast path's small area; 0: none
+};
+
+inline constexpr std::uint64_t default_small_limit_bytes = 8ull << 30;
+inline constexpr std::uint64_t paper_portion_bytes = std::uint64_t{PortionTree::paper_vablocks} * vablock_bytes;
+
+/// HeapOptions' PortionSpace and small area for a heap of `capacity_bytes` (whole segments), 0
+/// for either meaning its default; the small area only with `fast_path`. Defaults: the small
+/// area a quarter of the heap (at most 8 GiB), and the PortionSpace half of what the small area
+/// leaves (at most the paper's 4 GiB), half the heap as before the fast path when there is no
+/// small area. The small area so comes out of the PortionSpace and the regions of 2 MB and more
+/// (which can use neither) alike: taken from the latter's share alone, it left an 8 GiB heap
+/// 2 GiB of segments, too little for a kernel that asked 2.3 GiB of 3-5 MB regions (issue #4).
+/// Sizes are not checked here (Heap does: the small area must fit beside the PortionSpace).
+[[nodiscard]] constexpr HeapShares heap_shares(std::uint64_t capacity_bytes, std::uint64_t portion_bytes,
+                                               bool fast_path, std::uint64_t small_bytes) {
+  const std::uint64_t small_asked =
+      !fast_path ? 0 : small_bytes != 0 ? small_bytes : std::min(capacity_bytes / 4, default_small_limit_bytes);
+  const std::uint64_t small = small_asked / vablock_bytes * vablock_bytes;
+  const std::uint64_t left = small < capacity_bytes ? capacity_bytes - small : 0;
+  const std::uint64_t portion =
+      portion_bytes != 0 ? std::min(portion_bytes, capacity_bytes) : std::min(left / 2, paper_portion_bytes);
+  return {portion / vablock_bytes * vablock_bytes, small};
+}
 
 /// A view of caller storage, like the trees it combines; one caller at a time. Requests that
 /// cannot be met return a region with no_offset, releases of offsets where no region starts
