@@ -31,12 +31,14 @@ enum class EvictionPolicy : std::uint8_t {
 
 /// Where an object's pages are served from.
 enum class Placement : std::uint8_t {
-  migrate,  ///< pages are copied into the device cache on first touch (default)
+  migrate,  ///< pages are copied into the device cache on first touch
   remote,   ///< every access goes to pinned host memory over the link (zero-copy); nothing cached
   /// Per page, as access counters do: element reads of an absent page go to host memory over the
   /// link until the page has been read Config::automatic_remote_reads times, then it migrates.
   /// Sparse pages cost only the lines read; dense ones are copied once. Writes, atomics, spans
-  /// and cursors migrate at once. The uvm preset (host_batched) migrates, as UVM does.
+  /// and cursors migrate at once. The uvm preset (host_batched) migrates, as UVM does. The
+  /// default of Runtime::alloc and adopt: the choice between zero-copy and migration is per page,
+  /// not left to the user.
   automatic,
 };
 

@@ -118,14 +118,14 @@ class Runtime {
 
   /// `count` elements in new pinned host memory (contents uninitialised), named for messages.
   template <class T>
-  [[nodiscard]] object<T> alloc(std::size_t count, Placement placement = Placement::migrate,
+  [[nodiscard]] object<T> alloc(std::size_t count, Placement placement = Placement::automatic,
                                 std::string name = {}) {
     return object<T>(register_object(nullptr, bytes_of<T>(count, name), placement, std::move(name)));
   }
   /// Registers memory the caller owns (cudaHostRegister unless it is pinned already; 16-byte
   /// aligned, not overlapping another object); it must outlive the returned object.
   template <class T>
-  [[nodiscard]] object<T> adopt(T* data, std::size_t count, Placement placement = Placement::migrate,
+  [[nodiscard]] object<T> adopt(T* data, std::size_t count, Placement placement = Placement::automatic,
                                 std::string name = {}) {
     return object<T>(register_object(reinterpret_cast<std::byte*>(data), bytes_of<T>(count, name), placement,
                                      std::move(name)));

@@ -42,7 +42,7 @@ class FaultEvents : public GpuTest {
 TEST_F(FaultEvents, OneFillPerMissAndEvictionsAgreeWithTheCounters) {
   constexpr std::uint64_t n = 4u << 20;  // 16 MiB: 4096 pages through a 4 MiB cache
   Runtime rt(Config{.cache_bytes = 4u << 20, .fault_event_capacity = 1u << 16, .max_pages_held_per_thread = 1});
-  auto a = rt.alloc<std::uint32_t>(n);
+  auto a = rt.alloc<std::uint32_t>(n, Placement::migrate);
   fill_initial(a, 3);
   DeviceVector<unsigned long long> total(1);
   rt.launch(sum_pages, dim3(4), dim3(256), 0, a.device(), total.get());  // 1024 threads x 1 page = the cache
@@ -85,8 +85,8 @@ TEST_F(FaultEvents, OneFillPerMissAndEvictionsAgreeWithTheCounters) {
 TEST_F(FaultEvents, WaitsAreDuplicatesOfAFill) {
   constexpr std::uint64_t n = 1u << 20;
   Runtime rt(Config{.cache_bytes = 4u << 20, .fault_event_capacity = 1u << 16, .max_pages_held_per_thread = 1});
-  auto a = rt.alloc<std::uint32_t>(n);
-  auto extra = rt.alloc<std::uint32_t>(n);  // eviction possible: every access holds and is counted
+  auto a = rt.alloc<std::uint32_t>(n, Placement::migrate);
+  auto extra = rt.alloc<std::uint32_t>(n, Placement::migrate);  // eviction possible: every access holds and is counted
   fill_initial(a, 4);
   DeviceVector<unsigned long long> total(1);
   // 32 warps on 4 pages: 8 warps per page. 1024 threads x 1 page held = the 4 MiB cache.
@@ -101,7 +101,7 @@ TEST_F(FaultEvents, WaitsAreDuplicatesOfAFill) {
 TEST_F(FaultEvents, CapacityBoundsWhatIsKeptAndCountsTheRest) {
   constexpr std::uint64_t n = 4u << 20;
   Runtime rt(Config{.cache_bytes = 32u << 20, .fault_event_capacity = 100});
-  auto a = rt.alloc<std::uint32_t>(n);
+  auto a = rt.alloc<std::uint32_t>(n, Placement::migrate);
   fill_initial(a, 5);
   DeviceVector<unsigned long long> total(1);
   rt.launch(sum_pages, dim3(8), dim3(256), 0, a.device(), total.get());  // 2048 threads x 4 pages = the cache
@@ -117,7 +117,7 @@ TEST_F(FaultEvents, HostBatchedFaultsAreRecordedWithTheirPosts) {
   config.cache_bytes = 16u << 20;
   config.fault_event_capacity = 1u << 16;
   Runtime rt(config);
-  auto a = rt.alloc<std::uint32_t>(n);
+  auto a = rt.alloc<std::uint32_t>(n, Placement::migrate);
   fill_initial(a, 6);
   DeviceVector<unsigned long long> total(1);
   rt.launch(sum_pages, dim3(32), dim3(256), 0, a.device(), total.get());
