@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -56,6 +56,30 @@ def _log_if_wide(values: list[float]) -> bool:
     return bool(positive) and max(positive) / min(positive) > _LOG_RANGE
 
 
+def _grouped_bars(bars: list[tuple[str, str, float]], label: Callable[[float], str]) -> tuple[Figure, Axes]:
+    """Bars (workload, series, value) grouped by workload, a colour per series, each labelled with
+    `label(value)`; log scale when the values span a wide range. The caller adds axis labels."""
+    workloads = list(dict.fromkeys(w for w, _, _ in bars))
+    colors = _palette(series for _, series, _ in bars)
+    per_workload = {w: [b for b in bars if b[0] == w] for w in workloads}
+    width = 0.85 / max(len(group) for group in per_workload.values())
+    figure = Figure(layout="constrained", figsize=(max(8.0, 1.6 * len(workloads) + 0.25 * len(bars)), 5.5))
+    ax = figure.add_subplot()
+    for i, workload in enumerate(workloads):
+        group = per_workload[workload]
+        for j, (_, series, value) in enumerate(group):
+            x = i + (j - (len(group) - 1) / 2) * width
+            drawn = ax.bar(x, value, width, color=colors[series])
+            ax.bar_label(drawn, fmt=label, fontsize=6, rotation=90, padding=2)
+    if _log_if_wide([value for _, _, value in bars]):
+        ax.set_yscale("log")
+    ax.set_xticks(range(len(workloads)), workloads)
+    ax.set_xlabel("workload")
+    ax.legend(handles=_legend(colors), fontsize=7, ncols=2, loc="best")
+    ax.grid(axis="y", alpha=0.3)
+    return figure, ax
+
+
 def log2_x_axis(ax: Axes, ticks: Sequence[float], labels: Sequence[str]) -> None:
     """A base-2 logarithmic x axis with exactly `ticks`, labelled `labels` (no minor ticks)."""
     ax.set_xscale("log", base=2)
@@ -104,27 +128,11 @@ def bandwidth_figure(records: Iterable[Record]) -> Figure | None:
         return None
     devices = _devices(chosen.values())
     several = len(devices) > 1
-    workloads = list(dict.fromkeys(w for w, _, _ in chosen))
-    colors = _palette(_series(r, several) for r in chosen.values())
-    per_workload = {w: [r for r in chosen.values() if r.workload == w] for w in workloads}
-    width = 0.85 / max(len(group) for group in per_workload.values())
-
-    figure = Figure(layout="constrained", figsize=(max(8.0, 1.6 * len(workloads) + 0.25 * len(chosen)), 5.5))
-    ax = figure.add_subplot()
-    for i, workload in enumerate(workloads):
-        group = per_workload[workload]
-        for j, r in enumerate(group):
-            x = i + (j - (len(group) - 1) / 2) * width
-            bars = ax.bar(x, r.useful_gbps or 0.0, width, color=colors[_series(r, several)])
-            ax.bar_label(bars, fmt=_short, fontsize=6, rotation=90, padding=2)
-    if _log_if_wide([r.useful_gbps or 0.0 for r in chosen.values()]):
-        ax.set_yscale("log")
-    ax.set_xticks(range(len(workloads)), workloads)
-    ax.set_xlabel("workload")
+    figure, ax = _grouped_bars(
+        [(r.workload, _series(r, several), r.useful_gbps or 0.0) for r in chosen.values()], _short
+    )
     ax.set_ylabel("useful bandwidth (GB/s)")
     ax.set_title(f"Useful bandwidth per workload and mode: {', '.join(devices)}\n(warpvm: largest cache)")
-    ax.legend(handles=_legend(colors), fontsize=7, ncols=2, loc="best")
-    ax.grid(axis="y", alpha=0.3)
     return figure
 
 
@@ -234,30 +242,13 @@ def speedup_figure(records: Iterable[Record]) -> Figure | None:
         return None
     devices = _devices_of(best)
     several = len(devices) > 1
-    workloads = list(dict.fromkeys(w for _, w, _, _ in best))
-    series = {k: f"{k[2]} ({k[0]})" if several else k[2] for k in best}
-    colors = _palette(series.values())
-    per_workload = {w: [k for k in best if k[1] == w] for w in workloads}
-    width = 0.85 / max(len(keys) for keys in per_workload.values())
-    figure = Figure(layout="constrained", figsize=(max(8.0, 1.6 * len(workloads) + 0.25 * len(best)), 5.5))
-    ax = figure.add_subplot()
-    for i, workload in enumerate(workloads):
-        keys = per_workload[workload]
-        for j, key in enumerate(keys):
-            x = i + (j - (len(keys) - 1) / 2) * width
-            bars = ax.bar(x, best[key][1], width, color=colors[series[key]])
-            ax.bar_label(bars, fmt=lambda v: _short(v) + "x", fontsize=6, rotation=90, padding=2)
+    bars = [(k[1], f"{k[2]} ({k[0]})" if several else k[2], speedup) for k, (_, speedup) in best.items()]
+    figure, ax = _grouped_bars(bars, lambda v: _short(v) + "x")
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
-    if _log_if_wide([s for _, s in best.values()]):
-        ax.set_yscale("log")
-    ax.set_xticks(range(len(workloads)), workloads)
-    ax.set_xlabel("workload")
     ax.set_ylabel("speed-up over UVM in-core (x, time)")
     ax.set_title(
         f"Speed-up over UVM by workload and mode: {', '.join(devices)}\n(each mode at its largest cache)"
     )
-    ax.legend(handles=_legend(colors), fontsize=7, ncols=2, loc="best")
-    ax.grid(axis="y", alpha=0.3)
     return figure
 
 
