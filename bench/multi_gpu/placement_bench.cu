@@ -181,6 +181,8 @@ struct Args {
   int repeats = 3;
   std::vector<std::string> workloads{"transpose", "stencil2d", "gemm", "pagerank", "im2col", "conv2d"};
   std::vector<std::string> modes{"on_touch", "access_counter", "duplication", "oasis", "ideal"};
+  std::vector<std::uint32_t> reset_thresholds{detail::default_reset_threshold};  ///< oasis: one run each
+  std::uint32_t counter_threshold = detail::default_counter_threshold;
   Options out;
 };
 
@@ -188,7 +190,8 @@ struct Args {
   std::fprintf(stderr,
                "%s\nusage: warpvm-placement-bench [--gpus 2] [--bytes 1GiB] [--repeats 3] "
                "[--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d] [--modes on_touch,access_counter,duplication,oasis,ideal] "
-               "[--out f.jsonl] [--commit SHA]\n",
+               "[--reset-thresholds 8] [--counter-threshold 256] [--out f.jsonl] [--commit SHA]\n"
+               "--reset-thresholds 4,8,32 runs oasis once per O-Table reset threshold (the paper's sensitivity study)\n",
                m.c_str());
   std::exit(2);
 }
@@ -209,6 +212,10 @@ Args parse(int argc, char** argv) {
       else if (flag == "--repeats") a.repeats = std::stoi(v);
       else if (flag == "--workloads") a.workloads = tools::split_list(v);
       else if (flag == "--modes") a.modes = tools::split_list(v);
+      else if (flag == "--reset-thresholds") {
+        a.reset_thresholds.clear();
+        for (const auto& t : tools::split_list(v)) a.reset_thresholds.push_back(static_cast<std::uint32_t>(std::stoul(t)));
+      } else if (flag == "--counter-threshold") a.counter_threshold = static_cast<std::uint32_t>(std::stoul(v));
       else if (flag == "--out") a.out.out = v;
       else if (flag == "--commit") a.out.commit = v;
       else usage("unknown option " + flag);
@@ -217,6 +224,10 @@ Args parse(int argc, char** argv) {
     }
   }
   if (a.repeats < 1) usage("--repeats must be at least 1");
+  if (a.reset_thresholds.empty()) usage("--reset-thresholds needs at least one value");
+  for (const std::uint32_t t : a.reset_thresholds)
+    if (t < 1 || t > 255) usage("reset thresholds must be in [1, 255]");
+  if (a.counter_threshold < 1) usage("--counter-threshold must be at least 1");
   return a;
 }
 
@@ -542,12 +553,15 @@ int run(int argc, char** argv) {
         const std::string wrong = w.check_reference(w.objects, reference);
         if (!wrong.empty()) throw std::runtime_error("the single-GPU reference is wrong: " + wrong);
       }
-      for (const std::string& mode : a.modes) {
-        std::fprintf(stderr, "[%u GPUs] %s: %s\n", G, name.c_str(), mode.c_str());
+      for (const std::string& mode : a.modes)
+      for (const std::uint32_t reset_threshold :
+           mode == "oasis" ? a.reset_thresholds : std::vector<std::uint32_t>{detail::default_reset_threshold}) {
+        std::fprintf(stderr, "[%u GPUs] %s: %s (reset threshold %u)\n", G, name.c_str(), mode.c_str(), reset_threshold);
         Record r;
         r.workload = name;
         r.mode = mode;
-        r.policy = mode;
+        // The sensitivity runs are points of their own (reports key points by policy).
+        r.policy = reset_threshold == detail::default_reset_threshold ? mode : mode + "_reset" + std::to_string(reset_threshold);
         r.cache_fraction = 1.0;
         r.dataset_bytes = footprint;
         r.useful_bytes = w.useful_bytes;
@@ -579,6 +593,10 @@ int run(int argc, char** argv) {
           for (unsigned g = 0; g < G; ++g) config.devices.push_back(static_cast<int>(g));
           config.frame_bytes_per_gpu = footprint + footprint / 8 + (64ull << 20);
           config.default_policy = policy_of(mode);
+          config.reset_threshold = reset_threshold;
+          config.counter_threshold = a.counter_threshold;
+          r.extra["reset_threshold"] = reset_threshold;
+          r.extra["counter_threshold"] = a.counter_threshold;
           MultiGpuSpace space(config);
           std::vector<shared_object<std::uint32_t>> objs;
           for (std::size_t i = 0; i < w.objects.size(); ++i)
