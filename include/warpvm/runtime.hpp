@@ -88,8 +88,9 @@ class object {
   [[nodiscard]] std::uint32_t id() const { return handle_.descriptor().id; }
   [[nodiscard]] const std::string& name() const { return handle_.name(); }
   [[nodiscard]] Placement placement() const { return handle_.descriptor().placement; }
-  /// Switches between caching pages (migrate) and zero-copy access (remote). Leaving migrate
-  /// writes the object's dirty pages back and drops them from the cache.
+  /// Switches between caching pages (migrate, automatic) and zero-copy access (remote). Going
+  /// to remote writes the object's dirty pages back and drops them from the cache; between
+  /// migrate and automatic the cached pages stay. Take device() again afterwards.
   void set_placement(Placement placement) { handle_.set_placement(placement); }
 
  private:

@@ -232,16 +232,21 @@ void RuntimeState::set_placement(std::uint32_t id, Placement placement) {
 }
 
 void RuntimeState::set_counts_for(ObjectSlot& slot, Placement placement) {
-  slot.descriptor.placement = placement;
-  if (placement != Placement::automatic) {
-    slot.descriptor.absent_reads = nullptr;
-    slot.absent_reads.reset();
-    return;
+  // The counts, once allocated, live as long as the slot: a handle taken while the object was
+  // automatic and used after it left (a stale handle, which checked mode cannot tell when the
+  // object has come back to automatic since) then counts into live memory of its own object,
+  // not into memory cudaMalloc may have given to something else (another object's page table).
+  // Allocated before anything changes, so that an allocation failure leaves the slot as it was.
+  const std::uint64_t pages = view_.geometry().pages_for(slot.descriptor.bytes);
+  if (placement == Placement::automatic) {
+    if (!slot.absent_reads)
+      slot.absent_reads =
+          make_device_zeroed<std::uint32_t>(pages, ("the absent-read counts of '" + slot.name + "'").c_str());
+    else if (slot.descriptor.placement != Placement::automatic)  // coming back: learn from scratch
+      WARPVM_CUDA_TRY(cudaMemset(slot.absent_reads.get(), 0, pages * sizeof(std::uint32_t)));
   }
-  if (!slot.absent_reads)
-    slot.absent_reads = make_device_zeroed<std::uint32_t>(view_.geometry().pages_for(slot.descriptor.bytes),
-                                                          ("the absent-read counts of '" + slot.name + "'").c_str());
-  slot.descriptor.absent_reads = slot.absent_reads.get();
+  slot.descriptor.placement = placement;
+  slot.descriptor.absent_reads = placement == Placement::automatic ? slot.absent_reads.get() : nullptr;
 }
 
 void RuntimeState::write_back(std::uint32_t object_filter, bool write_back, bool drop) {

@@ -41,8 +41,9 @@ class RuntimeState {
   std::uint32_t register_object(std::byte* adopted, std::size_t bytes, Placement placement, std::string name);
   void unregister_object(std::uint32_t id) noexcept;
   void set_placement(std::uint32_t id, Placement placement);
-  /// Sets the slot's placement and gives it the per-page counts Placement::automatic needs (or
-  /// frees them); the device learns it from publish_descriptor().
+  /// Sets the slot's placement and gives it the per-page counts Placement::automatic needs
+  /// (allocated on first use and kept, zeroed, for the slot's lifetime: stale handles must not
+  /// count into freed memory); the device learns it from publish_descriptor().
   void set_counts_for(ObjectSlot& slot, Placement placement);
 
   /// For the frames of `object_filter` (all objects when all_objects): with write_back, writes

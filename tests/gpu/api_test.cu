@@ -6,6 +6,7 @@
 
 #include "warpvm/detail/core/inspect.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <cstring>
@@ -243,6 +244,45 @@ TEST_F(Api, AutomaticPlacementReadsWhatEvictedWritesLeft) {
   EXPECT_EQ(all.to_host(), v);
   rt.flush();
   EXPECT_TRUE(std::equal(v.begin(), v.end(), a.host().begin()));
+}
+
+/// 32 bytes: an element wider than one 16-byte load (array<T> allows powers of two up to 512 B).
+struct Wide {
+  std::uint64_t v[4];
+  friend bool operator==(const Wide&, const Wide&) = default;
+};
+
+/// out[t] = a[t * stride] for t < count.
+__global__ void read_strided(array<Wide> a, std::uint64_t stride, std::uint64_t count, Wide* out) {
+  for (std::uint64_t t = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < count;
+       t += std::uint64_t{gridDim.x} * blockDim.x)
+    out[t] = a[t * stride];
+}
+
+TEST_F(Api, AutomaticPlacementReadsElementsWiderThanSixteenBytes) {
+  Runtime rt(Config{.cache_bytes = 16ull << 20, .max_pages_held_per_thread = 1});
+  constexpr std::uint64_t n = std::uint64_t{1} << 16;  // 2 MiB: 512 pages of 4 KiB
+  auto a = rt.alloc<Wide>(n, Placement::automatic, "wide");
+  std::vector<Wide> v(n);
+  for (std::uint64_t i = 0; i < n; ++i) v[i] = Wide{{i, i * 3, ~i, i ^ 0x5555}};
+  std::copy(v.begin(), v.end(), a.host().begin());
+  const std::uint64_t per_page = a.device().elements_per_page();
+  const std::uint64_t pages = n / per_page;
+
+  // One element of each page, once: read remotely, in two 16-byte pieces.
+  DeviceVector<Wide> sparse(pages);
+  rt.launch(read_strided, dim3(4), dim3(128), 0, a.device(), per_page, pages, sparse.get());
+  rt.synchronize();
+  std::vector<Wide> expected(pages);
+  for (std::uint64_t p = 0; p < pages; ++p) expected[p] = v[p * per_page];
+  EXPECT_EQ(sparse.to_host(), expected);
+  EXPECT_EQ(rt.stats().misses, 0u);
+
+  // Every element, remote reads and migrated pages alike.
+  DeviceVector<Wide> all(n);
+  rt.launch(read_strided, dim3(16), dim3(256), 0, a.device(), std::uint64_t{1}, n, all.get());
+  rt.synchronize();
+  EXPECT_EQ(all.to_host(), v);
 }
 
 TEST_F(Api, AdoptedMemoryIsWrittenInPlace) {

@@ -139,7 +139,7 @@ __device__ __forceinline__ bool peek_resident_unheld(const CacheView& cache, con
 /// migrating the page. All active lanes call together; lanes reading one page decide together
 /// and count once. Only an absent page is read remotely: its host copy is current, since an
 /// eviction writes a dirty page back (system fence) before its release makes the page absent,
-/// and this acquire load orders the remote read after that.
+/// and the leader's acquire load, then a barrier of its group, order the remote reads after that.
 __device__ inline bool read_absent_page_remotely(const ObjectDescriptor& object, std::uint64_t page) {
   const unsigned mask = __activemask();
   const unsigned peers = __match_any_sync(mask, make_page_key(object.id, page));
@@ -147,14 +147,20 @@ __device__ inline bool read_absent_page_remotely(const ObjectDescriptor& object,
   bool remote = false;
   if (lane_id() == leader && page_word::is_absent(page_load(object.pages[page].state)))
     remote = atomicAdd(object.absent_reads + page, 1u) < object.remote_reads;
-  return __shfl_sync(peers, remote, leader);
+  remote = __shfl_sync(peers, remote, leader);
+  // A shuffle orders no memory accesses: the barrier puts every peer's host read after the
+  // leader's acquire (as in acquire_page). The whole group takes this branch or none of it does.
+  if (remote) __syncwarp(peers);
+  return remote;
 }
 
 /// *p through L2 only (ld.global.cg): a host line read remotely must never come from an L1 copy
-/// older than the last write-back of its page.
+/// older than the last write-back of its page. Elements larger than 16 bytes (array<T> allows
+/// any power of two up to min_page_bytes) are read in 16-byte pieces: they are 16-byte aligned,
+/// since object memory is and sizeof(T) is a multiple of 16.
 template <class T>
 __device__ __forceinline__ T load_through_l2(const T* p) {
-  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16);
+  static_assert(sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) % 16 == 0);
   T value;
   if constexpr (sizeof(T) == 1) {
     const unsigned char raw = __ldcg(reinterpret_cast<const unsigned char*>(p));
@@ -169,8 +175,13 @@ __device__ __forceinline__ T load_through_l2(const T* p) {
     const unsigned long long raw = __ldcg(reinterpret_cast<const unsigned long long*>(p));
     memcpy(&value, &raw, 8);
   } else {
-    const uint4 raw = __ldcg(reinterpret_cast<const uint4*>(p));
-    memcpy(&value, &raw, 16);
+    const auto* from = reinterpret_cast<const uint4*>(p);
+    auto* to = reinterpret_cast<unsigned char*>(&value);
+#pragma unroll
+    for (std::size_t k = 0; k < sizeof(T) / 16; ++k) {
+      const uint4 raw = __ldcg(from + k);
+      memcpy(to + k * 16, &raw, 16);
+    }
   }
   return value;
 }
