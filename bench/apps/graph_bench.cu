@@ -56,6 +56,9 @@ struct GraphOptions {
   std::vector<App> apps{App::bfs, App::cc, App::sssp};
   unsigned sources = 4;              ///< roots drawn from the seed
   std::vector<std::uint32_t> roots;  ///< roots given (instead of drawing them)
+  /// SSSP's reference: Dijkstra on the CPU (serial; minutes per root at scale 27), or the raw
+  /// kernel on device memory, its result certified on the CPU by sim::certify_sssp.
+  bool sssp_certified_gpu = false;
   [[nodiscard]] bool wants(App app) const { return std::find(apps.begin(), apps.end(), app) != apps.end(); }
 };
 
@@ -67,10 +70,11 @@ const char* const all_modes =
                "%s\nusage: warpvm-graph-bench [--apps bfs,cc,sssp] [--scale 22] [--edge-factor 16] [--seed 1]\n"
                "       [--sources 4] [--roots a,b] [--modes m,n] [--cache-fractions 1,0.5,0.25] [--repeats 3]\n"
                "       [--eviction clock|fifo] [--out file.jsonl] [--commit SHA] [--driver VER] [--suite graph]\n"
-               "       [--trace batches.csv] [--uvm-counted-runs 1]\n"
+               "       [--trace batches.csv] [--uvm-counted-runs 1] [--sssp-reference dijkstra|certified-gpu]\n"
                "BFS and SSSP from --sources roots (vertices with a neighbour, drawn from the seed) or from\n"
                "--roots, and CC, over an R-MAT graph of 2^scale vertices and edge-factor x 2^scale undirected\n"
-               "edges; SSSP's weights in [1, 255] are drawn from the seed.\n"
+               "edges; SSSP's weights in [1, 255] are drawn from the seed. SSSP's reference: Dijkstra on the CPU\n"
+               "(serial), or with certified-gpu the raw kernel on device memory, certified on the CPU in O(edges)\n"
                "modes: %s\n"
                "--eviction applies to mode warpvm (warpvm_dream is FIFO); --trace writes the fault batches of\n"
                "the warpvm_uvm runs (the uvm preset) as CSV\n",
@@ -101,6 +105,9 @@ GraphOptions parse(int argc, char** argv) {
       else if (flag == "--sources") o.sources = static_cast<unsigned>(std::stoul(value));
       else if (flag == "--roots") {
         for (const std::string& r : tools::split_list(value)) o.roots.push_back(static_cast<std::uint32_t>(std::stoul(r)));
+      } else if (flag == "--sssp-reference") {
+        if (value != "dijkstra" && value != "certified-gpu") usage("--sssp-reference takes dijkstra or certified-gpu");
+        o.sssp_certified_gpu = value == "certified-gpu";
       } else if (flag == "--apps") {
         o.apps.clear();
         for (const std::string& name : tools::split_list(value)) {
@@ -174,8 +181,8 @@ class GraphBench {
       write_batch_trace_header(trace_);
     }
     if (o_.wants(App::sssp)) weights_.emplace(columns_bytes());
+    queues_.emplace(n_);  // before generate(): a certified-gpu SSSP reference runs the kernels
     generate();
-    queues_.emplace(n_);
   }
   ~GraphBench() { cudaStreamDestroy(stream_); }
   GraphBench(const GraphBench&) = delete;
@@ -247,7 +254,7 @@ class GraphBench {
       for (const std::uint32_t root : roots) tasks_.push_back(bfs_task(offsets, columns, root, pfor));
     if (o_.wants(App::cc)) tasks_.push_back(cc_task(offsets, columns, pfor));
     if (o_.wants(App::sssp))
-      for (const std::uint32_t root : roots) tasks_.push_back(sssp_task(offsets, columns, root));
+      for (const std::uint32_t root : roots) tasks_.push_back(sssp_task(offsets, columns, root, pfor));
     std::fprintf(stderr, "graph-bench: %zu reference results (%zu roots) in %.1f s\n", tasks_.size(), roots.size(),
                  seconds_since(start));
   }
@@ -277,10 +284,18 @@ class GraphBench {
     return t;
   }
 
-  Task sssp_task(std::span<const std::uint64_t> offsets, std::span<const std::uint32_t> columns,
-                 std::uint32_t root) const {
-    Task t{.app = App::sssp, .root = root,
-           .expected = sim::reference_sssp(offsets, columns, std::span(host_weights(), p_.directed_edges()), root)};
+  Task sssp_task(std::span<const std::uint64_t> offsets, std::span<const std::uint32_t> columns, std::uint32_t root,
+                 const ParallelFor& pfor) {
+    const std::span<const std::uint32_t> weights(host_weights(), p_.directed_edges());
+    Task t{.app = App::sssp, .root = root};
+    if (o_.sssp_certified_gpu) {
+      t.expected = sssp_on_device(t);
+      const std::string wrong = sim::certify_sssp(offsets, columns, weights, root, std::span<const std::uint32_t>(t.expected), pfor);
+      if (!wrong.empty())
+        throw std::runtime_error("the GPU's SSSP from root " + std::to_string(root) + " fails its certificate: " + wrong);
+    } else {
+      t.expected = sim::reference_sssp(offsets, columns, weights, root);
+    }
     // Distances mark the reached vertices as levels do (sssp_unreached == bfs_unreached): the
     // rows read are those of BFS from the root, each at least once, with their weights.
     const sim::BfsWork reach = sim::bfs_work(offsets, t.expected);
@@ -293,6 +308,22 @@ class GraphBench {
                 {"max_distance", static_cast<double>(farthest)},
                 {"scanned_edges", static_cast<double>(reach.scanned_edges)}};
     return t;
+  }
+
+  /// The task's distances by the raw kernel on device memory (the reference when
+  /// --sssp-reference certified-gpu; the caller certifies them).
+  std::vector<std::uint32_t> sssp_on_device(const Task& t) {
+    DeviceBuffer<std::uint64_t> offsets(n_ + 1);
+    DeviceBuffer<std::uint32_t> columns(p_.directed_edges()), weights(p_.directed_edges()), values(n_);
+    check(cudaMemcpy(offsets.data, host_offsets(), offsets_bytes(), cudaMemcpyHostToDevice), "copy offsets");
+    check(cudaMemcpy(columns.data, host_columns(), columns_bytes(), cudaMemcpyHostToDevice), "copy columns");
+    check(cudaMemcpy(weights.data, host_weights(), columns_bytes(), cudaMemcpyHostToDevice), "copy weights");
+    reset_on_device(t, values.data);
+    run_raw(t, RawGraph{offsets.data, columns.data, weights.data}, values.data);
+    check(cudaStreamSynchronize(stream_), "the SSSP reference run");
+    std::vector<std::uint32_t> distances(n_);
+    check(cudaMemcpy(distances.data(), values.data, values_bytes(), cudaMemcpyDeviceToHost), "copy the distances out");
+    return distances;
   }
 
   bool fits_on_device(const char* mode, std::uint64_t bytes) const {

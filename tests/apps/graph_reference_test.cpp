@@ -181,5 +181,38 @@ TEST(ReferenceSssp, MatchesBellmanFordOnRmat) {
   }
 }
 
+TEST(CertifySssp, AcceptsTheDistancesAndOnlyThem) {
+  const RmatParams p{.scale = 12, .edge_factor = 8, .seed = 5};
+  const Csr g = make(p);
+  std::vector<std::uint32_t> weights(g.columns.size());
+  fill_edge_weights(g.offsets, g.columns, weights, p.seed);
+  const std::uint32_t root = pick_roots(g.offsets, g.columns, 1, 3).front();
+  std::vector<std::uint32_t> d = reference_sssp(g.offsets, g.columns, weights, root);
+  EXPECT_EQ(certify_sssp(g.offsets, g.columns, weights, root, d), "");
+  EXPECT_EQ(certify_sssp(g.offsets, g.columns, weights, root, d, ThreadedFor{4}), "");
+  // A reached vertex other than the root, one far enough that no neighbour is at 0.
+  std::uint32_t v = 0;
+  while (v == root || d[v] == sssp_unreached || d[v] < 2 * max_edge_weight) ++v;
+  const auto wrong_by = [&](std::uint32_t vertex, std::uint32_t value) {
+    std::vector<std::uint32_t> changed = d;
+    changed[vertex] = value;
+    return certify_sssp(g.offsets, g.columns, weights, root, changed, ThreadedFor{4});
+  };
+  EXPECT_NE(wrong_by(v, d[v] + 1), "") << "too far: no tight neighbour";
+  EXPECT_NE(wrong_by(v, d[v] - 1), "") << "too near: some neighbour's tight edge is now short";
+  EXPECT_NE(wrong_by(v, sssp_unreached), "") << "unreached beside reached neighbours";
+  EXPECT_NE(wrong_by(root, 1), "") << "the root is at 0";
+  std::uint32_t isolated = 0;  // a vertex the root does not reach, if any: claiming it reached
+  while (isolated < d.size() && d[isolated] != sssp_unreached) ++isolated;
+  if (isolated < d.size()) {
+    EXPECT_NE(wrong_by(isolated, 5), "") << "a reached vertex with no path";
+  }
+  // Every distance doubled is self-consistent nowhere but at the root's neighbours: refused.
+  std::vector<std::uint32_t> doubled = d;
+  for (auto& x : doubled)
+    if (x != sssp_unreached) x *= 2;
+  EXPECT_NE(certify_sssp(g.offsets, g.columns, weights, root, doubled), "");
+}
+
 }  // namespace
 }  // namespace warpvm::sim

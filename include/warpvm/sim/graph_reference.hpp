@@ -11,6 +11,7 @@
 ///   warpvm::sim::fill_edge_weights(offsets, columns, weights, /*seed=*/7);
 ///   auto labels = warpvm::sim::reference_cc(offsets, columns);
 ///   auto distances = warpvm::sim::reference_sssp(offsets, columns, weights, /*root=*/0);
+///   assert(warpvm::sim::certify_sssp(offsets, columns, weights, 0, distances).empty());
 /// @endcode
 
 #include "warpvm/sim/rmat.hpp"
@@ -136,6 +137,55 @@ inline std::vector<std::uint32_t> reference_sssp(std::span<const std::uint64_t> 
     out[v] = distance[v] == unreached ? sssp_unreached : static_cast<std::uint32_t>(distance[v]);
   }
   return out;
+}
+
+/// Checks that `distances` are the shortest-path distances from `root` without computing them:
+/// with positive weights on a symmetric CSR whose two directions of an edge weigh the same, they
+/// are exactly when (1) the root is at 0, (2) no edge can shorten a path (d[v] <= d[u] + w for
+/// every entry u -> v with d[u] reached; so d is at most the true distance, by induction along a
+/// shortest path) and (3) every other reached vertex has a neighbour through which its distance
+/// is tight (following those edges strictly descends to the root, so d is the length of a real
+/// path: at least the true distance). Unreached vertices then have no reached neighbour, by (2).
+/// O(edges) and parallel (`parallel_for` as for build_rmat_csr), where Dijkstra is serial: the
+/// benchmark certifies a GPU result with it on graphs too large for the reference. Returns ""
+/// when certified, else what fails first (a vertex and why).
+template <class ParallelFor = SerialFor>
+std::string certify_sssp(std::span<const std::uint64_t> offsets, std::span<const std::uint32_t> columns,
+                         std::span<const std::uint32_t> weights, std::uint32_t root,
+                         std::span<const std::uint32_t> distances, ParallelFor&& parallel_for = {}) {
+  const std::uint64_t n = offsets.size() - 1;
+  if (distances.size() != n || weights.size() != columns.size() || root >= n)
+    return "certify_sssp: sizes or root do not match the graph";
+  if (distances[root] != 0) return "the root is at " + std::to_string(distances[root]) + ", not 0";
+  // The least failing vertex and why (x 2 + 0: an edge makes it shorter, + 1: no tight
+  // neighbour) in one word, so that the message is the same whatever the threads.
+  constexpr std::uint64_t none = std::numeric_limits<std::uint64_t>::max();
+  std::atomic<std::uint64_t> first_wrong{none};
+  parallel_for(n, [&](std::uint64_t lo, std::uint64_t hi) {
+    for (std::uint64_t v = lo; v < hi && 2 * v < first_wrong.load(std::memory_order_relaxed); ++v) {
+      const std::uint64_t dv = distances[v];
+      bool tight = v == root;
+      bool shorter = false;
+      // Symmetric with symmetric weights: v's row lists its in-edges with their weights.
+      for (std::uint64_t e = offsets[v]; e < offsets[v + 1] && !shorter; ++e) {
+        const std::uint64_t du = distances[columns[e]];
+        if (du == sssp_unreached) continue;
+        if (dv == sssp_unreached || dv > du + weights[e]) shorter = true;
+        else if (dv == du + weights[e]) tight = true;
+      }
+      if (!shorter && (tight || dv == sssp_unreached)) continue;
+      const std::uint64_t failure = 2 * v + (shorter ? 0 : 1);
+      std::uint64_t seen = first_wrong.load();
+      while (failure < seen && !first_wrong.compare_exchange_weak(seen, failure)) {
+      }
+      break;
+    }
+  });
+  const std::uint64_t failure = first_wrong.load();
+  if (failure == none) return "";
+  const std::uint64_t v = failure / 2;
+  return "vertex " + std::to_string(v) + " at " + std::to_string(distances[v]) +
+         (failure % 2 == 0 ? ": a neighbour's edge makes it shorter" : ": no neighbour's edge makes it that far");
 }
 
 /// What a components run covers, for the benchmark's records.
