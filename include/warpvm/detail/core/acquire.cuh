@@ -145,8 +145,13 @@ __device__ inline bool read_absent_page_remotely(const ObjectDescriptor& object,
   const unsigned peers = __match_any_sync(mask, make_page_key(object.id, page));
   const unsigned leader = __ffs(peers) - 1;
   bool remote = false;
-  if (lane_id() == leader && page_word::is_absent(page_load(object.pages[page].state)))
-    remote = atomicAdd(object.absent_reads + page, 1u) < object.remote_reads;
+  if (lane_id() == leader && page_word::is_absent(page_load(object.pages[page].state))) {
+    // A page past its remote reads migrates on every later absence: a plain load says so
+    // without the atomic (and the count stops there instead of wrapping).
+    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device> reads(object.absent_reads[page]);
+    remote = reads.load(cuda::std::memory_order_relaxed) < object.remote_reads &&
+             reads.fetch_add(1u, cuda::std::memory_order_relaxed) < object.remote_reads;
+  }
   remote = __shfl_sync(peers, remote, leader);
   // A shuffle orders no memory accesses: the barrier puts every peer's host read after the
   // leader's acquire (as in acquire_page). The whole group takes this branch or none of it does.
