@@ -76,13 +76,5 @@ TEST(PageTable, HoldsAreAddedOnlyToResidentPages) {
   EXPECT_EQ(word, busy);  // untouched while evicting
 }
 
-TEST(PageTable, CancelledEvictionLeavesTheResidentPageAsItWas) {
-  std::uint32_t word = valid;
-  ASSERT_TRUE(page_try_begin_evict(word));
-  page_cancel_evict(word);
-  EXPECT_EQ(word, valid);
-  EXPECT_TRUE(page_try_hold_resident(word, 1));
-}
-
 }  // namespace
 }  // namespace warpvm::detail

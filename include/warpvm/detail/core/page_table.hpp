@@ -106,12 +106,6 @@ WARPVM_HD_INLINE bool page_try_hold_resident(std::uint32_t& word, std::uint32_t 
   return false;
 }
 
-/// Takes back a begin_evict that turned out not to be ordered (host_batched: a stale eviction
-/// order): BUSY with no holders -> VALID with no holders. Nobody else writes a BUSY word.
-WARPVM_HD_INLINE void page_cancel_evict(std::uint32_t& word) {
-  page_atomic(word).fetch_xor(page_word::valid | page_word::busy, cuda::std::memory_order_release);
-}
-
 /// Ends an eviction; holders that arrived meanwhile stay counted and will re-fetch.
 WARPVM_HD_INLINE void page_finish_evict(std::uint32_t& word) {
   page_atomic(word).fetch_and(~page_word::busy, cuda::std::memory_order_release);
