@@ -318,7 +318,8 @@ void RuntimeState::raise_device_error() {
     case ErrorKind::no_progress:
       if (limit == 0) {  // a warp waited for a host service thread (host_batched, or a Heap's)
         what << "for " << config.watchdog_seconds << " s a warp waited for a host service thread (host_batched: "
-             << "page " << index << " of " << name << "; a heap: its request " << index << ")";
+             << "page " << index << " of " << name << "; a heap: its host request, or on the fast path the slab "
+             << "binding, numbered " << index << ")";
         break;
       }
       [[fallthrough]];
