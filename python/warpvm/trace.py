@@ -41,15 +41,9 @@ COLUMNS = (
     "pages_written_back",
     "eviction_ns",
 )
-# Measured on a GPU only (empty in simulated traces, and may be absent altogether).
-TIMING_COLUMNS = (
-    "start_ns",
-    "duration_ns",
-    "transfer_ns",
-    "faults_flushed",
-    "pages_written_back",
-    "eviction_ns",
-)
+# Measured on a GPU only (empty in simulated traces, and may be absent altogether): the columns
+# from start_ns on.
+TIMING_COLUMNS = COLUMNS[COLUMNS.index("start_ns") :]
 # Written after COLUMNS by newer GPU runs (read by name; older traces lack it).
 LATER_COLUMNS = ("orders_cancelled",)
 _COUNT_COLUMNS = COLUMNS[4:12]
