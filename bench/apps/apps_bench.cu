@@ -246,13 +246,8 @@ class AppsBench {
                         Placement::automatic});
       if (o_.common.wants_mode("warpvm_dream"))
         runs.push_back({"warpvm_dream", paged_config(Preset::dream, footprint, fraction, holds, block_threads), fraction});
-      if (o_.common.wants_mode("warpvm_uvm") && (fraction >= 1.0 || WARPVM_HOST_BATCHED_EVICTION)) {
-        constexpr std::uint64_t chunk = 2ull << 20;
-        Config config = Config::preset(Preset::uvm);
-        const auto chunks = static_cast<std::uint64_t>(static_cast<double>(uvm_cache_bytes(object_bytes) / chunk) * fraction);
-        config.cache_bytes = std::max<std::uint64_t>(chunks, 1) * chunk;
-        runs.push_back({"warpvm_uvm", config, fraction});
-      }
+      if (o_.common.wants_mode("warpvm_uvm") && (fraction >= 1.0 || WARPVM_HOST_BATCHED_EVICTION))
+        runs.push_back({"warpvm_uvm", uvm_preset_config(object_bytes, fraction), fraction});
     }
     return runs;
   }

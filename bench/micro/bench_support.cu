@@ -282,6 +282,14 @@ std::uint64_t uvm_cache_bytes(std::initializer_list<std::uint64_t> object_bytes)
   return bytes;
 }
 
+Config uvm_preset_config(std::initializer_list<std::uint64_t> object_bytes, double fraction) {
+  constexpr std::uint64_t chunk = 2ull << 20;
+  Config config = Config::preset(Preset::uvm);
+  const auto chunks = static_cast<std::uint64_t>(static_cast<double>(uvm_cache_bytes(object_bytes) / chunk) * fraction);
+  config.cache_bytes = std::max<std::uint64_t>(chunks, 1) * chunk;
+  return config;
+}
+
 void add_uvm_traffic(Record& r, const std::function<void()>& before, const std::function<void()>& run,
                      unsigned runs) {
   std::vector<UvmTraffic> counted;

@@ -145,6 +145,8 @@ class Managed {
 
 /// The uvm preset's cache for these objects: each in whole 2 MB chunks, as UVM places them.
 std::uint64_t uvm_cache_bytes(std::initializer_list<std::uint64_t> object_bytes);
+/// The uvm preset with `fraction` of uvm_cache_bytes(object_bytes), in whole chunks (at least one).
+Config uvm_preset_config(std::initializer_list<std::uint64_t> object_bytes, double fraction);
 
 /// `runs` more runs of a real-UVM point (each: `before` untimed, then `run`) under CUPTI's
 /// unified-memory counters, which slow UVM down and so stay off while timing: the median run's

@@ -276,10 +276,7 @@ class Bench {
   /// The uvm preset (host_batched transport) with a cache of whole 2 MB chunks for each object,
   /// once per batch size and prefetch setting asked for.
   std::vector<Config> uvm_configs(std::initializer_list<std::uint64_t> object_bytes, double fraction) const {
-    constexpr std::uint64_t chunk = 2ull << 20;
-    Config config = Config::preset(Preset::uvm);
-    const auto chunks = static_cast<std::uint64_t>(static_cast<double>(uvm_cache_bytes(object_bytes) / chunk) * fraction);
-    config.cache_bytes = std::max<std::uint64_t>(chunks, 1) * chunk;
+    Config config = uvm_preset_config(object_bytes, fraction);
     config.fault_event_capacity = event_capacity(config.cache_bytes);
     std::vector<Config> configs;
     for (const unsigned batch : o_.uvm_batch_sizes) {
