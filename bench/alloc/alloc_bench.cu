@@ -29,6 +29,7 @@
 // (warpvm); random adds slots, iterations, frees. Exits 1 only when a point is not verified.
 
 #include "../micro/bench_support.cuh"
+#include "alloc_workloads.hpp"
 #include "cli_args.hpp"
 
 #include "warpvm/heap.hpp"
@@ -68,13 +69,6 @@ struct Point {
 
 constexpr unsigned block_threads = 256;
 
-__host__ __device__ std::uint64_t point_bytes(std::uint64_t seed, std::uint64_t thread, std::uint64_t lo,
-                                              std::uint64_t hi) {
-  std::uint64_t x = seed * 0x9e3779b97f4a7c15ull + thread;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return lo + (x ^ (x >> 31)) % (hi - lo + 1);
-}
 __device__ std::uint32_t stamp(std::uint64_t seed, std::uint64_t thread, bool last) {
   return static_cast<std::uint32_t>(seed * 2654435761ull + thread * 2 + (last ? 1 : 0)) | 1u;
 }
@@ -192,12 +186,12 @@ __global__ void random_step(Memory memory, Slots<Memory> slots, std::uint64_t th
                             std::uint64_t step, std::uint64_t lo, std::uint64_t hi, unsigned long long* counts) {
   const std::uint64_t t = thread_index();
   if (t >= threads) return;
-  const std::uint64_t i = t * per_thread + point_bytes(2 * step, t, 0, per_thread - 1);
+  const std::uint64_t i = random_slot(step, t, per_thread);
   if (slots.bytes[i] != 0) {
     check_and_free(memory, slots, i, counts);
     return;
   }
-  const std::uint64_t bytes = point_bytes(2 * step + 1, t, lo, hi);
+  const std::uint64_t bytes = random_bytes(step, t, lo, hi);
   const auto p = memory.allocate(bytes);
   if (!p) {
     atomicAdd(counts + 1, 1ull);

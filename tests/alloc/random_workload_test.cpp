@@ -4,6 +4,7 @@
 // refuses so many allocations (issue #4). Each replay prints its refusals and where the
 // reserved bytes go; docs/allocator.md ("Measured with the fast path") quotes them.
 
+#include "alloc_workloads.hpp"  // bench/alloc: the benchmark's size and slot draws
 #include "warpvm/detail/alloc/heap_ptr.hpp"
 #include "warpvm/detail/alloc/heap_space.hpp"
 #include "warpvm/detail/alloc/small_blocks.hpp"
@@ -23,15 +24,6 @@ namespace {
 constexpr std::uint64_t kib = 1024;
 constexpr std::uint64_t mib = 1024 * kib;
 constexpr std::uint64_t gib = 1024 * mib;
-
-/// The benchmark's size and slot draws: a copy of alloc_bench.cu's point_bytes (defined in that
-/// CUDA translation unit), so that the replay asks for exactly the benchmark's bytes.
-std::uint64_t point_bytes(std::uint64_t seed, std::uint64_t thread, std::uint64_t lo, std::uint64_t hi) {
-  std::uint64_t x = seed * 0x9e3779b97f4a7c15ull + thread;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return lo + (x ^ (x >> 31)) % (hi - lo + 1);
-}
 
 /// The benchmark's defaults (--heap 32GiB --random-threads 16384 --slots 8 --iterations 50,
 /// sizes 1 KiB..256 KiB) and HeapOptions' defaults.
@@ -177,11 +169,11 @@ Replay replay(const Workload& w) {
   for (std::uint32_t step = 0; step < w.steps; ++step) {
     allocating.clear();
     for (std::uint64_t t = 0; t < w.threads; ++t) {
-      const std::uint64_t i = t * w.slots + point_bytes(2 * step, t, 0, w.slots - 1);
+      const std::uint64_t i = bench::random_slot(step, t, w.slots);
       if (slot_bytes[i] != 0) {
         free_slot(i);
       } else {
-        slot_bytes[i] = static_cast<std::uint32_t>(point_bytes(2 * step + 1, t, w.lo, w.hi));
+        slot_bytes[i] = static_cast<std::uint32_t>(bench::random_bytes(step, t, w.lo, w.hi));
         allocating.push_back(i);
       }
     }

@@ -1,0 +1,35 @@
+#pragma once
+/// @file
+/// warpvm-alloc-bench's size and slot draws, shared by the benchmark's kernels
+/// (alloc_bench.cu) and the host replay of its random workload
+/// (tests/alloc/random_workload_test.cpp), so that the replay asks for exactly the benchmark's
+/// bytes. Host and device; no CUDA runtime.
+
+#include "warpvm/detail/host_device.hpp"
+
+#include <cstdint>
+
+namespace warpvm::bench {
+
+/// Thread `thread`'s draw in [lo, hi] for `seed` (splitmix64 of seed and thread).
+WARPVM_HD_INLINE std::uint64_t point_bytes(std::uint64_t seed, std::uint64_t thread, std::uint64_t lo,
+                                           std::uint64_t hi) {
+  std::uint64_t x = seed * 0x9e3779b97f4a7c15ull + thread;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return lo + (x ^ (x >> 31)) % (hi - lo + 1);
+}
+
+/// The random workload's step `step`: the slot thread `thread` picks among its `slots` (slot
+/// array index: thread x slots + the pick) ...
+WARPVM_HD_INLINE std::uint64_t random_slot(std::uint64_t step, std::uint64_t thread, std::uint32_t slots) {
+  return thread * slots + point_bytes(2 * step, thread, 0, slots - 1);
+}
+
+/// ... and the bytes it asks for there when that slot is empty.
+WARPVM_HD_INLINE std::uint64_t random_bytes(std::uint64_t step, std::uint64_t thread, std::uint64_t lo,
+                                            std::uint64_t hi) {
+  return point_bytes(2 * step + 1, thread, lo, hi);
+}
+
+}  // namespace warpvm::bench
