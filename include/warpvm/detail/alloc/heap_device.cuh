@@ -34,6 +34,11 @@ __device__ void heap_wait(const CacheView& cache, std::uint32_t object_id, std::
   }
 }
 
+template <class T>
+__device__ __forceinline__ cuda::atomic_ref<T, cuda::thread_scope_device> device_atomic(T& word) {
+  return cuda::atomic_ref<T, cuda::thread_scope_device>(word);
+}
+
 __device__ __forceinline__ cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system> slot_header(HeapSlot& slot) {
   return cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>(slot.header);
 }
@@ -41,8 +46,7 @@ __device__ __forceinline__ cuda::atomic_ref<std::uint64_t, cuda::thread_scope_sy
 /// Posts one request; returns its position.
 __device__ inline std::uint64_t heap_post(const HeapView& heap, const CacheView& cache, std::uint32_t object_id,
                                           HeapRequest kind, std::uint64_t value, std::uint32_t lanes) {
-  const std::uint64_t position = cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>(*heap.next_position)
-                                     .fetch_add(1, cuda::std::memory_order_relaxed);
+  const std::uint64_t position = device_atomic(*heap.next_position).fetch_add(1, cuda::std::memory_order_relaxed);
   HeapSlot& slot = heap.slots[position & (heap.capacity - 1)];
   heap_wait(cache, object_id, position,
             [&] { return slot_header(slot).load(cuda::std::memory_order_acquire) == 0; });
@@ -65,11 +69,6 @@ __device__ inline void heap_await_reply(const HeapView& heap, const CacheView& c
   offset = body.value;
   tag = body.tag;
   slot_header(slot).store(0, cuda::std::memory_order_release);
-}
-
-template <class T>
-__device__ __forceinline__ cuda::atomic_ref<T, cuda::thread_scope_device> device_atomic(T& word) {
-  return cuda::atomic_ref<T, cuda::thread_scope_device>(word);
 }
 
 // ---- the fast path: small blocks from slabs ---------------------------------------------------
@@ -250,7 +249,7 @@ __device__ inline heap_ptr heap_region_malloc(const HeapView& heap, const CacheV
     const std::uint64_t position = heap_post(heap, cache, object_id, HeapRequest::allocate, region, lanes);
     heap_await_reply(heap, cache, object_id, position, offset, tag);
     if (offset != no_offset)
-      cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>(heap.regions[offset / basic_block_bytes])
+      device_atomic(heap.regions[offset / basic_block_bytes])
           .store(heap_region_word(tag, lanes), cuda::std::memory_order_relaxed);
   }
   // The region word is written before any lane can free its part.
@@ -281,7 +280,7 @@ __device__ inline heap_ptr heap_malloc(const HeapView& heap, const CacheView& ca
 /// live (0 for a tag mismatch); the caller that empties the region gets `emptied`.
 __device__ inline std::uint32_t heap_release_lanes(const HeapView& heap, const heap_ptr& p, std::uint32_t lanes,
                                                    bool& emptied) {
-  cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device> word(heap.regions[p.block()]);
+  auto word = device_atomic(heap.regions[p.block()]);
   std::uint64_t seen = word.load(cuda::std::memory_order_relaxed);
   std::uint64_t next = 0;
   std::uint32_t live = release_lanes(seen, p.tag(), lanes, next);
