@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace warpvm::testing {
@@ -155,6 +156,20 @@ class HeapTest : public GpuTest, public ::testing::WithParamInterface<HeapLayout
     const auto c = counts.to_host();
     return {c[0], c[1]};
   }
+
+  /// Runs the allocating `kernel` (heap, out, threads, args...) over `threads` threads into
+  /// `ptrs` and returns what each thread got, checked by expect_disjoint.
+  template <class... Params, class... Args>
+  static std::vector<heap_ptr> allocate(Runtime& rt, const Heap& heap, DeviceVector<heap_ptr>& ptrs,
+                                        std::uint64_t threads,
+                                        void (*kernel)(device_heap, heap_ptr*, std::uint64_t, Params...),
+                                        Args&&... args) {
+    rt.launch(kernel, grid(threads), dim3(block), 0, heap.device(), ptrs.get(), threads, std::forward<Args>(args)...);
+    rt.synchronize();
+    std::vector<heap_ptr> got = ptrs.to_host();
+    expect_disjoint(got);
+    return got;
+  }
 };
 
 TEST_P(HeapTest, LiveAllocationsNeverOverlap) {
@@ -171,11 +186,8 @@ TEST_P(HeapTest, LiveAllocationsNeverOverlap) {
                             Round{16, 40000, false}}) {
     SCOPED_TRACE("sizes " + std::to_string(round.lo) + ".." + std::to_string(round.hi));
     ++seed;
-    rt.launch(allocate_and_write, grid(threads), dim3(block), 0, heap.device(), ptrs.get(), threads, seed, round.lo,
-              round.hi, round.every_word);
-    rt.synchronize();
-    const std::vector<heap_ptr> got = ptrs.to_host();
-    expect_disjoint(got);
+    const std::vector<heap_ptr> got =
+        allocate(rt, heap, ptrs, threads, allocate_and_write, seed, round.lo, round.hi, round.every_word);
     for (std::uint64_t t = 0; t < threads; ++t) {
       ASSERT_TRUE(got[t]) << "thread " << t;
       ASSERT_GE(got[t].size(), request_bytes(seed, t, round.lo, round.hi));
@@ -201,10 +213,7 @@ TEST_P(HeapTest, DivergentCallersAndLargeRegions) {
   constexpr std::uint64_t threads = 3000;
   DeviceVector<heap_ptr> ptrs(threads);
   for (std::uint64_t seed = 1; seed <= 3; ++seed) {
-    rt.launch(allocate_divergent, grid(threads), dim3(block), 0, heap.device(), ptrs.get(), threads, seed);
-    rt.synchronize();
-    const std::vector<heap_ptr> got = ptrs.to_host();
-    expect_disjoint(got);
+    const std::vector<heap_ptr> got = allocate(rt, heap, ptrs, threads, allocate_divergent, seed);
     EXPECT_EQ(count_null(got), threads / 6) << "only the even lanes of the t % 3 == 1 branch ask for nothing";
     std::uint64_t small = 0;  // what allocate_divergent asks of at most 8 KB: the fast path's
     for (std::uint64_t t = 0; t < threads; ++t)
@@ -245,10 +254,7 @@ TEST_P(HeapTest, OutOfMemoryReturnsNullWithoutHanging) {
   Heap heap(rt, {.capacity_bytes = 64ull << 20, .layout = GetParam()});
   constexpr std::uint64_t threads = 16384;  // 64 KB each: 1 GiB asked of 64 MiB
   DeviceVector<heap_ptr> ptrs(threads);
-  rt.launch(allocate_and_write, grid(threads), dim3(block), 0, heap.device(), ptrs.get(), threads, 5, 60000, 65536,
-            false);
-  rt.synchronize();
-  expect_disjoint(ptrs.to_host());
+  allocate(rt, heap, ptrs, threads, allocate_and_write, 5, 60000, 65536, false);
   const Counts c = verify(rt, heap, ptrs, threads, 5, false, true);
   EXPECT_EQ(c.mismatches, 0u);
   EXPECT_GT(c.nulls, threads / 2);
@@ -275,10 +281,7 @@ TEST_P(HeapTest, QuarterMillionThreadsComplete) {
   Heap heap(rt, {.capacity_bytes = 4ull << 30, .layout = GetParam(), .fast_path = false});
   constexpr std::uint64_t threads = 256 * 1024;
   DeviceVector<heap_ptr> ptrs(threads);
-  rt.launch(allocate_and_write, grid(threads), dim3(block), 0, heap.device(), ptrs.get(), threads, 9, 1024, 1024,
-            false);
-  rt.synchronize();
-  expect_disjoint(ptrs.to_host());
+  allocate(rt, heap, ptrs, threads, allocate_and_write, 9, 1024, 1024, false);
   const Counts c = verify(rt, heap, ptrs, threads, 9, false, true);
   EXPECT_EQ(c.mismatches, 0u);
   EXPECT_EQ(c.nulls, 0u);
@@ -294,10 +297,7 @@ TEST_P(HeapTest, SmallAndLargeRequestsInOneWarp) {
   constexpr std::uint64_t threads = 32768;
   DeviceVector<heap_ptr> ptrs(threads);
   for (std::uint64_t seed = 21; seed <= 23; ++seed) {
-    rt.launch(allocate_mixed, grid(threads), dim3(block), 0, heap.device(), ptrs.get(), threads, seed);
-    rt.synchronize();
-    const std::vector<heap_ptr> got = ptrs.to_host();
-    expect_disjoint(got);
+    const std::vector<heap_ptr> got = allocate(rt, heap, ptrs, threads, allocate_mixed, seed);
     for (std::uint64_t t = 0; t < threads; ++t) {
       ASSERT_TRUE(got[t]) << "thread " << t;
       ASSERT_EQ(got[t].is_small(), t % 4 != 0) << "thread " << t << ": 8 KB and under from the fast path";
@@ -369,11 +369,8 @@ TEST_F(HeapFastPath, BlocksNeverOverlapAndNeedNoHostRoundTrip) {
        {Round{1, 16, true}, Round{17, 1024, true}, Round{1, 8192, false}, Round{4097, 8192, false}}) {
     SCOPED_TRACE("sizes " + std::to_string(round.lo) + ".." + std::to_string(round.hi));
     ++seed;
-    rt.launch(allocate_and_write, grid(threads), dim3(block), 0, heap.device(), ptrs.get(), threads, seed, round.lo,
-              round.hi, round.every_word);
-    rt.synchronize();
-    const std::vector<heap_ptr> got = ptrs.to_host();
-    expect_disjoint(got);
+    const std::vector<heap_ptr> got =
+        allocate(rt, heap, ptrs, threads, allocate_and_write, seed, round.lo, round.hi, round.every_word);
     ASSERT_EQ(count_small(got), threads);
     for (std::uint64_t t = 0; t < threads; ++t)
       ASSERT_GE(got[t].size(), request_bytes(seed, t, round.lo, round.hi)) << "thread " << t;
@@ -422,11 +419,8 @@ TEST_F(HeapFastPath, QuarterMillionAndMillionThreadsComplete) {
        {Shape{256 * 1024, 1024}, Shape{1024 * 1024, 16}, Shape{64 * 1024, 8192}, Shape{256 * 1024, 4096}}) {
     SCOPED_TRACE(std::to_string(shape.threads) + " threads x " + std::to_string(shape.bytes) + " B");
     DeviceVector<heap_ptr> ptrs(shape.threads);
-    rt.launch(allocate_and_write, grid(shape.threads), dim3(block), 0, heap.device(), ptrs.get(), shape.threads, 7,
-              shape.bytes, shape.bytes, false);
-    rt.synchronize();
-    const std::vector<heap_ptr> got = ptrs.to_host();
-    expect_disjoint(got);
+    const std::vector<heap_ptr> got =
+        allocate(rt, heap, ptrs, shape.threads, allocate_and_write, 7, shape.bytes, shape.bytes, false);
     EXPECT_EQ(count_small(got), shape.threads);
     const Counts c = verify(rt, heap, ptrs, shape.threads, 7, false, true);
     EXPECT_EQ(c.mismatches, 0u);
@@ -446,11 +440,7 @@ TEST_F(HeapFastPath, FullSmallAreaFallsBackToTheHostThenReturnsNull) {
   constexpr std::uint64_t threads = 16384;  // 1 KB each: 16 MiB asked of 8
   DeviceVector<heap_ptr> ptrs(threads);
   for (std::uint64_t seed = 60; seed <= 61; ++seed) {
-    rt.launch(allocate_and_write, grid(threads), dim3(block), 0, heap.device(), ptrs.get(), threads, seed, 900, 1024,
-              false);
-    rt.synchronize();
-    const std::vector<heap_ptr> got = ptrs.to_host();
-    expect_disjoint(got);
+    const std::vector<heap_ptr> got = allocate(rt, heap, ptrs, threads, allocate_and_write, seed, 900, 1024, false);
     const std::uint64_t small = count_small(got), nulls = count_null(got);
     EXPECT_EQ(small, 32u * 64) << "every slab's 64 blocks handed out";
     EXPECT_GT(threads - small - nulls, 0u) << "the host served some of the rest";
