@@ -1,7 +1,8 @@
 #pragma once
 /// @file
 /// Graphs for the application benchmarks (issue #5): a deterministic R-MAT (Kronecker) generator
-/// with the Graph500 parameters that writes a CSR graph into memory the caller owns, and a
+/// with the Graph500 parameters that writes a CSR graph into memory the caller owns (through
+/// build_csr, which graph_inputs.hpp's generators and loaders share), and a
 /// reference breadth-first search with the Graph500 validity check. Host code only; shared by
 /// warpvm-graph-bench, the GPU tests and the host tests.
 ///
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -23,6 +25,8 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 namespace warpvm::sim {
@@ -119,6 +123,78 @@ class RmatEdges {
   std::uint64_t keys_[3] = {};
 };
 
+/// Vertex ids are uint32 and bfs_unreached (2^32 - 1) must not be one of them.
+inline constexpr std::uint64_t max_graph_vertices = bfs_unreached;
+
+/// One input edge u -> v with weight w (0 where the input has none).
+struct GraphEdge {
+  std::uint32_t u = 0, v = 0, w = 0;
+};
+
+/// Writes the CSR of `edges` edges over `vertices` vertices; edge_at(k) gives the k-th as a
+/// GraphEdge (a pure function of k, with u, v < vertices). With `both_ways` every edge is stored
+/// as u -> v and v -> u, as R-MAT stores its edges (a self-loop twice; duplicates stay); without,
+/// as u -> v only. `offsets` must hold vertices + 1 entries and `columns` one per stored edge;
+/// `weights` is empty (edge_at's weights are dropped) or as long as `columns`. Rows are sorted by
+/// (column, weight), so the result does not depend on how `parallel_for` splits the work. Steps:
+/// atomic degree counts, prefix sum, rows filled from their ends, rows sorted.
+template <class EdgeAt, class ParallelFor = SerialFor>
+void build_csr(std::uint64_t vertices, std::uint64_t edges, const EdgeAt& edge_at, bool both_ways,
+               std::span<std::uint64_t> offsets, std::span<std::uint32_t> columns, std::span<std::uint32_t> weights,
+               ParallelFor&& parallel_for = {}) {
+  if (vertices > max_graph_vertices)
+    throw std::invalid_argument("build_csr: " + std::to_string(vertices) + " vertices; ids must fit 32 bits (at most " +
+                                std::to_string(max_graph_vertices) + " vertices)");
+  const std::uint64_t entries = both_ways ? 2 * edges : edges;
+  const bool weighted = !weights.empty();
+  if (offsets.size() != vertices + 1 || columns.size() != entries || (weighted && weights.size() != entries))
+    throw std::invalid_argument("build_csr: offsets need vertices + 1 entries, columns (and weights, if any) one per stored edge");
+  using Counter = std::atomic_ref<std::uint64_t>;
+  // 1. Degrees, counted into offsets[v + 1].
+  parallel_for(vertices + 1, [&](std::uint64_t lo, std::uint64_t hi) {
+    std::fill(offsets.begin() + static_cast<std::ptrdiff_t>(lo), offsets.begin() + static_cast<std::ptrdiff_t>(hi), 0);
+  });
+  parallel_for(edges, [&](std::uint64_t lo, std::uint64_t hi) {
+    for (std::uint64_t k = lo; k < hi; ++k) {
+      const GraphEdge e = edge_at(k);
+      Counter(offsets[e.u + 1]).fetch_add(1, std::memory_order_relaxed);
+      if (both_ways) Counter(offsets[e.v + 1]).fetch_add(1, std::memory_order_relaxed);
+    }
+  });
+  // 2. Inclusive prefix sum: offsets[v + 1] is the end of v's row.
+  for (std::uint64_t v = 1; v <= vertices; ++v) offsets[v] += offsets[v - 1];
+  // 3. Fill each row from its end; afterwards offsets[v + 1] is the start of v's row.
+  const auto place = [&](std::uint32_t from, std::uint32_t to, std::uint32_t weight) {
+    const std::uint64_t slot = Counter(offsets[from + 1]).fetch_sub(1, std::memory_order_relaxed) - 1;
+    columns[slot] = to;
+    if (weighted) weights[slot] = weight;
+  };
+  parallel_for(edges, [&](std::uint64_t lo, std::uint64_t hi) {
+    for (std::uint64_t k = lo; k < hi; ++k) {
+      const GraphEdge e = edge_at(k);
+      place(e.u, e.v, e.w);
+      if (both_ways) place(e.v, e.u, e.w);
+    }
+  });
+  std::memmove(offsets.data(), offsets.data() + 1, vertices * sizeof(std::uint64_t));
+  offsets[vertices] = entries;
+  // 4. Sorted rows; a weighted row is sorted as (column, weight) pairs.
+  parallel_for(vertices, [&](std::uint64_t lo, std::uint64_t hi) {
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> row;
+    for (std::uint64_t v = lo; v < hi; ++v) {
+      const auto begin = static_cast<std::ptrdiff_t>(offsets[v]), end = static_cast<std::ptrdiff_t>(offsets[v + 1]);
+      if (!weighted) {
+        std::sort(columns.begin() + begin, columns.begin() + end);
+        continue;
+      }
+      row.clear();
+      for (std::ptrdiff_t e = begin; e < end; ++e) row.emplace_back(columns[e], weights[e]);
+      std::sort(row.begin(), row.end());
+      for (std::ptrdiff_t e = begin; e < end; ++e) std::tie(columns[e], weights[e]) = row[e - begin];
+    }
+  });
+}
+
 /// Writes the graph as CSR: offsets[v] .. offsets[v + 1] index v's neighbours in `columns`,
 /// each row sorted (so the result does not depend on how the work was split). `offsets` must
 /// hold vertices() + 1 entries and `columns` directed_edges(). `parallel_for(n, body)` runs
@@ -127,40 +203,16 @@ template <class ParallelFor = SerialFor>
 void build_rmat_csr(const RmatParams& p, std::span<std::uint64_t> offsets, std::span<std::uint32_t> columns,
                     ParallelFor&& parallel_for = {}) {
   p.validate();
-  const std::uint64_t n = p.vertices(), m = p.undirected_edges();
-  if (offsets.size() != n + 1 || columns.size() != 2 * m)
+  if (offsets.size() != p.vertices() + 1 || columns.size() != p.directed_edges())
     throw std::invalid_argument("build_rmat_csr: offsets need vertices + 1 entries and columns 2 x edges");
-  using Counter = std::atomic_ref<std::uint64_t>;
   const RmatEdges edge(p);
-  // 1. Degrees, counted into offsets[v + 1].
-  parallel_for(n + 1, [&](std::uint64_t lo, std::uint64_t hi) {
-    std::fill(offsets.begin() + static_cast<std::ptrdiff_t>(lo), offsets.begin() + static_cast<std::ptrdiff_t>(hi), 0);
-  });
-  parallel_for(m, [&](std::uint64_t lo, std::uint64_t hi) {
-    for (std::uint64_t k = lo; k < hi; ++k) {
-      const auto [u, v] = edge(k);
-      Counter(offsets[u + 1]).fetch_add(1, std::memory_order_relaxed);
-      Counter(offsets[v + 1]).fetch_add(1, std::memory_order_relaxed);
-    }
-  });
-  // 2. Inclusive prefix sum: offsets[v + 1] is the end of v's row.
-  for (std::uint64_t v = 1; v <= n; ++v) offsets[v] += offsets[v - 1];
-  // 3. Fill each row from its end; afterwards offsets[v + 1] is the start of v's row.
-  parallel_for(m, [&](std::uint64_t lo, std::uint64_t hi) {
-    for (std::uint64_t k = lo; k < hi; ++k) {
-      const auto [u, v] = edge(k);
-      columns[Counter(offsets[u + 1]).fetch_sub(1, std::memory_order_relaxed) - 1] = v;
-      columns[Counter(offsets[v + 1]).fetch_sub(1, std::memory_order_relaxed) - 1] = u;
-    }
-  });
-  std::memmove(offsets.data(), offsets.data() + 1, n * sizeof(std::uint64_t));
-  offsets[n] = 2 * m;
-  // 4. Sorted rows.
-  parallel_for(n, [&](std::uint64_t lo, std::uint64_t hi) {
-    for (std::uint64_t v = lo; v < hi; ++v)
-      std::sort(columns.begin() + static_cast<std::ptrdiff_t>(offsets[v]),
-                columns.begin() + static_cast<std::ptrdiff_t>(offsets[v + 1]));
-  });
+  build_csr(
+      p.vertices(), p.undirected_edges(),
+      [&](std::uint64_t k) {
+        const auto [u, v] = edge(k);
+        return GraphEdge{u, v};
+      },
+      /*both_ways=*/true, offsets, columns, {}, parallel_for);
 }
 
 /// BFS levels from `root` (bfs_unreached where it does not reach), level by level: every vertex
