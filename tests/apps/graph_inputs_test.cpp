@@ -134,19 +134,7 @@ TEST(Uniform, SameSeedSameGraphWhateverTheThreads) {
 TEST(Uniform, CsrIsWellFormedAndSymmetric) {
   const UniformParams p{.scale = 12, .edge_factor = 8, .seed = 7};
   const CsrGraph g = uniform(p, ThreadedFor{});
-  const std::uint64_t n = p.vertices();
-  ASSERT_EQ(g.offsets.size(), n + 1);
-  EXPECT_EQ(g.offsets.front(), 0u);
-  EXPECT_EQ(g.offsets.back(), p.directed_edges());
-  std::uint64_t degree_sum = 0;
-  for (std::uint64_t v = 0; v < n; ++v) {
-    ASSERT_LE(g.offsets[v], g.offsets[v + 1]) << "offsets not monotone at " << v;
-    degree_sum += g.offsets[v + 1] - g.offsets[v];
-    EXPECT_TRUE(std::is_sorted(g.columns.begin() + static_cast<std::ptrdiff_t>(g.offsets[v]),
-                               g.columns.begin() + static_cast<std::ptrdiff_t>(g.offsets[v + 1])));
-  }
-  EXPECT_EQ(degree_sum, p.directed_edges());
-  EXPECT_TRUE(std::all_of(g.columns.begin(), g.columns.end(), [&](std::uint32_t u) { return u < n; }));
+  ASSERT_NO_FATAL_FAILURE(graph_testing::expect_well_formed(g.offsets, g.columns, p.vertices(), p.directed_edges()));
   EXPECT_EQ(entries(g), entries(g, /*reversed=*/true)) << "every edge must be stored both ways";
 }
 

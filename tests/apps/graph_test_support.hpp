@@ -1,12 +1,17 @@
 #pragma once
-// Shared pieces of the host graph tests (rmat_test.cpp, graph_reference_test.cpp): a threaded
-// parallel_for with uneven splits, and CSR graphs generated or made by hand.
+// Shared pieces of the host graph tests (rmat_test.cpp, graph_reference_test.cpp,
+// graph_inputs_test.cpp): a threaded parallel_for with uneven splits, CSR graphs generated or made
+// by hand, and the well-formedness checks of a generated CSR.
 
+#include "warpvm/sim/graph_inputs.hpp"
 #include "warpvm/sim/rmat.hpp"
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -40,20 +45,33 @@ Csr make(const RmatParams& p, ParallelFor&& parallel_for = {}) {
 }
 
 /// The symmetric CSR of `vertices` vertices and these undirected edges, each stored both ways
-/// (a self-loop twice in its row, as build_rmat_csr stores it).
+/// (a self-loop twice in its row, as build_rmat_csr stores it): sim::csr_from_edges, unweighted.
 inline Csr csr_from_edges(std::uint32_t vertices, const std::vector<std::pair<std::uint32_t, std::uint32_t>>& edges) {
-  std::vector<std::vector<std::uint32_t>> rows(vertices);
-  for (const auto& [u, v] : edges) {
-    rows[u].push_back(v);
-    rows[v].push_back(u);
+  std::vector<GraphEdge> list;
+  list.reserve(edges.size());
+  for (const auto& [u, v] : edges) list.push_back({u, v});
+  CsrGraph g = sim::csr_from_edges(vertices, list, /*both_ways=*/true, /*weighted=*/false);
+  return {std::move(g.offsets), std::move(g.columns)};
+}
+
+/// The checks every generated CSR must pass: `vertices` + 1 offsets from 0 to `entries`, never
+/// decreasing, `entries` columns, each row sorted, every column a vertex. Fatal failures return
+/// from this function only: call it inside ASSERT_NO_FATAL_FAILURE.
+inline void expect_well_formed(std::span<const std::uint64_t> offsets, std::span<const std::uint32_t> columns,
+                               std::uint64_t vertices, std::uint64_t entries) {
+  ASSERT_EQ(offsets.size(), vertices + 1);
+  EXPECT_EQ(offsets.front(), 0u);
+  EXPECT_EQ(offsets.back(), entries);
+  EXPECT_EQ(columns.size(), entries);
+  std::uint64_t degree_sum = 0;
+  for (std::uint64_t v = 0; v < vertices; ++v) {
+    ASSERT_LE(offsets[v], offsets[v + 1]) << "offsets not monotone at " << v;
+    degree_sum += offsets[v + 1] - offsets[v];
+    EXPECT_TRUE(std::is_sorted(columns.begin() + static_cast<std::ptrdiff_t>(offsets[v]),
+                               columns.begin() + static_cast<std::ptrdiff_t>(offsets[v + 1])));
   }
-  Csr g{{0}, {}};
-  for (auto& row : rows) {
-    std::sort(row.begin(), row.end());
-    g.columns.insert(g.columns.end(), row.begin(), row.end());
-    g.offsets.push_back(g.columns.size());
-  }
-  return g;
+  EXPECT_EQ(degree_sum, entries);
+  EXPECT_TRUE(std::all_of(columns.begin(), columns.end(), [&](std::uint32_t u) { return u < vertices; }));
 }
 
 }  // namespace warpvm::sim::graph_testing
