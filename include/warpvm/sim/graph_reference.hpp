@@ -32,7 +32,7 @@ namespace warpvm::sim {
 
 /// Distance of a vertex the root does not reach (the same value as bfs_unreached, so that
 /// bfs_work() reads distances as it reads levels).
-inline constexpr std::uint32_t sssp_unreached = std::numeric_limits<std::uint32_t>::max();
+inline constexpr std::uint32_t sssp_unreached = bfs_unreached;
 /// Edge weights are integers in [1, max_edge_weight].
 inline constexpr std::uint32_t max_edge_weight = 255;
 
