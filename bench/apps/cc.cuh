@@ -52,7 +52,7 @@ __global__ void cc_propagate_paged(array<std::uint64_t> offsets, array<std::uint
   for (std::uint64_t i = graph_detail::warp_index(); i < frontier_size; i += graph_detail::warp_count()) {
     const std::uint32_t v = frontier[i];
     const graph_detail::Row row = graph_detail::row_of(offsets, v);
-    const std::uint32_t label = labels[v];
+    const std::uint32_t label = graph_detail::warp_value(labels, v);
     graph_detail::walk_row_paged<false>(columns, columns, row, [&](std::uint32_t u, std::uint32_t, bool in_row) {
       const bool lowered = in_row && labels[u] > label && labels.atomic_min(u, label) > label &&
                            graph_detail::first_this_iteration(stamps, u, iteration);

@@ -57,6 +57,15 @@ __device__ Row row_of(const Offsets& offsets, std::uint32_t v) {
   return {__shfl_sync(0xffffffffu, bound, 0), __shfl_sync(0xffffffffu, bound, 1)};
 }
 
+/// values[v] for the whole warp, read by one lane and shared (called by all 32 lanes): through
+/// warpvm each lane's own read would be a page lookup of its own for the same element.
+template <class Values>
+__device__ std::uint32_t warp_value(const Values& values, std::uint32_t v) {
+  std::uint32_t value = 0;
+  if (lane() == 0) value = values[v];
+  return __shfl_sync(0xffffffffu, value, 0);
+}
+
 /// The warp walks a row of plain arrays in windows of 32 entries aligned to 128 bytes (EMOGI's
 /// aligned reads: each window of a uint32 array is one cache line, one PCIe request when the
 /// array is zero-copy host memory). visit(e, in_row) is called by all lanes for each window; e

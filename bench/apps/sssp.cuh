@@ -68,7 +68,7 @@ __global__ void sssp_relax_paged(array<std::uint64_t> offsets, array<std::uint32
   for (std::uint64_t i = graph_detail::warp_index(); i < frontier_size; i += graph_detail::warp_count()) {
     const std::uint32_t v = frontier[i];
     const graph_detail::Row row = graph_detail::row_of(offsets, v);
-    const std::uint32_t distance = distances[v];
+    const std::uint32_t distance = graph_detail::warp_value(distances, v);
     graph_detail::walk_row_paged<true>(columns, weights, row, [&](std::uint32_t u, std::uint32_t weight, bool in_row) {
       const std::uint32_t candidate = sssp_detail::extend(distance, weight);
       const bool lowered = in_row && candidate < distances[u] && distances.atomic_min(u, candidate) > candidate &&
