@@ -178,19 +178,17 @@ constexpr unsigned iterations = 3;  ///< pagerank launches
 struct Args {
   std::vector<unsigned> gpus{2};
   std::uint64_t bytes = 1ull << 30;
-  int repeats = 3;
   std::vector<std::string> workloads{"transpose", "stencil2d", "gemm", "pagerank", "im2col", "conv2d"};
-  std::vector<std::string> modes{"on_touch", "access_counter", "duplication", "oasis", "ideal"};
   std::vector<std::uint32_t> reset_thresholds{detail::default_reset_threshold};  ///< oasis: one run each
   std::uint32_t counter_threshold = detail::default_counter_threshold;
-  Options out;
+  Options out;  ///< --modes, --repeats, --out, --commit, --driver (parse_shared_option)
 };
 
 [[noreturn]] void usage(const std::string& m) {
   std::fprintf(stderr,
                "%s\nusage: warpvm-placement-bench [--gpus 2] [--bytes 1GiB] [--repeats 3] "
                "[--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d] [--modes on_touch,access_counter,duplication,oasis,ideal] "
-               "[--reset-thresholds 8] [--counter-threshold 256] [--out f.jsonl] [--commit SHA]\n"
+               "[--reset-thresholds 8] [--counter-threshold 256] [--out f.jsonl] [--commit SHA] [--driver VER]\n"
                "--reset-thresholds 4,8,32 runs oasis once per O-Table reset threshold (the paper's sensitivity study)\n",
                m.c_str());
   std::exit(2);
@@ -199,34 +197,32 @@ struct Args {
 Args parse(int argc, char** argv) {
   Args a;
   a.out.suite = "placement";
+  a.out.modes = {"on_touch", "access_counter", "duplication", "oasis", "ideal"};
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") usage("warpvm-placement-bench: OASIS placement on N GPUs");
     if (i + 1 >= argc) usage("missing value after " + flag);
     const std::string v = argv[++i];
     try {
+      if (parse_shared_option(a.out, flag, v)) continue;
       if (flag == "--gpus") {
         a.gpus.clear();
         for (const auto& g : tools::split_list(v)) a.gpus.push_back(static_cast<unsigned>(std::stoul(g)));
       } else if (flag == "--bytes") a.bytes = tools::parse_bytes(v);
-      else if (flag == "--repeats") a.repeats = std::stoi(v);
       else if (flag == "--workloads") a.workloads = tools::split_list(v);
-      else if (flag == "--modes") a.modes = tools::split_list(v);
       else if (flag == "--reset-thresholds") {
         a.reset_thresholds.clear();
         for (const auto& t : tools::split_list(v)) a.reset_thresholds.push_back(static_cast<std::uint32_t>(std::stoul(t)));
       } else if (flag == "--counter-threshold") a.counter_threshold = static_cast<std::uint32_t>(std::stoul(v));
-      else if (flag == "--out") a.out.out = v;
-      else if (flag == "--commit") a.out.commit = v;
       else usage("unknown option " + flag);
     } catch (const std::logic_error&) {
       usage("bad value for " + flag + ": " + v);
     }
   }
-  if (a.repeats < 1) usage("--repeats must be at least 1");
+  if (a.out.repeats < 1) usage("--repeats must be at least 1");
   if (a.reset_thresholds.empty()) usage("--reset-thresholds needs at least one value");
   for (const std::uint32_t t : a.reset_thresholds)
-    if (t < 1 || t > 255) usage("reset thresholds must be in [1, 255]");
+    if (t < 1 || t > detail::otable::max_reset_threshold) usage("reset thresholds must be in [1, 255]");
   if (a.counter_threshold < 1) usage("--counter-threshold must be at least 1");
   return a;
 }
@@ -553,7 +549,7 @@ int run(int argc, char** argv) {
         const std::string wrong = w.check_reference(w.objects, reference);
         if (!wrong.empty()) throw std::runtime_error("the single-GPU reference is wrong: " + wrong);
       }
-      for (const std::string& mode : a.modes)
+      for (const std::string& mode : a.out.modes)
       for (const std::uint32_t reset_threshold :
            mode == "oasis" ? a.reset_thresholds : std::vector<std::uint32_t>{detail::default_reset_threshold}) {
         std::fprintf(stderr, "[%u GPUs] %s: %s (reset threshold %u)\n", G, name.c_str(), mode.c_str(), reset_threshold);
@@ -582,7 +578,7 @@ int run(int argc, char** argv) {
             }
           }
           check(cudaSetDevice(0), "cudaSetDevice");
-          r.seconds = time_runs(streams[0], a.repeats, upload, [&] {
+          r.seconds = time_runs(streams[0], a.out.repeats, upload, [&] {
             w.raw(ptrs, streams, G);
             join_streams(streams, events);
           });
@@ -610,7 +606,7 @@ int run(int argc, char** argv) {
             space.reset_stats();
           };
           GpuPlacementStats sum;
-          r.seconds = time_runs(space_streams[0], a.repeats, reset, [&] {
+          r.seconds = time_runs(space_streams[0], a.out.repeats, reset, [&] {
             w.paged(space, objs);
             join_streams(space_streams, events);
           });
