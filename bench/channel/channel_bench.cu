@@ -671,10 +671,10 @@ int main(int argc, char** argv) {
   Options options;
   options.suite = "channel";
   options.repeats = 5;
+  options.modes = {"channel", "pinned_flag", "naive", "atomic_wait"};
   Setup setup;
   setup.seed = std::random_device{}();
   std::vector<std::string> workloads{"tiles", "cg", "halo"};
-  std::vector<std::string> mode_names{"channel", "pinned_flag", "naive", "atomic_wait"};
   std::vector<std::uint32_t> thread_sweep;
   try {
     for (int i = 1; i < argc; ++i) {
@@ -682,8 +682,8 @@ int main(int argc, char** argv) {
       if (flag == "--help" || flag == "-h") usage("warpvm-channel-bench: CPU-to-GPU producer/consumer workloads, JSON Lines out");
       if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
       const std::string value = argv[++i];
+      if (parse_shared_option(options, flag, value)) continue;  // --modes, --repeats, --out, --commit, --driver
       if (flag == "--workloads") workloads = warpvm::tools::split_list(value);
-      else if (flag == "--modes") mode_names = warpvm::tools::split_list(value);
       else if (flag == "--seed") setup.seed = std::stoull(value);
       else if (flag == "--tiles") setup.tiles = to_u32(flag, value);
       else if (flag == "--side") setup.side = to_u32(flag, value);
@@ -698,10 +698,6 @@ int main(int argc, char** argv) {
       else if (flag == "--cg-iterations") setup.cg_iterations = to_u32(flag, value);
       else if (flag == "--halo-side") setup.halo_side = to_u32(flag, value);
       else if (flag == "--halo-iterations") setup.halo_iterations = to_u32(flag, value);
-      else if (flag == "--repeats") options.repeats = std::stoi(value);
-      else if (flag == "--out") options.out = value;
-      else if (flag == "--commit") options.commit = value;
-      else if (flag == "--driver") options.driver = value;
       else usage(("unknown option " + flag).c_str());
     }
   } catch (const std::logic_error&) {  // std::stoul and friends
@@ -717,7 +713,7 @@ int main(int argc, char** argv) {
   for (const std::uint32_t t : thread_sweep)
     if (t < 32) usage("--consumer-threads-sweep: at least 32 threads (one warp)");
   std::vector<warpvm::channel_workloads::WaitMode> modes;
-  for (const std::string& m : mode_names) {
+  for (const std::string& m : options.modes) {
     const auto* found = std::find_if(std::begin(all_modes), std::end(all_modes),
                                      [&](warpvm::channel_workloads::WaitMode x) { return m == mode_name(x); });
     if (found == std::end(all_modes)) usage(("unknown mode " + m).c_str());
