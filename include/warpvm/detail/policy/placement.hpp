@@ -35,6 +35,7 @@
 #include "warpvm/detail/host_device.hpp"
 
 #include <cuda/atomic>
+#include <cuda/std/bit>
 
 #include <cstdint>
 
@@ -171,12 +172,6 @@ struct Effects {
   unsigned invalidated = 0;          ///< other GPUs' mappings (copies or remote) dropped
 };
 
-[[nodiscard]] WARPVM_HD_INLINE constexpr unsigned popcount64(std::uint64_t x) {
-  unsigned n = 0;
-  for (; x != 0; x &= x - 1) ++n;
-  return n;
-}
-
 /// Performs the directory transition of `action` for GPU `gpu` (the lock held on a device).
 WARPVM_HD_INLINE Effects apply(DirectoryEntry& e, unsigned gpu, Action action) {
   const std::uint64_t me = std::uint64_t{1} << gpu;
@@ -196,7 +191,7 @@ WARPVM_HD_INLINE Effects apply(DirectoryEntry& e, unsigned gpu, Action action) {
       fx.pulled = !had_copy;
       const std::uint64_t owner_bit = e.owner == owner_host ? 0 : std::uint64_t{1} << e.owner;
       const std::uint64_t others = (e.replicas | e.remote | owner_bit) & ~me;
-      fx.invalidated = popcount64(others);
+      fx.invalidated = static_cast<unsigned>(cuda::std::popcount(others));
       e.owner = static_cast<std::uint8_t>(gpu);
       e.replicas = 0;
       e.remote = 0;
@@ -210,7 +205,7 @@ WARPVM_HD_INLINE Effects apply(DirectoryEntry& e, unsigned gpu, Action action) {
       e.remote &= ~me;
       break;
     case Action::collapse_and_map_remote:
-      fx.invalidated = popcount64(e.replicas & ~me);
+      fx.invalidated = static_cast<unsigned>(cuda::std::popcount(e.replicas & ~me));
       e.replicas = 0;
       e.remote |= me;
       break;
@@ -303,9 +298,8 @@ WARPVM_HD_INLINE PagePolicy otable_shared_fault(std::uint32_t& word, bool write,
   const std::uint32_t n = otable::count(before);
   const std::uint32_t fold = otable::fold_point(reset_threshold);
   if (n == fold) ref.fetch_sub(fold, cuda::std::memory_order_relaxed);
-  const PagePolicy recorded = otable::policy(before);
-  if (n % reset_threshold != 0) return recorded == PagePolicy::on_touch ? otable::learned_from(write) : recorded;
-  const PagePolicy learned = otable::learned_from(write);
+  const PagePolicy recorded = otable::policy(before), learned = otable::learned_from(write);
+  if (n % reset_threshold != 0) return recorded == PagePolicy::on_touch ? learned : recorded;
   if (learned == recorded) return learned;
   // Publish without passing through on-touch (00): access-counter is 01, duplication 11.
   constexpr std::uint32_t low = std::uint32_t{1} << otable::policy_shift, high = low << 1;
