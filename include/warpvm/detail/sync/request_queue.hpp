@@ -96,8 +96,7 @@ class RequestQueue {
       if (turn == position) {
         if (tail.compare_exchange_weak(position, position + 1, cuda::std::memory_order_relaxed,
                                        cuda::std::memory_order_relaxed)) {
-          slots_[position & (capacity_ - 1)].request = request;
-          turn_of(position).store(position + 1, cuda::std::memory_order_release);
+          publish(position, request);
           return true;
         }
         // The CAS failed and reloaded `position`: another producer claimed it first.
@@ -127,8 +126,7 @@ class RequestQueue {
   /// the cell still holds the request of the previous lap.
   [[nodiscard]] WARPVM_HD bool try_fill(std::uint64_t position, const Request& request) const {
     if (turn_of(position).load(cuda::std::memory_order_acquire) != position) return false;
-    slots_[position & (capacity_ - 1)].request = request;
-    turn_of(position).store(position + 1, cuda::std::memory_order_release);
+    publish(position, request);
     return true;
   }
 
@@ -147,6 +145,12 @@ class RequestQueue {
   [[nodiscard]] WARPVM_HD std::uint32_t capacity() const { return capacity_; }
 
  private:
+  /// Writes `request` into the cell of claimed, free `position` and hands it to the monitor
+  /// (the release store: the request's bytes are visible to its acquire load of the turn).
+  WARPVM_HD void publish(std::uint64_t position, const Request& request) const {
+    slots_[position & (capacity_ - 1)].request = request;
+    turn_of(position).store(position + 1, cuda::std::memory_order_release);
+  }
   [[nodiscard]] WARPVM_HD cuda::atomic_ref<std::uint64_t, Scope> turn_of(std::uint64_t position) const {
     return cuda::atomic_ref<std::uint64_t, Scope>(slots_[position & (capacity_ - 1)].turn);
   }
