@@ -342,7 +342,7 @@ def test_bench_suite_defaults_and_unverified_records(cli: CliRunner, fake_path: 
     )
     assert result.exit_code == 0, result.output
     args = (build / "bench" / "args").read_text().split()
-    assert args[0] == "--commit" and "--driver" not in args and args[-2:] == ["--out", "-"]
+    assert args[:4] == ["--commit", args[1], "--driver", "580.159.04"] and args[-2:] == ["--out", "-"]
     assert "1 records not verified (bounds, unchecked modes): transpose ideal" in result.output
 
 

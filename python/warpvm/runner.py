@@ -123,7 +123,6 @@ class Suite:
     summary: str
     workload_flag: str  # the binary's option that selects workloads
     takes_cache_fractions: bool
-    takes_driver: bool
 
 
 SUITES: dict[str, Suite] = {
@@ -135,7 +134,6 @@ SUITES: dict[str, Suite] = {
             "BFS, CC and SSSP over a generated graph, every memory mode and cache size (warpvm-graph-bench).",
             "--apps",
             takes_cache_fractions=True,
-            takes_driver=True,
         ),
         Suite(
             "apps",
@@ -143,7 +141,6 @@ SUITES: dict[str, Suite] = {
             "Polybench MVT/ATAX/BICG and the columnar trip query in every memory mode (warpvm-apps-bench).",
             "--workloads",
             takes_cache_fractions=True,
-            takes_driver=True,
         ),
         Suite(
             "alloc",
@@ -151,7 +148,6 @@ SUITES: dict[str, Suite] = {
             "Device-side allocation: warpvm::Heap against CUDA's device malloc (warpvm-alloc-bench).",
             "--workloads",
             takes_cache_fractions=False,
-            takes_driver=True,
         ),
         Suite(
             "placement",
@@ -159,7 +155,6 @@ SUITES: dict[str, Suite] = {
             "OASIS placement across the visible GPUs, every page policy (warpvm-placement-bench).",
             "--workloads",
             takes_cache_fractions=False,
-            takes_driver=False,
         ),
         Suite(
             "channel",
@@ -167,7 +162,6 @@ SUITES: dict[str, Suite] = {
             "warpvm::channel against polling baselines (warpvm-channel-bench).",
             "--workloads",
             takes_cache_fractions=False,
-            takes_driver=True,
         ),
     )
 }
@@ -199,9 +193,7 @@ class SuiteSettings:
             args += ["--cache-fractions", ",".join(f"{f:g}" for f in self.cache_fractions)]
         if self.repeats is not None:
             args += ["--repeats", str(self.repeats)]
-        args += ["--commit", self.commit]
-        if self.suite.takes_driver:
-            args += ["--driver", self.driver]
+        args += ["--commit", self.commit, "--driver", self.driver]
         return [*args, *self.extra, "--out", "-"]
 
 
