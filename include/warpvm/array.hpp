@@ -166,7 +166,7 @@ class array {
     if (h.word == nullptr) return;  // remote: the data went to host memory directly
     const unsigned mask = __activemask();
     const unsigned peers = __match_any_sync(mask, h.key);
-    const bool is_leader = detail::lane_id() == static_cast<unsigned>(__ffs(peers) - 1);
+    const bool is_leader = detail::lane_id() == detail::first_lane(peers);
     __syncwarp(mask);  // every lane's writes to the frame come first
     bool sole_holders = false;
     if (is_leader) {
@@ -177,7 +177,7 @@ class array {
       sole_holders = detail::page_word::holders(detail::page_load(*h.word)) == static_cast<std::uint32_t>(__popc(peers));
       if (!sole_holders) cache_.table.set_dirty(h.frame, true);
     }
-    sole_holders = __shfl_sync(mask, sole_holders, __ffs(peers) - 1);
+    sole_holders = __shfl_sync(mask, sole_holders, detail::first_lane(peers));
     if (sole_holders) detail::write_back_page(cache_, peers, is_leader, h.frame, h.key);
   }
   /// A hold of nothing whose data still points at readable memory (the scratch frame), for

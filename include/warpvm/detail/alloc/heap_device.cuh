@@ -136,7 +136,7 @@ __device__ inline void small_bind(const SmallSlabsView& small, const CacheView& 
 /// (no slab free).
 __device__ inline heap_ptr small_malloc(const SmallSlabsView& small, const CacheView& cache, std::uint32_t object_id,
                                         std::uint32_t size_class, unsigned group) {
-  const unsigned leader = static_cast<unsigned>(__ffs(group) - 1);
+  const unsigned leader = first_lane(group);
   std::uint64_t first = 0;
   if (lane_id() == leader)
     first = device_atomic(small.tickets[size_class]).fetch_add(__popc(group), cuda::std::memory_order_relaxed);
@@ -154,7 +154,7 @@ __device__ inline heap_ptr small_malloc(const SmallSlabsView& small, const Cache
   // (their reads happen before it, and so before a later binder overwrites the entry).
   const unsigned same_virtual_slab = __match_any_sync(group, ticket.virtual_slab);
   __syncwarp(same_virtual_slab);
-  if (lane_id() == static_cast<unsigned>(__ffs(same_virtual_slab) - 1))
+  if (lane_id() == first_lane(same_virtual_slab))
     device_atomic(small.binding_readers[index])
         .fetch_sub(static_cast<std::uint32_t>(__popc(same_virtual_slab)), cuda::std::memory_order_release);
   const bool bound = binding.state == BindingState::bound;
@@ -163,7 +163,7 @@ __device__ inline heap_ptr small_malloc(const SmallSlabsView& small, const Cache
   const std::uint32_t word = binding.slab * slab_bitmap_words + block_word(ticket.block);
   const unsigned sharing = __match_any_sync(served, word);
   const std::uint32_t bits = __reduce_or_sync(sharing, block_bit(ticket.block));
-  if (lane_id() == static_cast<unsigned>(__ffs(sharing) - 1))
+  if (lane_id() == first_lane(sharing))
     device_atomic(small.bitmaps[word]).fetch_or(bits, cuda::std::memory_order_relaxed);
   __syncwarp(sharing);  // the bits are set before any lane can free its block
   return small.area.pointer(size_class, binding.slab, ticket.block, small_slab_tag(size_class, ticket.virtual_slab));
@@ -190,7 +190,7 @@ __device__ inline bool small_free(const SmallSlabsView& small, const CacheView& 
   if (static_cast<unsigned>(__popc(bits)) != static_cast<unsigned>(__popc(sharing))) {
     freed = (word.fetch_and(~bit, cuda::std::memory_order_acq_rel) & bit) != 0;
   } else {
-    const unsigned leader = static_cast<unsigned>(__ffs(sharing) - 1);
+    const unsigned leader = first_lane(sharing);
     __syncwarp(sharing);  // every lane's accesses to its block happen before the leader's release
     std::uint32_t was = 0;
     if (lane_id() == leader) was = word.fetch_and(~bits, cuda::std::memory_order_acq_rel);
@@ -199,7 +199,7 @@ __device__ inline bool small_free(const SmallSlabsView& small, const CacheView& 
   const unsigned freeing = __ballot_sync(candidates, freed);
   if (!freed) return false;
   const unsigned same_slab = __match_any_sync(freeing, at.slab);
-  if (lane_id() == static_cast<unsigned>(__ffs(same_slab) - 1)) {
+  if (lane_id() == first_lane(same_slab)) {
     const auto count = static_cast<std::uint32_t>(__popc(same_slab));
     if (device_atomic(small.live[at.slab]).fetch_sub(count, cuda::std::memory_order_acq_rel) == count) {
       // Stale pointers to the slab no longer match its tag.
@@ -226,7 +226,7 @@ __device__ inline heap_ptr heap_region_malloc(const HeapView& heap, const CacheV
   // Classes 0..32 by bit width; 33: too large for any region; 34: not asking.
   const unsigned size_class = !wants ? 34u : !fits ? 33u : static_cast<unsigned>(cuda::std::bit_width(units - 1));
   const unsigned group = __match_any_sync(mask, size_class);
-  const unsigned leader = static_cast<unsigned>(__ffs(group) - 1);
+  const unsigned leader = first_lane(group);
   const unsigned rank = static_cast<unsigned>(__popc(group & lanemask_lt()));
   const unsigned lanes = static_cast<unsigned>(__popc(group));
 
@@ -234,7 +234,7 @@ __device__ inline heap_ptr heap_region_malloc(const HeapView& heap, const CacheV
   // contributing 0 (the loop runs once per group, uniformly over the active lanes).
   std::uint32_t group_units = 0;
   for (unsigned pending = __ballot_sync(mask, wants); pending != 0;) {
-    const unsigned first = static_cast<unsigned>(__ffs(pending) - 1);
+    const unsigned first = first_lane(pending);
     const unsigned members = __shfl_sync(mask, group, first);
     const std::uint32_t largest = __reduce_max_sync(mask, (members >> lane) & 1u ? units : 0u);
     if ((members >> lane) & 1u) group_units = largest;
@@ -312,7 +312,7 @@ __device__ inline bool heap_free(const HeapView& heap, const CacheView& cache, s
     if (emptied) heap_post(heap, cache, object_id, HeapRequest::release, p.region_offset(), 0);
     return freed;
   }
-  const unsigned leader = static_cast<unsigned>(__ffs(group) - 1);
+  const unsigned leader = first_lane(group);
   __syncwarp(group);  // every lane's accesses to its part happen before the leader's release
   std::uint32_t live = 0;
   if (lane_id() == leader) live = heap_release_lanes(heap, p, parts, emptied);

@@ -143,7 +143,7 @@ __device__ __forceinline__ bool peek_resident_unheld(const CacheView& cache, con
 __device__ inline bool read_absent_page_remotely(const ObjectDescriptor& object, std::uint64_t page) {
   const unsigned mask = __activemask();
   const unsigned peers = __match_any_sync(mask, make_page_key(object.id, page));
-  const unsigned leader = __ffs(peers) - 1;
+  const unsigned leader = first_lane(peers);
   bool remote = false;
   if (lane_id() == leader && page_word::is_absent(page_load(object.pages[page].state))) {
     // A page past its remote reads migrates on every later absence: a plain load says so
@@ -210,7 +210,7 @@ __device__ inline std::uint32_t acquire_page(const CacheView& cache, const Objec
   const unsigned mask = __activemask();
   const std::uint64_t key = make_page_key(object.id, page);
   const unsigned peers = __match_any_sync(mask, key);
-  const unsigned leader = __ffs(peers) - 1;
+  const unsigned leader = first_lane(peers);
   const bool is_leader = lane_id() == leader;
   const unsigned overwriters = __ballot_sync(mask, intent == Intent::overwrite);
   const bool group_overwrites = (overwriters & peers) == peers;
@@ -238,7 +238,7 @@ __device__ inline std::uint32_t acquire_page(const CacheView& cache, const Objec
   unsigned backoff_ns = backoff_min_ns;
   for (;;) {
     for (unsigned fillers = __ballot_sync(mask, step == Step::fill); fillers != 0; fillers &= fillers - 1) {
-      const unsigned driver = __ffs(fillers) - 1;
+      const unsigned driver = first_lane(fillers);
       // What the fault event says (only computed when recording: it costs registers).
       const bool group_writes = recording(cache) && (__ballot_sync(mask, intent != Intent::read) & peers) != 0;
       const std::uint32_t filled = fill_page(cache, mask, driver, __shfl_sync(mask, key, driver),
@@ -272,7 +272,7 @@ __device__ inline std::uint32_t acquire_page(const CacheView& cache, const Objec
   const bool group_writes = (writers & peers) != 0;
   if (is_leader && waited && !loaded)  // a waiter that ended up loading recorded a fill
     record_fault(cache, started, object.id, page, static_cast<unsigned>(__popc(peers)), FaultKind::wait, group_writes, 0);
-  if (lane_id() == static_cast<unsigned>(__ffs(mask) - 1)) {
+  if (lane_id() == first_lane(mask)) {
     if (hit_leaders != 0) count_event(cache, Counter::hits, __popc(hit_leaders));
     if (wait_leaders != 0) count_event(cache, Counter::waits, __popc(wait_leaders));
   }
@@ -291,7 +291,7 @@ __device__ inline void release_page(std::uint32_t* page_state_word, std::uint64_
   const unsigned mask = __activemask();
   const unsigned peers = __match_any_sync(mask, key);
   __syncwarp(mask);
-  if (lane_id() == static_cast<unsigned>(__ffs(peers) - 1)) page_release(*page_state_word, __popc(peers));
+  if (lane_id() == first_lane(peers)) page_release(*page_state_word, __popc(peers));
 }
 
 }  // namespace warpvm::detail

@@ -17,6 +17,9 @@ __device__ __forceinline__ unsigned lane_id() {
   return lane;
 }
 
+/// The lowest lane of a non-empty lane mask: the leader a warp-level group elects.
+__device__ __forceinline__ unsigned first_lane(unsigned mask) { return static_cast<unsigned>(__ffs(mask) - 1); }
+
 __device__ __forceinline__ unsigned lanemask_lt() {
   unsigned mask;
   asm("mov.u32 %0, %%lanemask_lt;" : "=r"(mask));

@@ -278,7 +278,7 @@ __device__ inline void access_page(const Binding& b, std::uint64_t page, bool wr
                                    std::uint32_t span_lines, Op&& op) {
   const unsigned mask = __activemask();
   const unsigned peers = __match_any_sync(mask, page);
-  const unsigned leader = __ffs(peers) - 1;
+  const unsigned leader = first_lane(peers);
   const bool is_leader = lane_id() == leader;
   const bool group_writes = (__ballot_sync(mask, write) & peers) != 0;
   const SpaceView& s = *b.space;
@@ -299,7 +299,7 @@ __device__ inline void access_page(const Binding& b, std::uint64_t page, bool wr
     __syncwarp(mask);  // every lane's access to the frame happens before its leader's release
     if (!lines_known && __any_sync(mask, remote)) {
       const unsigned same_line = __match_any_sync(mask, line);
-      const bool line_leader = lane_id() == static_cast<unsigned>(__ffs(same_line) - 1);
+      const bool line_leader = lane_id() == first_lane(same_line);
       lines = static_cast<std::uint32_t>(__popc(__ballot_sync(mask, line_leader) & peers));
       lines_known = true;
     }
@@ -316,7 +316,7 @@ __device__ inline void access_page(const Binding& b, std::uint64_t page, bool wr
     }
     if (now) pending = false;
     for (unsigned f = __ballot_sync(mask, fired); f != 0; f &= f - 1) {
-      const unsigned driver = __ffs(f) - 1;
+      const unsigned driver = first_lane(f);
       const std::uint64_t group = __shfl_sync(mask, page, driver) / s.pages_per_group;
       const std::uint64_t pages = (b.object->bytes + (std::uint64_t{1} << s.page_shift) - 1) >> s.page_shift;
       const std::uint64_t end = (group + 1) * s.pages_per_group < pages ? (group + 1) * s.pages_per_group : pages;
@@ -325,7 +325,7 @@ __device__ inline void access_page(const Binding& b, std::uint64_t page, bool wr
     const unsigned faulting = __ballot_sync(mask, pending && is_leader);
     if (faulting == 0) return;
     for (unsigned f = faulting; f != 0; f &= f - 1) {
-      const unsigned driver = __ffs(f) - 1;
+      const unsigned driver = first_lane(f);
       serve(s, *b.object, mask, driver, __shfl_sync(mask, page, driver), __shfl_sync(mask, group_writes, driver), false);
     }
   }

@@ -52,7 +52,7 @@ __device__ inline ChannelGrant channel_acquire(const ChannelView& view, std::uin
                                                std::uint32_t tag_count, std::uint32_t bytes,
                                                std::uint64_t source_offset) {
   const unsigned mask = __activemask();
-  const unsigned leader = static_cast<unsigned>(__ffs(mask) - 1);
+  const unsigned leader = first_lane(mask);
   const std::uint32_t warp = global_warp_index();
   int uniform = 0;
   __match_all_sync(mask, (std::uint64_t{first_tag} << 32 | tag_count) ^ (source_offset * 0x9e3779b97f4a7c15ull) ^
@@ -119,7 +119,7 @@ __device__ inline ChannelGrant channel_acquire(const ChannelView& view, std::uin
 __device__ inline void channel_release(std::uint32_t* released, std::uint32_t seq) {
   const unsigned mask = __activemask();
   __syncwarp(mask);  // every lane's reads of the data happen before the leader's release
-  if (lane_id() == static_cast<unsigned>(__ffs(mask) - 1))
+  if (lane_id() == first_lane(mask))
     cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(*released).store(seq, cuda::std::memory_order_release);
 }
 

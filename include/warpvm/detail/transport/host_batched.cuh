@@ -105,7 +105,7 @@ __device__ inline std::uint32_t await_host_service(const CacheView& cache, const
   const unsigned mask = __activemask();
   const std::uint64_t key = make_page_key(object.id, page);
   const unsigned peers = __match_any_sync(mask, key);
-  const bool is_leader = lane_id() == static_cast<unsigned>(__ffs(peers) - 1);
+  const bool is_leader = lane_id() == first_lane(peers);
   const bool group_writes = (__ballot_sync(mask, write) & peers) != 0;
   const std::uint64_t started = global_timer_ns();  // for the watchdog and the fault event
   unsigned posts = 0;
@@ -140,7 +140,7 @@ __device__ inline void withdraw_order(const CacheView& cache, unsigned mask, std
                                       std::uint64_t first_key, std::uint32_t pages) {
   const EvictionRing& ring = *cache.faults.evictions;
   std::uint64_t& progress = ring.progress[slot].tagged;
-  const unsigned first = __ffs(mask) - 1;
+  const unsigned first = first_lane(mask);
   bool withdrawn = false;
   if (lane_id() == first) {
     eviction_order::Finished how = eviction_order::Finished::nothing;
@@ -186,7 +186,7 @@ __device__ inline void evict_order_pages(const CacheView& cache, unsigned mask, 
     return;
   }
   if (eviction_order::taken(seen) >= pages) return;  // all taken; the takers' marks finish it
-  const unsigned first = __ffs(mask) - 1;
+  const unsigned first = first_lane(mask);
   const std::uint32_t taken = eviction_order::page_taken_by(o);
   for (unsigned round = 0; round < uvm_block_pages; round += __popc(mask)) {
     const unsigned p = round + __popc(mask & lanemask_lt());
@@ -219,7 +219,7 @@ __device__ inline void evict_order_pages(const CacheView& cache, unsigned mask, 
 /// A waiting warp's share of the eviction work: one pass over one outstanding order, chosen by
 /// the warp's index and `round` so that waiting warps spread over the orders.
 __device__ inline void help_evict(const CacheView& cache, unsigned mask, unsigned round) {
-  const unsigned first = __ffs(mask) - 1;
+  const unsigned first = first_lane(mask);
   std::uint64_t complete = 0;
   std::uint64_t posted = 0;
   if (lane_id() == first) {
@@ -245,7 +245,7 @@ __device__ inline std::uint32_t hold_from_host(const CacheView& cache, const Obj
   const unsigned mask = __activemask();
   const std::uint64_t key = make_page_key(object.id, page);
   const unsigned peers = __match_any_sync(mask, key);
-  const unsigned leader = __ffs(peers) - 1;
+  const unsigned leader = first_lane(peers);
   const bool is_leader = lane_id() == leader;
   const bool group_writes = (__ballot_sync(mask, write) & peers) != 0;
   const std::uint64_t started = global_timer_ns();  // for the watchdog and the fault event
@@ -280,7 +280,7 @@ __device__ inline std::uint32_t hold_from_host(const CacheView& cache, const Obj
     back_off_for_host(cache, started, object.id, page, backoff_ns);
   }
   const unsigned hit_leaders = __ballot_sync(mask, is_leader && posts == 0);
-  if (lane_id() == static_cast<unsigned>(__ffs(mask) - 1) && hit_leaders != 0)
+  if (lane_id() == first_lane(mask) && hit_leaders != 0)
     count_event(cache, Counter::hits, __popc(hit_leaders));
   if (is_leader && posts != 0)
     record_fault(cache, started, object.id, page, static_cast<unsigned>(__popc(peers)), FaultKind::host, group_writes, posts);
