@@ -2,10 +2,13 @@
 // read-shared/write-private workload over two GPUs with fresh random data checked against a host
 // reference; replicas collapsing on write; access-counter migration at the threshold; OASIS
 // relearning across phases under many concurrent shared faults on one object; spans (with_span)
-// under every policy; a space over one GPU. Skips (saying why) without two peer-connected GPUs.
+// under every policy; a space over one GPU. The multi-GPU tests run over every visible GPU (up to
+// 8) when all pairs have peer access, else over GPUs 0 and 1, and skip (saying why) without two
+// peer-connected GPUs.
 
 #include "gpu_test_support.cuh"
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -17,18 +20,33 @@ namespace {
 constexpr PlacementPolicy all_policies[] = {PlacementPolicy::oasis, PlacementPolicy::on_touch,
                                             PlacementPolicy::access_counter, PlacementPolicy::duplication};
 
-bool two_peer_gpus() {
-  if (device_count() < 2) return false;
-  int a = 0, b = 0;
-  return cudaDeviceCanAccessPeer(&a, 0, 1) == cudaSuccess && cudaDeviceCanAccessPeer(&b, 1, 0) == cudaSuccess && a != 0 &&
-         b != 0;
+bool peers(const std::vector<int>& devices) {
+  for (const int a : devices)
+    for (const int b : devices) {
+      int can = 0;
+      if (a != b && (cudaDeviceCanAccessPeer(&can, a, b) != cudaSuccess || can == 0)) return false;
+    }
+  return true;
+}
+
+/// Every visible GPU (at most 8) if all pairs are peers, else GPUs 0 and 1 if they are, else none.
+std::vector<int> peer_gpus() {
+  std::vector<int> all;
+  for (int d = 0; d < std::min(device_count(), 8); ++d) all.push_back(d);
+  if (all.size() >= 2 && peers(all)) return all;
+  if (all.size() > 2 && peers({0, 1})) return {0, 1};
+  return {};
 }
 
 class MultiGpu : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!two_peer_gpus()) GTEST_SKIP() << "needs two CUDA devices with peer access: multi-GPU test skipped";
+    devices = peer_gpus();
+    if (devices.empty()) GTEST_SKIP() << "needs two CUDA devices with peer access: multi-GPU test skipped";
+    RecordProperty("gpus", static_cast<int>(devices.size()));
   }
+  std::vector<int> devices;
+  [[nodiscard]] std::uint64_t gpus() const { return devices.size(); }
 };
 
 std::uint64_t fresh_seed() {
@@ -93,11 +111,11 @@ TEST_F(MultiGpu, TransposeIsExactUnderEveryPolicy) {
   for (const PlacementPolicy policy : all_policies) {
     const std::uint64_t seed = fresh_seed();
     SCOPED_TRACE(std::string(to_string(policy)) + ", seed " + std::to_string(seed));
-    MultiGpuSpace space({.devices = {0, 1}, .frame_bytes_per_gpu = 64ull << 20, .default_policy = policy});
+    MultiGpuSpace space({.devices = devices, .frame_bytes_per_gpu = 64ull << 20, .default_policy = policy});
     expect_exact_transpose(space, n, seed, dim3(264));
     const GpuPlacementStats total = space.stats().total();
     EXPECT_GT(total.first_touches, 0u);
-    EXPECT_GT(total.shared_faults, 0u) << "both GPUs read every page of in";
+    EXPECT_GT(total.shared_faults, 0u) << "every GPU reads every page of in";
     EXPECT_EQ(total.aborted_transitions, 0u);
     if (policy == PlacementPolicy::duplication || policy == PlacementPolicy::oasis) {
       EXPECT_GT(total.replications, 0u);
@@ -112,7 +130,7 @@ TEST_F(MultiGpu, ReadSharedWritePrivateIsExactUnderEveryPolicy) {
   for (const PlacementPolicy policy : all_policies) {
     const std::uint64_t seed = fresh_seed();
     SCOPED_TRACE(std::string(to_string(policy)) + ", seed " + std::to_string(seed));
-    MultiGpuSpace space({.devices = {0, 1}, .frame_bytes_per_gpu = 64ull << 20});
+    MultiGpuSpace space({.devices = devices, .frame_bytes_per_gpu = 64ull << 20});
     auto table = space.alloc<std::uint32_t>(table_n, policy, "table");
     auto out = space.alloc<std::uint32_t>(out_n, policy, "out");
     EXPECT_EQ(table.policy(), policy);
@@ -124,14 +142,13 @@ TEST_F(MultiGpu, ReadSharedWritePrivateIsExactUnderEveryPolicy) {
     for (std::uint64_t i = 0; i < out_n; ++i) want[i] = values[mix(i) % table_n] + static_cast<std::uint32_t>(i);
     EXPECT_EQ(mismatches(out.host(), want), 0u);
     const MultiGpuStats stats = space.stats();
-    ASSERT_EQ(stats.per_gpu.size(), 2u);
-    EXPECT_GT(stats.per_gpu[0].local_accesses + stats.per_gpu[0].remote_accesses, 0u);
-    EXPECT_GT(stats.per_gpu[1].local_accesses + stats.per_gpu[1].remote_accesses, 0u);
+    ASSERT_EQ(stats.per_gpu.size(), gpus());
+    for (const GpuPlacementStats& gpu : stats.per_gpu) EXPECT_GT(gpu.local_accesses + gpu.remote_accesses, 0u);
     EXPECT_GT(stats.total().pcie_bytes, 0u);
   }
 }
 
-/// Every GPU reads every element into `sums` (one slot per GPU and element).
+/// Every GPU reads every element into `seen` (one slot per GPU and element).
 __global__ void read_all(shared_array<std::uint32_t> a, shared_array<std::uint32_t> seen) {
   for (std::uint64_t i = thread_index(); i < a.size(); i += thread_count()) seen.store(a.gpu() * a.size() + i, a.load(i));
 }
@@ -145,12 +162,12 @@ TEST_F(MultiGpu, ReplicasCollapseOnWriteAndTheOtherGpuSeesTheLastWriter) {
   constexpr std::uint64_t n = 1 << 18;
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  MultiGpuSpace space({.devices = {0, 1}, .frame_bytes_per_gpu = 32ull << 20});
+  MultiGpuSpace space({.devices = devices, .frame_bytes_per_gpu = 32ull << 20});
   auto a = space.alloc<std::uint32_t>(n, PlacementPolicy::duplication, "a");
-  auto seen = space.alloc<std::uint32_t>(2 * n, PlacementPolicy::on_touch, "seen");
+  auto seen = space.alloc<std::uint32_t>(gpus() * n, PlacementPolicy::on_touch, "seen");
   const auto values = random_values(n, seed);
   std::copy(values.begin(), values.end(), a.host().begin());
-  space.launch(read_all, dim3(132), dim3(256), 0, a.on(0), seen.on(0));  // phase 1: both read: replicas
+  space.launch(read_all, dim3(132), dim3(256), 0, a.on(0), seen.on(0));  // phase 1: all read: replicas
   space.synchronize();
   const GpuPlacementStats after_reads = space.stats().total();
   EXPECT_GT(after_reads.replications, 0u);
@@ -163,7 +180,8 @@ TEST_F(MultiGpu, ReplicasCollapseOnWriteAndTheOtherGpuSeesTheLastWriter) {
   for (std::uint64_t i = 0; i < n; ++i) want[i] = static_cast<std::uint32_t>(mix(i + salt));
   EXPECT_EQ(mismatches(seen.host().subspan(0, n), want), 0u) << "GPU 0 sees GPU 1's writes";
   EXPECT_EQ(mismatches(a.host(), want), 0u) << "flush writes the last writer's pages back";
-  EXPECT_EQ(mismatches(seen.host().subspan(n, n), values), 0u) << "GPU 1 read the original in phase 1";
+  for (std::uint64_t g = 1; g < gpus(); ++g)
+    EXPECT_EQ(mismatches(seen.host().subspan(g * n, n), values), 0u) << "GPU " << g << " read the original in phase 1";
 }
 
 __global__ void read_repeatedly(shared_array<std::uint32_t> a, shared_array<std::uint32_t> sums, int rounds) {
@@ -178,7 +196,7 @@ TEST_F(MultiGpu, AccessCounterMigratesAfterTheThreshold) {
   constexpr std::uint64_t n = 1 << 16;  // 256 KiB: 4 counter groups of 64 KiB
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  MultiGpuSpace space({.devices = {0, 1}, .frame_bytes_per_gpu = 16ull << 20, .counter_threshold = 64});
+  MultiGpuSpace space({.devices = devices, .frame_bytes_per_gpu = 16ull << 20, .counter_threshold = 64});
   auto a = space.alloc<std::uint32_t>(n, PlacementPolicy::access_counter, "a");
   auto sums = space.alloc<std::uint32_t>(n, PlacementPolicy::on_touch, "sums");
   const auto values = random_values(n, seed);
@@ -202,33 +220,33 @@ __global__ void write_interleaved(shared_array<std::uint32_t> a, std::uint32_t s
     if ((i / 32) % a.gpus() == a.gpu()) a.store(i, static_cast<std::uint32_t>(mix(i + salt)));
 }
 
-// Many shared faults on one OASIS object from both GPUs at once (the O-Table word is consulted
-// concurrently by every faulting warp of both GPUs), across explicit phases that change the
+// Many shared faults on one OASIS object from every GPU at once (the O-Table word is consulted
+// concurrently by every faulting warp of every GPU), across explicit phases that change the
 // object's pattern: shared reads (learned: duplication), then shared writes (relearned at the
 // phase: access-counter), then a read of the last writers' values.
 TEST_F(MultiGpu, OasisRelearnsAcrossPhasesUnderManyConcurrentSharedFaults) {
-  constexpr std::uint64_t n = 4 << 20;  // 16 MiB: 4096 pages, each read and then written by both GPUs
+  constexpr std::uint64_t n = 4 << 20;  // 16 MiB: 4096 pages, each read and then written by every GPU
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE("seed " + std::to_string(seed));
-  MultiGpuSpace space({.devices = {0, 1}, .frame_bytes_per_gpu = 96ull << 20});
+  MultiGpuSpace space({.devices = devices, .frame_bytes_per_gpu = 96ull << 20});
   auto a = space.alloc<std::uint32_t>(n, PlacementPolicy::oasis, "a");
-  auto seen = space.alloc<std::uint32_t>(2 * n, PlacementPolicy::on_touch, "seen");
+  auto seen = space.alloc<std::uint32_t>(gpus() * n, PlacementPolicy::on_touch, "seen");
   const auto values = random_values(n, seed);
   std::copy(values.begin(), values.end(), a.host().begin());
   const std::uint64_t pages = n * sizeof(std::uint32_t) / space.page_bytes();
 
-  space.launch(read_all, dim3(264), dim3(256), 0, a.on(0), seen.on(0));  // phase 1: both GPUs read all of a
+  space.launch(read_all, dim3(264), dim3(256), 0, a.on(0), seen.on(0));  // phase 1: every GPU reads all of a
   space.synchronize();
   const GpuPlacementStats reads = space.stats().total();
-  // Every page: one first touch, then one shared read fault by the other GPU, served by
+  // Every page: one first touch, then one shared read fault by each other GPU, served by
   // duplication (the learned policy; a read is never served otherwise).
-  EXPECT_EQ(reads.shared_faults, pages) << "one shared fault per page of a (seen is private)";
-  EXPECT_EQ(reads.replications, pages);
+  EXPECT_EQ(reads.shared_faults, (gpus() - 1) * pages) << "one shared fault per page of a and other GPU (seen is private)";
+  EXPECT_EQ(reads.replications, (gpus() - 1) * pages);
   EXPECT_EQ(reads.migrations, 0u);
   EXPECT_EQ(reads.remote_maps, 0u);
 
   const auto salt = static_cast<std::uint32_t>(seed >> 7);
-  space.launch(write_interleaved, dim3(264), dim3(256), 0, a.on(0), salt);  // phase 2: both write every page
+  space.launch(write_interleaved, dim3(264), dim3(256), 0, a.on(0), salt);  // phase 2: all write every page
   space.synchronize();
   const GpuPlacementStats writes = space.stats().total();
   EXPECT_GT(writes.collapses, reads.collapses) << "the first write to each replicated page collapses it";
@@ -238,8 +256,9 @@ TEST_F(MultiGpu, OasisRelearnsAcrossPhasesUnderManyConcurrentSharedFaults) {
   space.flush();
   std::vector<std::uint32_t> want(n);
   for (std::uint64_t i = 0; i < n; ++i) want[i] = static_cast<std::uint32_t>(mix(i + salt));
-  EXPECT_EQ(mismatches(seen.host().subspan(0, n), want), 0u) << "GPU 0 sees both GPUs' writes";
-  EXPECT_EQ(mismatches(seen.host().subspan(n, n), values), 0u) << "GPU 1 read the original in phase 1";
+  EXPECT_EQ(mismatches(seen.host().subspan(0, n), want), 0u) << "GPU 0 sees every GPU's writes";
+  for (std::uint64_t g = 1; g < gpus(); ++g)
+    EXPECT_EQ(mismatches(seen.host().subspan(g * n, n), values), 0u) << "GPU " << g << " read the original in phase 1";
   EXPECT_EQ(mismatches(a.host(), want), 0u) << "flush writes every page's last writers back";
   EXPECT_EQ(space.stats().total().aborted_transitions, 0u);
 }
@@ -275,7 +294,7 @@ TEST_F(MultiGpu, SpansWriteAndReadWholeRowsUnderEveryPolicy) {
   for (const PlacementPolicy policy : all_policies) {
     const std::uint64_t seed = fresh_seed();
     SCOPED_TRACE(std::string(to_string(policy)) + ", seed " + std::to_string(seed));
-    MultiGpuSpace space({.devices = {0, 1}, .frame_bytes_per_gpu = 32ull << 20, .default_policy = policy});
+    MultiGpuSpace space({.devices = devices, .frame_bytes_per_gpu = 32ull << 20, .default_policy = policy});
     auto a = space.alloc<std::uint32_t>(n, std::nullopt, "a");
     auto sums = space.alloc<std::uint32_t>(rows, std::nullopt, "sums");
     const auto salt = static_cast<std::uint32_t>(seed);
