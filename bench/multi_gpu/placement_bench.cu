@@ -562,6 +562,8 @@ int run(int argc, char** argv) {
         r.dataset_bytes = footprint;
         r.useful_bytes = w.useful_bytes;
         r.extra["gpus"] = G;
+        // --bytes, the scaling point (each shape lands near it), in MiB: extras print 9 digits.
+        r.extra["requested_mib"] = static_cast<double>(a.bytes) / (1 << 20);
         if (mode == "ideal") {
           std::vector<std::vector<std::unique_ptr<DeviceBuffer<std::uint32_t>>>> bufs(G);
           std::vector<std::vector<std::uint32_t*>> ptrs(G);

@@ -23,6 +23,7 @@ from rich.text import Text
 
 from warpvm import __version__, plots, runner, trace
 from warpvm import timeline as timeline_events
+from warpvm.placement import placement_markdown
 from warpvm.results import (
     Record,
     ResultsError,
@@ -372,7 +373,7 @@ def report(
     parquet: Annotated[bool, typer.Option(help="Also write records.parquet (needs pyarrow).")] = False,
 ) -> None:
     """Write summary.md and plots (bandwidth, cache sweep, bytes moved, speed-up over UVM, slowdown
-    against oversubscription) from result files."""
+    against oversubscription, placement policies across GPUs) from result files."""
     console = _console()
     with _exit_on_bad_input():
         records = load_records(files)
@@ -380,7 +381,7 @@ def report(
             raise ResultsError(f"no records in {', '.join(map(str, files))}")
         out.mkdir(parents=True, exist_ok=True)
         summary = out / "summary.md"
-        summary.write_text(markdown_summary(records), encoding="utf-8")
+        summary.write_text(markdown_summary(records) + placement_markdown(records), encoding="utf-8")
         written = [summary]
         for name, plot, needs in (
             ("bandwidth.png", plots.plot_bandwidth, "timed records"),
@@ -388,6 +389,7 @@ def report(
             ("bytes_moved.png", plots.plot_bytes_moved, "records with bytes moved"),
             ("speedup_over_uvm.png", plots.plot_speedup, "workloads timed with uvm and another mode"),
             ("oversubscription.png", plots.plot_oversubscription, "modes timed at 100% and smaller caches"),
+            ("placement.png", plots.plot_placement, "placement runs under on_touch and another policy"),
         ):
             path = plot(records, out / name)
             if path is None:

@@ -12,9 +12,10 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
-from matplotlib.ticker import FixedLocator, NullLocator
+from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator, ScalarFormatter
 from matplotlib.typing import ColorType
 
+from warpvm.placement import POLICIES, placement_cases
 from warpvm.results import Record, format_fraction, latest_points
 
 Key = TypeVar("Key", bound=Hashable)
@@ -298,3 +299,50 @@ def plot_speedup(records: Iterable[Record], path: Path) -> Path | None:
 def plot_oversubscription(records: Iterable[Record], path: Path) -> Path | None:
     """Writes `oversubscription_figure` to `path`; None if there is nothing to plot."""
     return save_png(oversubscription_figure(records), path)
+
+
+def placement_figure(records: Iterable[Record]) -> Figure | None:
+    """Speed-up over uniform on-touch (time of on_touch / time of the policy) per workload and
+    placement policy, one panel per case (device, GPU count, footprint scale, counter threshold);
+    None without a case that timed on-touch and another policy."""
+    cases = [
+        c for c in placement_cases(records) if any(len(t) > 1 and "on_touch" in t for t in c.seconds.values())
+    ]
+    if not cases:
+        return None
+    others = [p for p in POLICIES if p != "on_touch"]
+    colors = _palette(others)
+    workloads = list(dict.fromkeys(w for c in cases for w in c.workloads("on_touch")))
+    figure = Figure(layout="constrained", figsize=(max(8.0, 1.4 * len(workloads)), 3.2 * len(cases)))
+    axes = figure.subplots(len(cases), 1, squeeze=False)[:, 0]
+    width = 0.85 / len(others)
+    for ax, case in zip(axes, cases, strict=True):
+        speedups = []
+        for i, workload in enumerate(workloads):
+            times = case.seconds.get(workload, {})
+            for j, policy in enumerate(others):
+                if "on_touch" not in times or policy not in times:
+                    continue
+                speedup = times["on_touch"] / times[policy]
+                speedups.append(speedup)
+                drawn = ax.bar(i + (j - (len(others) - 1) / 2) * width, speedup, width, color=colors[policy])
+                ax.bar_label(drawn, fmt=lambda v: _short(v) + "x", fontsize=6, rotation=90, padding=2)
+        if _log_if_wide(speedups) or max(speedups, default=1.0) > 8:
+            ax.set_yscale("log")
+            ax.yaxis.set_major_formatter(ScalarFormatter())
+            ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.margins(y=0.18)
+        ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
+        ax.set_xticks(range(len(workloads)), workloads)
+        ax.set_ylabel("x on-touch (time)", fontsize=8)
+        ax.set_title(case.label, fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+    figure.suptitle("Placement policies against uniform on-touch (dotted line: on-touch; higher is faster)")
+    legend = _legend(colors)
+    figure.legend(handles=legend, fontsize=7, loc="outside lower center", ncols=len(others), title="policy")
+    return figure
+
+
+def plot_placement(records: Iterable[Record], path: Path) -> Path | None:
+    """Writes `placement_figure` to `path`; None if there is nothing to plot."""
+    return save_png(placement_figure(records), path)

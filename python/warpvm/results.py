@@ -202,8 +202,9 @@ def load_csv(path: Path, required: Iterable[str], parse_row: Callable[[dict[Any,
 
 
 def latest_points(records: Iterable[Record]) -> list[Record]:
-    """The last record of each point (device, suite, workload, mode, policy, cache, size, and the
-    BFS root where there is one: each root is a point of its own)."""
+    """The last record of each point (device, suite, workload, mode, policy, cache, size, and where
+    a record has them the BFS root, the GPU count and the counter threshold: each root, GPU count
+    and threshold is a point of its own)."""
     points: dict[tuple[Any, ...], Record] = {}
     for r in records:
         key = (
@@ -215,6 +216,8 @@ def latest_points(records: Iterable[Record]) -> list[Record]:
             r.cache_fraction,
             r.dataset_bytes,
             r.extra.get("root"),
+            r.extra.get("gpus"),
+            r.extra.get("counter_threshold"),
         )
         points[key] = r
     return list(points.values())
@@ -346,7 +349,8 @@ def summary_tables(records: Iterable[Record]) -> list[TextTable]:
     return tables
 
 
-def _markdown_table(table: TextTable) -> str:
+def markdown_table(table: TextTable) -> str:
+    """A table as GitHub markdown (numeric columns right-aligned)."""
     header = "| " + " | ".join(table.headers) + " |"
     rule = "|" + "|".join("---:" if table.numeric(i) else "---" for i in range(len(table.headers))) + "|"
     body = ["| " + " | ".join(row) + " |" for row in table.rows]
@@ -369,7 +373,7 @@ def markdown_summary(records: list[Record]) -> str:
         lines += ["", f"## {device}", "", f"Driver {drivers}; commit {commits}; {when}."]
         for table in summary_tables(group):
             heading = table.title.removeprefix(f"{device}: ")
-            lines += ["", f"### {heading[:1].upper()}{heading[1:]}", "", _markdown_table(table)]
+            lines += ["", f"### {heading[:1].upper()}{heading[1:]}", "", markdown_table(table)]
     return "\n".join(lines) + "\n"
 
 

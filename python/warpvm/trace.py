@@ -19,7 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from warpvm.plots import log2_x_axis, save_png
-from warpvm.results import ResultsError, TextTable, _markdown_table, format_fraction, load_csv
+from warpvm.results import ResultsError, TextTable, format_fraction, load_csv, markdown_table
 
 COLUMNS = (
     "workload",
@@ -903,7 +903,7 @@ def markdown_summary(batches: Sequence[Batch], notes: Iterable[str] = ()) -> str
     """summary.md: every table, then `notes` (e.g. plots skipped and why)."""
     lines = ["# Fault batches", ""]
     for table in tables(batches):
-        lines += [f"## {table.title}", "", _markdown_table(table), ""]
+        lines += [f"## {table.title}", "", markdown_table(table), ""]
     notes = list(notes)
     if notes:
         lines += ["## Not shown", "", *(f"- {note}" for note in notes), ""]
