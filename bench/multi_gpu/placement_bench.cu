@@ -1,13 +1,15 @@
 // warpvm-placement-bench: issue #6's workloads on N GPUs of one MultiGpuSpace under each page
 // policy (on_touch, access_counter, duplication, oasis) and the ideal bound (every GPU works on
 // its own device copy of every object: all accesses local, no coherence, not a correct program
-// where GPUs read each other's writes, so its records are never "verified"). Data starts on the
+// where GPUs read each other's writes, so its records are never "verified"; bfs's ideal keeps
+// one depth array, on the first GPU, that the others update with peer atomics: on separate
+// copies no GPU would see the vertices the others claim, and the frontier needs them). Data starts on the
 // host (drop_cached() before every run); every warpvm result is checked against the same kernel
 // run on one GPU over plain device memory (exit status 1 if any differs; im2col and conv2d's
 // reference is itself spot-checked against a host computation). JSON Lines out
 // (docs/benchmarks.md), progress on stderr.
 //
-//   warpvm-placement-bench --gpus 2 --bytes 1GiB --repeats 3 [--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d]
+//   warpvm-placement-bench --gpus 2 --bytes 1GiB --repeats 3 [--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d,bfs]
 //                          [--modes on_touch,access_counter,duplication,oasis,ideal] [--out f.jsonl]
 
 #include "../micro/bench_support.cuh"
@@ -35,6 +37,11 @@ struct Raw {
   unsigned g, G;
   __device__ T load(std::uint64_t i) const { return data[i]; }
   __device__ void store(std::uint64_t i, const T& v) const { data[i] = v; }
+  /// System scope: bfs's ideal run updates the first GPU's copy from every GPU.
+  __device__ bool compare_exchange(std::uint64_t i, T& expected, T desired) const {
+    return cuda::atomic_ref<T, cuda::thread_scope_system>(data[i]).compare_exchange_strong(expected, desired,
+                                                                                          cuda::std::memory_order_relaxed);
+  }
   __device__ unsigned gpu() const { return g; }
   __device__ unsigned gpus() const { return G; }
   __host__ __device__ std::uint64_t size() const { return n; }
@@ -151,6 +158,56 @@ __global__ void pagerank_kernel(O offsets, Cl columns, X x_cur, X x_next, std::u
   }
 }
 
+// ---- BFS, top-down and level-synchronous, over the same R-MAT CSR: one launch per level ----
+// Each GPU scans every gpus()-th vertex (interleaved: R-MAT's high-degree vertices are the low
+// ids, so contiguous parts would not balance, and every page of the graph is read by every GPU)
+// for those at `level` and claims their unvisited neighbours (read first, then compare_exchange)
+// for level + 1 on depth (read and written by every GPU: the shared-write object), walking each adjacency run
+// one page at a time under one hold as pagerank does. A thread that claimed a vertex stores
+// level + 1 into `reached` (a word on the first GPU, reached by peers): the host stops after the
+// first level that claims nothing.
+template <class O, class Cl, class D>
+__global__ void bfs_level_kernel(O offsets, Cl columns, D depth, std::uint64_t vertices, std::uint32_t level,
+                                 unsigned* reached) {
+  const std::uint64_t per_page = columns.elements_per_page();
+  bool claimed = false;
+  for (std::uint64_t v = depth.gpu() + tid() * depth.gpus(); v < vertices; v += nthreads() * depth.gpus()) {
+    // Depths at `level` were written in an earlier launch; this one only turns unvisited ones
+    // into level + 1, so a concurrent claim never changes what this test sees.
+    if (depth.load(v) != level) continue;
+    const std::uint64_t begin = offsets.load(v), end = offsets.load(v + 1);
+    for (std::uint64_t e = begin; e < end;) {
+      const auto run = static_cast<std::uint32_t>(std::min(end - e, per_page - e % per_page));
+      columns.template with_span<access::read>(e, run, [&](const std::uint32_t* neighbours) {
+        for (std::uint32_t j = 0; j < run; ++j) {
+          // The read filters visited vertices without a write hold (as a GPU BFS does); a stale
+          // "unvisited" only costs a failed claim.
+          std::uint32_t expected = sim::bfs_unreached;
+          if (depth.load(neighbours[j]) == expected && depth.compare_exchange(neighbours[j], expected, level + 1))
+            claimed = true;
+        }
+      });
+      e += run;
+    }
+  }
+  if (claimed) cuda::atomic_ref<unsigned, cuda::thread_scope_system>(*reached).store(level + 1, cuda::std::memory_order_relaxed);
+}
+
+/// bfs's host loop: `launch_level(level)` launches one level's kernels and waits for them, for
+/// level 0, 1, ... until a level claims nothing (its kernels leave `reached` below level + 1).
+void run_bfs_levels(unsigned* reached, const std::function<void(std::uint32_t)>& launch_level) {
+  check(cudaSetDevice(0), "cudaSetDevice");
+  check(cudaMemset(reached, 0, sizeof(unsigned)), "bfs level flag reset");
+  check(cudaDeviceSynchronize(), "bfs level flag reset");  // before kernels on non-blocking streams
+  for (std::uint32_t level = 0;; ++level) {
+    launch_level(level);
+    unsigned seen = 0;
+    check(cudaSetDevice(0), "cudaSetDevice");
+    check(cudaMemcpy(&seen, reached, sizeof seen, cudaMemcpyDeviceToHost), "bfs level flag");
+    if (seen != level + 1) return;
+  }
+}
+
 // ---- im2col: 3 x 3 patches, "same" zero padding, stride 1 ----
 // col (channels * 9 rows x height * width columns): col[(c * 9 + r * 3 + s) * hw + y * width + x]
 // is image[c][y + r - 1][x + s - 1], 0 outside the image. Each GPU writes one contiguous part
@@ -187,7 +244,7 @@ struct Args {
 [[noreturn]] void usage(const std::string& m) {
   std::fprintf(stderr,
                "%s\nusage: warpvm-placement-bench [--gpus 2] [--bytes 1GiB] [--repeats 3] "
-               "[--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d] [--modes on_touch,access_counter,duplication,oasis,ideal] "
+               "[--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d,bfs] [--modes on_touch,access_counter,duplication,oasis,ideal] "
                "[--reset-thresholds 8] [--counter-threshold 256] [--out f.jsonl] [--commit SHA] [--driver VER]\n"
                "--reset-thresholds 4,8,32 runs oasis once per O-Table reset threshold (the paper's sensitivity study)\n",
                m.c_str());
@@ -291,7 +348,9 @@ struct ConvShape {
   }
 };
 
-Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* barrier) {
+/// `device_word`: one unsigned on the first GPU that every GPU reaches (stencil2d's barrier,
+/// bfs's level flag).
+Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* device_word) {
   Workload w;
   w.name = name;
   if (name == "transpose") {
@@ -316,7 +375,7 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* b
     fill_random(w.objects[0].data(), n * n, 12);
     w.output = sweeps % 2;
     w.useful_bytes = sweeps * 2 * n * n * 4;
-    w.raw = [n, barrier](const auto& p, const auto& streams, unsigned G) {
+    w.raw = [n, barrier = device_word](const auto& p, const auto& streams, unsigned G) {
       const auto kernel = stencil_kernel<Raw<std::uint32_t>>;
       const unsigned blocks = occupancy_blocks(reinterpret_cast<const void*>(kernel), 256, 0);
       check(cudaMemset(barrier, 0, sizeof(unsigned)), "barrier reset");
@@ -326,7 +385,7 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* b
                                                n, sweeps, barrier, blocks * G);
       }
     };
-    w.paged = [n, barrier](MultiGpuSpace& s, const auto& o) {
+    w.paged = [n, barrier = device_word](MultiGpuSpace& s, const auto& o) {
       const auto kernel = stencil_kernel<shared_array<std::uint32_t>>;
       const unsigned blocks = occupancy_blocks(reinterpret_cast<const void*>(kernel), 256, s.device(0));
       check(cudaMemset(barrier, 0, sizeof(unsigned)), "barrier reset");
@@ -383,6 +442,68 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* b
         s.launch(pagerank_kernel<shared_array<std::uint64_t>, shared_array<std::uint32_t>, shared_array<float>>, dim3(1056),
                  dim3(256), 0, as<std::uint64_t>(o[0].on(0)), o[1].on(0), as<float>(o[2 + it % 2].on(0)),
                  as<float>(o[2 + (it + 1) % 2].on(0)), v);
+    };
+  } else if (name == "bfs") {
+    // Objects: row offsets and column indices (read by every GPU: duplication's case) and depth
+    // (claimed by every GPU with compare_exchange: access-counter's case); scaled by --bytes as
+    // pagerank is, with one vertex array instead of two.
+    sim::RmatParams graph{.scale = 4};
+    const auto footprint = [](const sim::RmatParams& p) { return p.csr_bytes() + p.vertices() * 4; };
+    while (graph.scale < 28 && footprint(graph) < bytes) ++graph.scale;
+    const std::uint64_t v = graph.vertices();
+    std::vector<std::uint64_t> offsets(v + 1);
+    w.objects.resize(3);
+    w.objects[1].resize(graph.directed_edges());
+    sim::build_rmat_csr(graph, offsets, w.objects[1], parallel_for);
+    w.objects[0].resize(2 * (v + 1));
+    std::memcpy(w.objects[0].data(), offsets.data(), (v + 1) * 8);
+    // The root: the vertex of highest degree (the least such id), so that the search reaches
+    // R-MAT's giant component.
+    std::uint32_t root = 0;
+    for (std::uint64_t u = 1; u < v; ++u)
+      if (offsets[u + 1] - offsets[u] > offsets[root + 1] - offsets[root]) root = static_cast<std::uint32_t>(u);
+    w.objects[2].assign(v, sim::bfs_unreached);
+    w.objects[2][root] = 0;
+    w.output = 2;
+    // The CPU reference (rmat.hpp's reference_bfs, independent of the kernels).
+    std::vector<std::uint32_t> levels = sim::reference_bfs(offsets, w.objects[1], root, parallel_for);
+    std::uint32_t deepest = 0;
+    std::uint64_t reached = 0;
+    for (const std::uint32_t d : levels)
+      if (d != sim::bfs_unreached) {
+        deepest = std::max(deepest, d);
+        ++reached;
+      }
+    std::fprintf(stderr, "bfs: R-MAT scale %u, root %u, %llu of %llu vertices reached, %u levels\n", graph.scale, root,
+                 static_cast<unsigned long long>(reached), static_cast<unsigned long long>(v), deepest + 1);
+    // The graph once, and depth once per launch (deepest + 1 levels, the last claiming nothing).
+    w.useful_bytes = graph.csr_bytes() + (std::uint64_t{deepest} + 1) * v * 4;
+    w.check_reference = [levels = std::move(levels)](const std::vector<std::vector<std::uint32_t>>&,
+                                                     const std::vector<std::uint32_t>& output) -> std::string {
+      for (std::uint64_t u = 0; u < levels.size(); ++u)
+        if (output[u] != levels[u])
+          return "bfs: depth[" + std::to_string(u) + "] = " + std::to_string(output[u]) + ", CPU BFS " + std::to_string(levels[u]);
+      return {};
+    };
+    w.raw = [v, reached_word = device_word](const auto& p, const auto& streams, unsigned G) {
+      run_bfs_levels(reached_word, [&](std::uint32_t level) {
+        for (unsigned g = 0; g < G; ++g) {
+          check(cudaSetDevice(g), "cudaSetDevice");
+          // Depth: the first GPU's copy for every GPU (see the file comment).
+          bfs_level_kernel<<<1056, 256, 0, streams[g]>>>(raw_of<std::uint64_t>(p[g][0], 2 * (v + 1), g, G),
+                                                         raw_of<std::uint32_t>(p[g][1], 0, g, G),
+                                                         raw_of<std::uint32_t>(p[0][2], v, g, G), v, level, reached_word);
+          check(cudaGetLastError(), "bfs level launch");
+        }
+        for (unsigned g = 0; g < G; ++g) check(cudaStreamSynchronize(streams[g]), "bfs level");
+      });
+    };
+    w.paged = [v, reached_word = device_word](MultiGpuSpace& s, const auto& o) {
+      run_bfs_levels(reached_word, [&](std::uint32_t level) {
+        s.launch(bfs_level_kernel<shared_array<std::uint64_t>, shared_array<std::uint32_t>, shared_array<std::uint32_t>>,
+                 dim3(1056), dim3(256), 0, as<std::uint64_t>(o[0].on(0)), o[1].on(0), o[2].on(0), v, level, reached_word);
+        s.synchronize();
+      });
     };
   } else if (name == "im2col" || name == "conv2d") {
     // conv2d: im2col, GEMM (filters x col), transpose to pixel-major: three explicit phases, the
@@ -523,10 +644,10 @@ int run(int argc, char** argv) {
       check(cudaEventCreateWithFlags(&events[g], cudaEventDisableTiming), "cudaEventCreate");
     }
     check(cudaSetDevice(0), "cudaSetDevice");
-    DeviceBuffer<unsigned> barrier(1);
+    DeviceBuffer<unsigned> device_word(1);
     for (const std::string& name : a.workloads) {
       std::fprintf(stderr, "[%u GPUs] %s: generating %.2f GiB of input\n", G, name.c_str(), a.bytes / double(1ull << 30));
-      const Workload w = make_workload(name, a.bytes, barrier.data);
+      const Workload w = make_workload(name, a.bytes, device_word.data);
       std::uint64_t footprint = 0;
       for (const auto& o : w.objects) footprint += o.size() * 4;
       // The reference: the same kernels on GPU 0 over plain device memory.

@@ -21,6 +21,8 @@
 
 #if defined(__CUDACC__)
 #include "warpvm/detail/multi_gpu/fault.cuh"
+
+#include <cuda/atomic>
 #endif
 
 #include <cuda_runtime_api.h>
@@ -110,6 +112,17 @@ class ObjectOwner {
 /// Element and page accesses are warp-level (lanes on one page share one hold) and work with
 /// divergent lanes and any pattern. Stores and reads of the same element by different GPUs in one
 /// phase are ordered only by the page's transitions (as on one GPU without atomics: a data race).
+///
+/// Atomics (`fetch_add`, `fetch_min`, `fetch_max`, `fetch_or`, `compare_exchange`; T a 4- or
+/// 8-byte integral type) take a write hold on the element's page exactly as `store` does (so
+/// duplication collapses the replicas, on-touch migrates the page, access-counter maps it
+/// remotely and the atomic goes over NVLink), then run a relaxed system-scope
+/// `cuda::atomic_ref` on the held frame: system scope because two GPUs may reach the same word at
+/// once, one through its own frame and one through a remote mapping. They are atomic with respect
+/// to every GPU's atomics on the same element in the same phase (a phase's sum of fetch_adds is
+/// exact, exactly one compare_exchange from unvisited wins). They are relaxed and not ordered with
+/// plain loads and stores of other elements, nor with plain stores of the same one (mixing them
+/// in a phase is a data race as above); launch boundaries order everything.
 template <class T>
 class shared_array {
   static_assert(std::is_trivially_copyable_v<T>, "shared_array elements must be trivially copyable");
@@ -148,6 +161,31 @@ class shared_array {
     detail::mg::access_page(binding_, at >> binding_.page_shift, true, at >> detail::mg::line_shift, 0,
                             [&](std::byte* frame) { *reinterpret_cast<T*>(frame + (at & page_mask())) = value; });
   }
+  /// Atomically adds `value` to element `i`; returns the element before.
+  __device__ T fetch_add(std::uint64_t i, T value) const {
+    return atomic_update(i, [&](atomic_element& e) { return e.fetch_add(value, cuda::std::memory_order_relaxed); });
+  }
+  /// Atomically lowers element `i` to `value` if that is less; returns the element before.
+  __device__ T fetch_min(std::uint64_t i, T value) const {
+    return atomic_update(i, [&](atomic_element& e) { return e.fetch_min(value, cuda::std::memory_order_relaxed); });
+  }
+  /// Atomically raises element `i` to `value` if that is greater; returns the element before.
+  __device__ T fetch_max(std::uint64_t i, T value) const {
+    return atomic_update(i, [&](atomic_element& e) { return e.fetch_max(value, cuda::std::memory_order_relaxed); });
+  }
+  /// Atomically ors `bits` into element `i`; returns the element before.
+  __device__ T fetch_or(std::uint64_t i, T bits) const {
+    return atomic_update(i, [&](atomic_element& e) { return e.fetch_or(bits, cuda::std::memory_order_relaxed); });
+  }
+  /// As cuda::atomic_ref's compare_exchange_strong: if element `i` equals `expected` it becomes
+  /// `desired` and the call returns true; otherwise `expected` receives the element and the call
+  /// returns false. (Always a write hold, even when it fails: it may write.)
+  __device__ bool compare_exchange(std::uint64_t i, T& expected, T desired) const {
+    return atomic_update(i, [&](atomic_element& e) {
+      return e.compare_exchange_strong(expected, desired, cuda::std::memory_order_relaxed);
+    });
+  }
+
   /// Holds the page of element `i` for `A` while `f(data, first, count)` runs: `data[j]` is
   /// element `first + j`, for j < count (the page's elements inside the object). A remote page
   /// counts as an access to each of its lines. Accessing other shared objects inside `f` is
@@ -185,6 +223,24 @@ class shared_array {
 #endif
 
  private:
+#if defined(__CUDACC__)
+  using atomic_element = cuda::atomic_ref<T, cuda::thread_scope_system>;
+  /// Runs `op` on element `i` as an atomic_ref, under a write hold of its page (as store does).
+  template <class Op>
+  __device__ auto atomic_update(std::uint64_t i, Op&& op) const {
+    static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool> && (sizeof(T) == 4 || sizeof(T) == 8),
+                  "shared_array atomics need a 4- or 8-byte integral element type (view the object with as<U>())");
+    const std::uint64_t at = i * sizeof(T);
+    std::invoke_result_t<Op&, atomic_element&> result{};
+    detail::mg::access_page(binding_, at >> binding_.page_shift, true, at >> detail::mg::line_shift, 0,
+                            [&](std::byte* frame) {
+                              atomic_element element(*reinterpret_cast<T*>(frame + (at & page_mask())));
+                              result = op(element);
+                            });
+    return result;
+  }
+#endif
+
   friend class MultiGpuSpace;
   template <class>
   friend class shared_object;

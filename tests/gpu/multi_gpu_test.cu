@@ -2,7 +2,8 @@
 // read-shared/write-private workload over two GPUs with fresh random data checked against a host
 // reference; replicas collapsing on write; access-counter migration at the threshold; OASIS
 // relearning across phases under many concurrent shared faults on one object; spans (with_span)
-// under every policy; a space over one GPU. The multi-GPU tests run over every visible GPU (up to
+// under every policy; atomics (fetch_add, fetch_min/max/or, compare_exchange) from every GPU on
+// shared pages under every policy, exact against the host; a space over one GPU. The multi-GPU tests run over every visible GPU (up to
 // 8) when all pairs have peer access, else over GPUs 0 and 1, and skip (saying why) without two
 // peer-connected GPUs.
 
@@ -309,6 +310,143 @@ TEST_F(MultiGpu, SpansWriteAndReadWholeRowsUnderEveryPolicy) {
     EXPECT_EQ(mismatches(a.host(), want_a), 0u);
     EXPECT_EQ(mismatches(sums.host(), want_sums), 0u);
     EXPECT_GT(space.stats().total().shared_faults, 0u) << "rows share pages across GPUs";
+  }
+}
+
+/// What GPU `gpu` adds to counter[i % m] for its i-th update: a fresh random 32-bit value.
+__host__ __device__ std::uint64_t addend(std::uint64_t i, std::uint64_t gpu, std::uint64_t salt) {
+  return mix(i * 8 + gpu + salt) >> 32;
+}
+
+/// Every GPU adds addend(i, gpu) to counters[i % counters.size()] for every i < updates, so every
+/// counter page is written by every GPU at once.
+__global__ void add_everywhere(shared_array<std::uint64_t> counters, std::uint64_t updates, std::uint64_t salt) {
+  for (std::uint64_t i = thread_index(); i < updates; i += thread_count())
+    counters.fetch_add(i % counters.size(), addend(i, counters.gpu(), salt));
+}
+
+TEST_F(MultiGpu, FetchAddTotalsAreExactUnderEveryPolicy) {
+  // 8 pages of 8-byte counters, each hit 64 times per GPU, all GPUs at once.
+  constexpr std::uint64_t counters_n = 4096, updates = counters_n * 64;
+  for (const PlacementPolicy policy : all_policies) {
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE(std::string(to_string(policy)) + ", seed " + std::to_string(seed));
+    MultiGpuSpace space({.devices = devices, .frame_bytes_per_gpu = 16ull << 20, .default_policy = policy});
+    auto counters = space.alloc<std::uint64_t>(counters_n, std::nullopt, "counters");
+    std::vector<std::uint64_t> want(counters_n);
+    std::mt19937_64 rng(seed);
+    for (std::uint64_t c = 0; c < counters_n; ++c) counters.host()[c] = want[c] = rng() >> 8;  // fresh starting values
+    space.launch(add_everywhere, dim3(132), dim3(256), 0, counters.on(0), updates, seed);
+    space.flush();
+    for (std::uint64_t g = 0; g < gpus(); ++g)
+      for (std::uint64_t i = 0; i < updates; ++i) want[i % counters_n] += addend(i, g, seed);
+    std::uint64_t wrong = 0;
+    for (std::uint64_t c = 0; c < counters_n; ++c) wrong += counters.host()[c] != want[c];
+    EXPECT_EQ(wrong, 0u) << "no update lost or counted twice";
+    const GpuPlacementStats total = space.stats().total();
+    EXPECT_GT(total.shared_faults, 0u) << "every GPU writes every counter page";
+    if (policy == PlacementPolicy::access_counter) EXPECT_GT(total.remote_accesses, 0u) << "atomics over NVLink";
+    if (policy == PlacementPolicy::on_touch || policy == PlacementPolicy::duplication) EXPECT_GT(total.migrations, 0u);
+  }
+}
+
+/// Every GPU proposes a value for every element of `low`, `high` and `bits` (uint32) from
+/// proposal(i, gpu): the lowest wins `low`, the highest `high`, and `bits` ors in one bit per GPU.
+__host__ __device__ std::uint32_t proposal(std::uint64_t i, std::uint64_t gpu, std::uint64_t salt) {
+  return static_cast<std::uint32_t>(mix(i * 16 + gpu + salt));
+}
+
+__global__ void propose(shared_array<std::uint32_t> low, shared_array<std::uint32_t> high, shared_array<std::uint32_t> bits,
+                        std::uint64_t salt) {
+  for (std::uint64_t i = thread_index(); i < low.size(); i += thread_count()) {
+    const std::uint32_t p = proposal(i, low.gpu(), salt);
+    low.fetch_min(i, p);
+    high.fetch_max(i, p);
+    bits.fetch_or(i, 1u << (low.gpu() % 32));
+  }
+}
+
+TEST_F(MultiGpu, FetchMinMaxOrAgreeWithTheHostUnderEveryPolicy) {
+  constexpr std::uint64_t n = 1 << 16;  // 64 pages per object, each written by every GPU
+  for (const PlacementPolicy policy : all_policies) {
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE(std::string(to_string(policy)) + ", seed " + std::to_string(seed));
+    MultiGpuSpace space({.devices = devices, .frame_bytes_per_gpu = 16ull << 20, .default_policy = policy});
+    auto low = space.alloc<std::uint32_t>(n, std::nullopt, "low");
+    auto high = space.alloc<std::uint32_t>(n, std::nullopt, "high");
+    auto bits = space.alloc<std::uint32_t>(n, std::nullopt, "bits");
+    const auto start = random_values(n, seed);  // the elements' values before the phase take part too
+    std::copy(start.begin(), start.end(), low.host().begin());
+    std::copy(start.begin(), start.end(), high.host().begin());
+    std::copy(start.begin(), start.end(), bits.host().begin());
+    space.launch(propose, dim3(132), dim3(256), 0, low.on(0), high.on(0), bits.on(0), seed);
+    space.flush();
+    std::vector<std::uint32_t> want_low(start), want_high(start), want_bits(start);
+    for (std::uint64_t i = 0; i < n; ++i)
+      for (std::uint64_t g = 0; g < gpus(); ++g) {
+        want_low[i] = std::min(want_low[i], proposal(i, g, seed));
+        want_high[i] = std::max(want_high[i], proposal(i, g, seed));
+        want_bits[i] |= 1u << (g % 32);
+      }
+    EXPECT_EQ(mismatches(low.host(), want_low), 0u) << "fetch_min";
+    EXPECT_EQ(mismatches(high.host(), want_high), 0u) << "fetch_max";
+    EXPECT_EQ(mismatches(bits.host(), want_bits), 0u) << "fetch_or";
+  }
+}
+
+constexpr std::uint32_t unclaimed = 0xffffffffu;
+
+/// GPU `gpu`'s claim of element i: a fresh random value that names the GPU ((claim - 1) % gpus).
+__host__ __device__ std::uint32_t claim(std::uint64_t i, std::uint64_t gpu, std::uint64_t gpus, std::uint64_t salt) {
+  return static_cast<std::uint32_t>(gpu + 1 + gpus * (mix(i + salt) & 0xffffffu));
+}
+
+/// Every GPU tries to claim every element (unclaimed -> its claim); `wins` counts each GPU's
+/// successes and `bad_failures` the failures that did not return another GPU's claim.
+__global__ void claim_all(shared_array<std::uint32_t> owner, shared_array<std::uint32_t> wins,
+                          shared_array<std::uint32_t> bad_failures, std::uint64_t salt) {
+  const unsigned me = owner.gpu(), gpus = owner.gpus();
+  std::uint32_t won = 0, bad = 0;
+  for (std::uint64_t i = thread_index(); i < owner.size(); i += thread_count()) {
+    std::uint32_t expected = unclaimed;
+    if (owner.compare_exchange(i, expected, claim(i, me, gpus, salt))) {
+      ++won;
+    } else {
+      const std::uint32_t winner = expected == unclaimed || expected == 0 ? me : (expected - 1) % gpus;
+      bad += winner == me || expected != claim(i, winner, gpus, salt);
+    }
+  }
+  wins.fetch_add(me, won);
+  bad_failures.fetch_add(0, bad);
+}
+
+TEST_F(MultiGpu, CompareExchangeClaimsEachElementOnceUnderEveryPolicy) {
+  constexpr std::uint64_t n = 1 << 18;  // 256 pages, each contended by every GPU
+  for (const PlacementPolicy policy : all_policies) {
+    const std::uint64_t seed = fresh_seed();
+    SCOPED_TRACE(std::string(to_string(policy)) + ", seed " + std::to_string(seed));
+    MultiGpuSpace space({.devices = devices, .frame_bytes_per_gpu = 16ull << 20, .default_policy = policy});
+    auto owner = space.alloc<std::uint32_t>(n, std::nullopt, "owner");
+    auto wins = space.alloc<std::uint32_t>(gpus(), std::nullopt, "wins");
+    auto bad_failures = space.alloc<std::uint32_t>(1, std::nullopt, "bad_failures");
+    std::fill(owner.host().begin(), owner.host().end(), unclaimed);
+    space.launch(claim_all, dim3(132), dim3(256), 0, owner.on(0), wins.on(0), bad_failures.on(0), seed);
+    space.flush();
+    std::uint64_t total_wins = 0;
+    for (const std::uint32_t w : wins.host()) total_wins += w;
+    EXPECT_EQ(total_wins, n) << "every element claimed exactly once";
+    EXPECT_EQ(bad_failures.host()[0], 0u) << "a failed claim returns another GPU's claim";
+    std::vector<std::uint64_t> owned(gpus(), 0);
+    std::uint64_t wrong = 0;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const std::uint32_t o = owner.host()[i];
+      const std::uint64_t winner = o == unclaimed || o == 0 ? 0 : (o - 1) % gpus();
+      if (o == unclaimed || o == 0 || o != claim(i, winner, gpus(), seed)) ++wrong;
+      else ++owned[winner];
+    }
+    EXPECT_EQ(wrong, 0u) << "every element holds its winner's claim";
+    for (std::uint64_t g = 0; g < gpus(); ++g) EXPECT_EQ(owned[g], wins.host()[g]) << "GPU " << g << "'s wins are its elements";
+    EXPECT_GT(space.stats().total().shared_faults, 0u) << "every GPU writes every page";
   }
 }
 
