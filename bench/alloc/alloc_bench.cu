@@ -20,6 +20,11 @@
 //                       host round trip (what the fast path saves)
 //   cuda_malloc         CUDA's device malloc/free, its heap sized by cudaDeviceSetLimit
 //
+// The access workloads (random_access, large_ranges, oversubscription; modes warpvm_aligned,
+// warpvm_contiguous, warpvm_uvm_aligned, warpvm_uvm_contiguous, managed_aligned,
+// managed_contiguous) are access_bench.cu's; --modes picks from both lists, each workload
+// running the modes of its own list (all of them when --modes is not given).
+//
 // JSON Lines (bench/micro's Recorder), one record per point: seconds (median alloc kernel; for
 // random, median step), verified (every thread given memory read back what it wrote and,
 // warpvm, every region and small block went back to the heap and the host refused exactly the
@@ -29,6 +34,7 @@
 // (warpvm); random adds slots, iterations, frees. Exits 1 only when a point is not verified.
 
 #include "../micro/bench_support.cuh"
+#include "access_bench.hpp"
 #include "alloc_workloads.hpp"
 #include "cli_args.hpp"
 
@@ -40,6 +46,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -57,6 +64,7 @@ struct Setup {
   std::uint64_t small_bytes = 0;  ///< HeapOptions::small_bytes (0: a quarter of the heap, at most 8 GiB)
   std::uint64_t cache_bytes = 8ull << 30;
   std::uint64_t cuda_heap_bytes = 0;  ///< 0: the largest point's total, within 40% of device memory
+  AccessSetup access;                 ///< random_access, large_ranges, oversubscription
 };
 
 struct Point {
@@ -390,7 +398,13 @@ Record measure_cuda_random(cudaStream_t stream, const Point& pt) {
                "[--min-n 4] [--max-n 22] [--scaling-threads 32768,262144,1048576] [--scaling-sizes 16,1024,4096,8192] "
                "[--random-threads 16384] [--random-lo 1KiB] [--random-hi 256KiB] [--slots 8] [--iterations 50] "
                "[--heap 32GiB] [--small BYTES] [--cache 8GiB] [--cuda-heap BYTES] [--repeats 3] [--out file.jsonl] "
-               "[--commit SHA] [--driver VER]\n",
+               "[--commit SHA] [--driver VER]\n"
+               "  access workloads: [--workloads random_access,large_ranges,oversubscription] "
+               "[--modes warpvm_aligned,warpvm_contiguous,warpvm_uvm_aligned,warpvm_uvm_contiguous,managed_aligned,"
+               "managed_contiguous] [--access-threads 1024] [--ranges 512,1KiB,...,2MiB] [--accesses 100] "
+               "[--large-threads 128] [--large-range 16MiB] [--large-accesses 100] [--oversub-range 120MiB] "
+               "[--oversub-accesses 420] [--oversub-cache 4GiB] [--oversub-threads N (0: >= 2.5x the cache)] "
+               "[--lane-order lane_id|prefetch_first] [--uvm-counted-runs 1]\n",
                message);
   std::exit(2);
 }
@@ -401,6 +415,13 @@ std::vector<std::uint64_t> parse_list(const std::string& value) {
   return out;
 }
 
+/// --lane-order's value; std::invalid_argument (a bad value) otherwise.
+warpvm::detail::LaneOrder parse_lane_order(const std::string& value) {
+  if (value == "lane_id") return warpvm::detail::LaneOrder::lane_id;
+  if (value == "prefetch_first") return warpvm::detail::LaneOrder::prefetch_first;
+  throw std::invalid_argument("--lane-order " + value);
+}
+
 }  // namespace
 }  // namespace warpvm::bench
 
@@ -409,7 +430,8 @@ int main(int argc, char** argv) {
   Options options;
   options.suite = "alloc";
   Setup setup;
-  std::vector<std::string> modes{"warpvm_aligned", "warpvm_contiguous", "cuda_malloc"};
+  const std::vector<std::string> alloc_modes{"warpvm_aligned", "warpvm_contiguous", "warpvm_host_only", "cuda_malloc"};
+  std::vector<std::string> modes;  // empty: each workload's defaults
   std::vector<std::string> workloads{"singular", "scaling", "random"};
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -437,6 +459,18 @@ int main(int argc, char** argv) {
       else if (flag == "--out") options.out = value;
       else if (flag == "--commit") options.commit = value;
       else if (flag == "--driver") options.driver = value;
+      else if (flag == "--access-threads") setup.access.threads = std::stoull(value);
+      else if (flag == "--ranges") setup.access.ranges = parse_list(value);
+      else if (flag == "--accesses") setup.access.accesses = std::stoull(value);
+      else if (flag == "--large-threads") setup.access.large_threads = std::stoull(value);
+      else if (flag == "--large-range") setup.access.large_range = warpvm::tools::parse_bytes(value);
+      else if (flag == "--large-accesses") setup.access.large_accesses = std::stoull(value);
+      else if (flag == "--oversub-range") setup.access.oversub_range = warpvm::tools::parse_bytes(value);
+      else if (flag == "--oversub-accesses") setup.access.oversub_accesses = std::stoull(value);
+      else if (flag == "--oversub-cache") setup.access.oversub_cache = warpvm::tools::parse_bytes(value);
+      else if (flag == "--oversub-threads") setup.access.oversub_threads = std::stoull(value);
+      else if (flag == "--lane-order") setup.access.lane_order = parse_lane_order(value);
+      else if (flag == "--uvm-counted-runs") options.uvm_counted_runs = static_cast<unsigned>(std::stoul(value));
       else usage(("unknown option " + flag).c_str());
     } catch (const std::logic_error&) {
       usage(("bad value for " + flag + ": " + value).c_str());
@@ -450,6 +484,42 @@ int main(int argc, char** argv) {
     usage("bad --random-threads/--slots/--iterations: each at least 1");
   for (const std::uint64_t size : setup.scaling_sizes)
     if (size < 4) usage("bad --scaling-sizes: each at least 4 bytes (a thread writes a 4-byte word)");
+  // The access workloads address whole 4-byte words, at most 2^32 of them per range.
+  const AccessSetup& access = setup.access;
+  std::vector<std::uint64_t> access_ranges = access.ranges;
+  access_ranges.insert(access_ranges.end(), {access.large_range, access.oversub_range});
+  for (const std::uint64_t range : access_ranges)
+    if (range < 4 || range % 4 != 0 || range > (std::uint64_t{4} << 32))
+      usage("bad --ranges/--large-range/--oversub-range: each a multiple of 4 bytes, from 4 B to 16 GiB");
+  if (access.ranges.empty() || access.threads < 1 || access.large_threads < 1 || access.accesses < 1 ||
+      access.large_accesses < 1 || access.oversub_accesses < 1 || options.uvm_counted_runs < 1)
+    usage("bad access shape: --ranges needs a size, and threads, accesses and --uvm-counted-runs at least 1 each");
+  if (access.oversub_cache < (2u << 20) || access.oversub_cache % (2u << 20) != 0)
+    usage("bad --oversub-cache: whole 2 MiB chunks (the uvm preset caches whole chunks)");
+
+  // Each workload runs the modes of its own list: the allocation modes or the access modes.
+  std::vector<std::string> access_asked;
+  for (const std::string& w : workloads)
+    if (std::find(access_workloads.begin(), access_workloads.end(), w) != access_workloads.end())
+      access_asked.push_back(w);
+  std::erase_if(workloads, [&](const std::string& w) {
+    return std::find(access_asked.begin(), access_asked.end(), w) != access_asked.end();
+  });
+  const auto pick = [&](const std::vector<std::string>& known, const std::vector<std::string>& defaults) {
+    if (modes.empty()) return defaults;
+    std::vector<std::string> picked;
+    for (const std::string& m : modes)
+      if (std::find(known.begin(), known.end(), m) != known.end()) picked.push_back(m);
+    return picked;
+  };
+  for (const std::string& m : modes)
+    if (std::find(alloc_modes.begin(), alloc_modes.end(), m) == alloc_modes.end() &&
+        std::find(access_modes.begin(), access_modes.end(), m) == access_modes.end())
+      usage(("unknown mode " + m).c_str());
+  const std::vector<std::string> access_run = pick(access_modes, access_modes);
+  modes = pick(alloc_modes, {"warpvm_aligned", "warpvm_contiguous", "cuda_malloc"});
+  if ((!access_asked.empty() && access_run.empty()) || (!workloads.empty() && modes.empty()))
+    usage("no mode of --modes applies to some workload asked for (each workload's modes are listed above)");
 
   std::vector<Point> points;
   for (const std::string& w : workloads) {
@@ -466,13 +536,11 @@ int main(int argc, char** argv) {
       usage(("unknown workload " + w).c_str());
     }
   }
-  for (const std::string& m : modes)
-    if (m != "warpvm_aligned" && m != "warpvm_contiguous" && m != "warpvm_host_only" && m != "cuda_malloc")
-      usage(("unknown mode " + m).c_str());
   if (warpvm::device_count() == 0) {
     std::fprintf(stderr, "warpvm-alloc-bench: no CUDA device visible; nothing measured\n");
     return 0;
   }
+  if (points.empty()) modes.clear();
   try {
     // CUDA's heap is fixed before any kernel runs: the largest point's total, within 40% of
     // the device, so that it and the warpvm cache fit together.
@@ -487,10 +555,15 @@ int main(int argc, char** argv) {
       check(cudaDeviceSetLimit(cudaLimitMallocHeapSize, bytes), "cudaDeviceSetLimit(cudaLimitMallocHeapSize)");
       setup.cuda_heap_bytes = bytes;
     }
-    warpvm::Runtime rt(warpvm::Config{.cache_bytes = setup.cache_bytes, .max_pages_held_per_thread = 2});
     Recorder recorder(options);
     bool all_verified = true;
+    // The allocation workloads' runtime (--cache), only when they run: the access workloads
+    // make their own, sized to their heaps.
+    std::optional<warpvm::Runtime> runtime;
+    if (!modes.empty())
+      runtime.emplace(warpvm::Config{.cache_bytes = setup.cache_bytes, .max_pages_held_per_thread = 2});
     for (const std::string& mode : modes) {
+      warpvm::Runtime& rt = *runtime;
       std::optional<warpvm::Heap> heap;
       if (mode != "cuda_malloc")
         heap.emplace(rt, warpvm::HeapOptions{.capacity_bytes = setup.heap_bytes,
@@ -524,6 +597,9 @@ int main(int argc, char** argv) {
         recorder.write(r);
       }
     }
+    runtime.reset();
+    if (!access_asked.empty())
+      all_verified = run_access_workloads(setup.access, access_asked, access_run, options, recorder) && all_verified;
     return all_verified ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "warpvm-alloc-bench: %s\n", e.what());

@@ -1,9 +1,10 @@
 #pragma once
 /// @file
 /// warpvm-alloc-bench's size and slot draws, shared by the benchmark's kernels
-/// (alloc_bench.cu) and the host replay of its random workload
-/// (tests/alloc/random_workload_test.cpp), so that the replay asks for exactly the benchmark's
-/// bytes. Host and device; no CUDA runtime.
+/// (alloc_bench.cu, access_bench.cu), the host replay of its random workload
+/// (tests/alloc/random_workload_test.cpp) and the access workloads' host references
+/// (access_workloads.hpp), so that each side draws exactly the same values. Host and device;
+/// no CUDA runtime.
 
 #include "warpvm/detail/host_device.hpp"
 
@@ -30,6 +31,18 @@ WARPVM_HD_INLINE std::uint64_t random_slot(std::uint64_t step, std::uint64_t thr
 WARPVM_HD_INLINE std::uint64_t random_bytes(std::uint64_t step, std::uint64_t thread, std::uint64_t lo,
                                             std::uint64_t hi) {
   return point_bytes(2 * step + 1, thread, lo, hi);
+}
+
+/// The access workloads (random_access, large_ranges, oversubscription): the 4-byte word that
+/// thread `thread` writes at word `word` of its range (words < 2^32) ...
+WARPVM_HD_INLINE std::uint32_t pattern_word(std::uint64_t seed, std::uint64_t thread, std::uint64_t word) {
+  return static_cast<std::uint32_t>(point_bytes(seed, thread << 32 | word, 0, 0xffffffffull));
+}
+
+/// ... and the word of its `words` that its read number `access` goes to.
+WARPVM_HD_INLINE std::uint64_t access_word(std::uint64_t seed, std::uint64_t thread, std::uint64_t access,
+                                           std::uint64_t words) {
+  return point_bytes(~seed ^ access << 32, thread, 0, words - 1);
 }
 
 }  // namespace warpvm::bench

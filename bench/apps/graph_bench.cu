@@ -1,6 +1,7 @@
 // warpvm-graph-bench: breadth-first search, connected components and single-source shortest
-// paths over one R-MAT graph (Graph500 parameters, weights drawn from the seed) in every memory
-// mode, each run verified against the CPU reference, one JSON Lines record per app, mode, cache
+// paths over one graph (R-MAT with Graph500 parameters by default, a uniform random graph, or one
+// loaded from a MatrixMarket file, an edge list or a graph cache; weights drawn from the seed) in
+// every memory mode, each run verified against the CPU reference, one JSON Lines record per app, mode, cache
 // size and root. The workloads, their modes and their fields: docs/benchmarks.md ("graph").
 
 #include "../micro/bench_support.cuh"
@@ -10,6 +11,7 @@
 #include "sssp.cuh"
 
 #include "cli_args.hpp"
+#include "warpvm/sim/graph_inputs.hpp"
 #include "warpvm/sim/graph_reference.hpp"
 #include "warpvm/sim/rmat.hpp"
 
@@ -19,6 +21,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -52,7 +55,10 @@ std::uint32_t pages_held(App app) {
 
 struct GraphOptions {
   Options common;  ///< modes, cache fractions, repeats, eviction, out, commit, driver, trace
-  sim::RmatParams graph{.scale = 22, .edge_factor = 16, .seed = 1};
+  sim::RmatParams graph{.scale = 22, .edge_factor = 16, .seed = 1};  ///< the generators' sizes; the seed for all
+  bool uniform = false;        ///< --generator uniform: G(n, m) of R-MAT's sizes instead of R-MAT
+  std::string graph_file;      ///< --graph-file: load this graph instead of generating one
+  std::string graph_cache;     ///< --graph-cache: read the graph from it if it exists, else write it there
   std::vector<App> apps{App::bfs, App::cc, App::sssp};
   unsigned sources = 4;              ///< roots drawn from the seed
   std::vector<std::uint32_t> roots;  ///< roots given (instead of drawing them)
@@ -60,6 +66,7 @@ struct GraphOptions {
   /// kernel on device memory, its result certified on the CPU by sim::certify_sssp.
   bool sssp_certified_gpu = false;
   [[nodiscard]] bool wants(App app) const { return std::find(apps.begin(), apps.end(), app) != apps.end(); }
+  [[nodiscard]] bool loaded() const { return !graph_file.empty(); }
 };
 
 const char* const all_modes =
@@ -67,13 +74,18 @@ const char* const all_modes =
 
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
-               "%s\nusage: warpvm-graph-bench [--apps bfs,cc,sssp] [--scale 22] [--edge-factor 16] [--seed 1]\n"
+               "%s\nusage: warpvm-graph-bench [--apps bfs,cc,sssp] [--generator rmat|uniform] [--scale 22] [--edge-factor 16]\n"
+               "       [--graph-file g.mtx|g.el|g.wvg] [--graph-cache g.wvg] [--seed 1]\n"
                "       [--sources 4] [--roots a,b] [--modes m,n] [--cache-fractions 1,0.5,0.25] [--repeats 3]\n"
                "       [--eviction clock|fifo] [--out file.jsonl] [--commit SHA] [--driver VER] [--suite graph]\n"
                "       [--trace batches.csv] [--uvm-counted-runs 1] [--sssp-reference dijkstra|certified-gpu]\n"
                "BFS and SSSP from --sources roots (vertices with a neighbour, drawn from the seed) or from\n"
                "--roots, and CC, over an R-MAT graph of 2^scale vertices and edge-factor x 2^scale undirected\n"
-               "edges; SSSP's weights in [1, 255] are drawn from the seed. SSSP's reference: Dijkstra on the CPU\n"
+               "edges (--generator uniform: both ends of each edge uniform, no hubs), or over --graph-file:\n"
+               "MatrixMarket (.mtx), a graph cache (.wvg) or an edge list (U V per line, ids from 0), each edge\n"
+               "stored both ways, the file's values ignored; --graph-cache reads the graph from that cache when it\n"
+               "exists and writes it there after parsing otherwise. SSSP's weights in [1, 255] are drawn from the\n"
+               "seed. SSSP's reference: Dijkstra on the CPU\n"
                "(serial), or with certified-gpu the raw kernel on device memory, certified on the CPU in O(edges)\n"
                "modes: %s\n"
                "--eviction applies to mode warpvm (warpvm_dream is FIFO); --trace writes the fault batches of\n"
@@ -92,16 +104,28 @@ GraphOptions parse(int argc, char** argv) {
   GraphOptions o;
   o.common.suite = "graph";
   o.common.cache_fractions = {1.0, 0.5, 0.25};
+  bool generator_flags = false;  // --generator, --scale or --edge-factor given
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") usage("warpvm-graph-bench: BFS, CC and SSSP on an R-MAT graph, JSON Lines out");
+    if (flag == "--help" || flag == "-h") usage("warpvm-graph-bench: BFS, CC and SSSP on a generated or loaded graph, JSON Lines out");
     if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
     const std::string value = argv[++i];
     try {
       if (parse_shared_option(o.common, flag, value)) continue;
-      if (flag == "--scale") o.graph.scale = static_cast<unsigned>(std::stoul(value));
-      else if (flag == "--edge-factor") o.graph.edge_factor = static_cast<unsigned>(std::stoul(value));
-      else if (flag == "--seed") o.graph.seed = std::stoull(value);
+      if (flag == "--scale") {
+        o.graph.scale = static_cast<unsigned>(std::stoul(value));
+        generator_flags = true;
+      } else if (flag == "--edge-factor") {
+        o.graph.edge_factor = static_cast<unsigned>(std::stoul(value));
+        generator_flags = true;
+      } else if (flag == "--seed") {
+        o.graph.seed = std::stoull(value);
+      } else if (flag == "--generator") {
+        if (value != "rmat" && value != "uniform") usage("--generator takes rmat or uniform");
+        o.uniform = value == "uniform";
+        generator_flags = true;
+      } else if (flag == "--graph-file") o.graph_file = value;
+      else if (flag == "--graph-cache") o.graph_cache = value;
       else if (flag == "--sources") o.sources = static_cast<unsigned>(std::stoul(value));
       else if (flag == "--roots") {
         for (const std::string& r : tools::split_list(value)) o.roots.push_back(static_cast<std::uint32_t>(std::stoul(r)));
@@ -127,18 +151,90 @@ GraphOptions parse(int argc, char** argv) {
       usage(("unknown mode " + mode).c_str());
   for (const double f : o.common.cache_fractions)
     if (!(f > 0 && f <= 1)) usage("cache fractions must be in (0, 1]");
+  if (o.loaded() && generator_flags) usage("--graph-file loads a graph: --generator, --scale and --edge-factor do not apply");
+  if (!o.graph_cache.empty() && !o.loaded()) usage("--graph-cache needs --graph-file (the file it stands for)");
   try {
-    o.graph.validate();
+    if (o.uniform) sim::UniformParams{.scale = o.graph.scale, .edge_factor = o.graph.edge_factor, .seed = o.graph.seed}.validate();
+    else o.graph.validate();
   } catch (const std::invalid_argument& e) {
     usage(e.what());
   }
+  // A loaded graph's roots are checked once it is loaded (GraphBench::generate).
   for (const std::uint32_t root : o.roots)
-    if (root >= o.graph.vertices()) usage(("root " + std::to_string(root) + " is not a vertex").c_str());
+    if (!o.loaded() && root >= o.graph.vertices()) usage(("root " + std::to_string(root) + " is not a vertex").c_str());
   return o;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// The benchmark's graph in pinned host memory (the buffers the warpvm modes adopt).
+struct HostGraph {
+  HostGraph(std::uint64_t vertex_count, std::uint64_t directed_edge_count)
+      : vertices(vertex_count),
+        // Refused before any pinned memory is asked for (directed_edges is initialised first).
+        directed_edges(directed_edge_count != 0 ? directed_edge_count : throw std::runtime_error("the graph has no edges")),
+        offsets((vertex_count + 1) * sizeof(std::uint64_t)),
+        columns(directed_edges * sizeof(std::uint32_t)) {}
+  [[nodiscard]] std::span<std::uint64_t> offset_span() const { return {offsets.as<std::uint64_t>(), vertices + 1}; }
+  [[nodiscard]] std::span<std::uint32_t> column_span() const { return {columns.as<std::uint32_t>(), directed_edges}; }
+
+  std::uint64_t vertices, directed_edges;
+  PinnedArray offsets, columns;
+  std::string origin;  ///< what the graph is and how it was made, for the log
+};
+
+/// A pinned graph of a cache's counts, read from it (checksums checked).
+HostGraph read_cache(const std::string& path) {
+  const sim::GraphCacheInfo info = sim::graph_cache_info(path);
+  HostGraph g(info.vertices, info.directed_edges);
+  sim::read_graph_cache(path, g.offset_span(), g.column_span());
+  g.origin = "graph cache " + path;
+  return g;
+}
+
+/// The graph the options ask for: generated (R-MAT, or uniform) or loaded (a graph cache, else
+/// a MatrixMarket file or an edge list by its extension, each edge stored both ways as the apps
+/// assume a symmetric graph; written to --graph-cache when one is named).
+HostGraph make_graph(const GraphOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto pfor = [](std::uint64_t n, const std::function<void(std::uint64_t, std::uint64_t)>& body) {
+    parallel_for(n, body);
+  };
+  auto timed = [&](HostGraph g, const char* verb) {
+    char took[64];
+    std::snprintf(took, sizeof took, ", %s in %.1f s", verb, seconds_since(start));
+    g.origin += took;
+    return g;
+  };
+  const std::string seed = std::to_string(o.graph.seed);
+  if (!o.loaded() && !o.uniform) {
+    HostGraph g(o.graph.vertices(), o.graph.directed_edges());
+    sim::build_rmat_csr(o.graph, g.offset_span(), g.column_span(), pfor);
+    g.origin = "R-MAT scale " + std::to_string(o.graph.scale) + ", edge factor " + std::to_string(o.graph.edge_factor) +
+               ", seed " + seed;
+    return timed(std::move(g), "generated");
+  }
+  if (!o.loaded()) {
+    const sim::UniformParams p{.scale = o.graph.scale, .edge_factor = o.graph.edge_factor, .seed = o.graph.seed};
+    HostGraph g(p.vertices(), p.directed_edges());
+    sim::build_uniform_csr(p, g.offset_span(), g.column_span(), pfor);
+    g.origin = "uniform scale " + std::to_string(p.scale) + ", edge factor " + std::to_string(p.edge_factor) + ", seed " + seed;
+    return timed(std::move(g), "generated");
+  }
+  if (!o.graph_cache.empty() && std::filesystem::exists(o.graph_cache)) return timed(read_cache(o.graph_cache), "loaded");
+  const std::filesystem::path path(o.graph_file);
+  if (path.extension() == ".wvg") return timed(read_cache(o.graph_file), "loaded");
+  const sim::GraphLoadOptions load{.weights = false, .undirected = true};
+  const sim::CsrGraph loaded =
+      path.extension() == ".mtx" ? sim::load_matrix_market(path, load) : sim::load_edge_list(path, load);
+  if (!o.graph_cache.empty()) sim::write_graph_cache(o.graph_cache, loaded);
+  HostGraph g(loaded.vertices(), loaded.directed_edges());
+  std::copy(loaded.offsets.begin(), loaded.offsets.end(), g.offset_span().begin());
+  std::copy(loaded.columns.begin(), loaded.columns.end(), g.column_span().begin());
+  g.origin = "file " + o.graph_file + (o.graph_cache.empty() ? "" : " (cached in " + o.graph_cache + ")");
+  return timed(std::move(g), "loaded");
 }
 
 /// One verified computation: an app, from a root (none for CC), with its reference result.
@@ -161,12 +257,14 @@ struct RawGraph {
 
 class GraphBench {
  public:
-  explicit GraphBench(const GraphOptions& o)
+  explicit GraphBench(const GraphOptions& o) : GraphBench(o, make_graph(o)) {}
+  GraphBench(const GraphOptions& o, HostGraph graph)
       : o_(o),
-        p_(o.graph),
-        n_(p_.vertices()),
-        offsets_(offsets_bytes()),
-        columns_(columns_bytes()),
+        n_(graph.vertices),
+        m_(graph.directed_edges),
+        graph_origin_(std::move(graph.origin)),
+        offsets_(std::move(graph.offsets)),
+        columns_(std::move(graph.columns)),
         values_(values_bytes()),
         recorder_(o.common) {
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "stream");
@@ -214,7 +312,8 @@ class GraphBench {
   const std::uint32_t* host_columns() const { return columns_.as<std::uint32_t>(); }
   const std::uint32_t* host_weights() const { return weights_ ? weights_->as<std::uint32_t>() : nullptr; }
   std::uint64_t offsets_bytes() const { return (n_ + 1) * sizeof(std::uint64_t); }
-  std::uint64_t columns_bytes() const { return p_.directed_edges() * sizeof(std::uint32_t); }
+  std::uint64_t columns_bytes() const { return m_ * sizeof(std::uint32_t); }
+  std::uint64_t csr_bytes() const { return offsets_bytes() + columns_bytes(); }
   std::uint64_t values_bytes() const { return n_ * sizeof(std::uint32_t); }
   /// The graph an app reads: the CSR, and the weights for SSSP.
   std::uint64_t graph_bytes(App app) const {
@@ -230,26 +329,23 @@ class GraphBench {
 
   using ParallelFor = std::function<void(std::uint64_t, const std::function<void(std::uint64_t, std::uint64_t)>&)>;
 
-  /// The graph (and weights) into pinned memory, the roots, and each task's reference result.
+  /// The weights (into pinned memory), the roots, and each task's reference result.
   void generate() {
-    auto start = std::chrono::steady_clock::now();
     const ParallelFor pfor = [](std::uint64_t n, const std::function<void(std::uint64_t, std::uint64_t)>& body) {
       parallel_for(n, body);
     };
-    sim::build_rmat_csr(p_, std::span(offsets_.as<std::uint64_t>(), n_ + 1),
-                        std::span(columns_.as<std::uint32_t>(), p_.directed_edges()), pfor);
     const std::span<const std::uint64_t> offsets(host_offsets(), n_ + 1);
-    const std::span<const std::uint32_t> columns(host_columns(), p_.directed_edges());
-    if (weights_)
-      sim::fill_edge_weights(offsets, columns, std::span(weights_->as<std::uint32_t>(), p_.directed_edges()), p_.seed, pfor);
-    std::fprintf(stderr, "graph-bench: R-MAT scale %u, edge factor %u, seed %llu: %llu vertices, %llu directed edges, "
-                 "CSR %.3f GiB%s, generated in %.1f s\n", p_.scale, p_.edge_factor, static_cast<unsigned long long>(p_.seed),
-                 static_cast<unsigned long long>(n_), static_cast<unsigned long long>(p_.directed_edges()),
-                 p_.csr_bytes() / double(1ull << 30), weights_ ? " + weights" : "", seconds_since(start));
-    std::vector<std::uint32_t> roots = o_.roots.empty() ? sim::pick_roots(offsets, columns, o_.sources, p_.seed) : o_.roots;
+    const std::span<const std::uint32_t> columns(host_columns(), m_);
+    if (weights_) sim::fill_edge_weights(offsets, columns, std::span(weights_->as<std::uint32_t>(), m_), seed(), pfor);
+    std::fprintf(stderr, "graph-bench: %s: %llu vertices, %llu directed edges, CSR %.3f GiB%s\n", graph_origin_.c_str(),
+                 static_cast<unsigned long long>(n_), static_cast<unsigned long long>(m_), csr_bytes() / double(1ull << 30),
+                 weights_ ? " + weights" : "");
+    for (const std::uint32_t root : o_.roots)
+      if (root >= n_) throw std::runtime_error("root " + std::to_string(root) + " is not a vertex of the graph");
+    std::vector<std::uint32_t> roots = o_.roots.empty() ? sim::pick_roots(offsets, columns, o_.sources, seed()) : o_.roots;
     if (roots.empty() && (o_.wants(App::bfs) || o_.wants(App::sssp)))
       throw std::runtime_error("the graph has no vertex with a neighbour to start from");
-    start = std::chrono::steady_clock::now();
+    const auto start = std::chrono::steady_clock::now();
     if (o_.wants(App::bfs))
       for (const std::uint32_t root : roots) tasks_.push_back(bfs_task(offsets, columns, root, pfor));
     if (o_.wants(App::cc)) tasks_.push_back(cc_task(offsets, columns, pfor));
@@ -281,10 +377,10 @@ class GraphBench {
     Task t{.app = App::cc, .expected = sim::reference_cc(offsets, columns, pfor)};
     const sim::CcWork work = sim::cc_work(t.expected);
     t.useful_bytes = offsets_bytes() + columns_bytes();  // every row at least once
-    t.traversed_edges = p_.undirected_edges();
+    t.traversed_edges = m_ / 2;  // each undirected edge stored both ways
     t.fields = {{"components", static_cast<double>(work.components)},
                 {"largest_component", static_cast<double>(work.largest_component)},
-                {"scanned_edges", static_cast<double>(p_.directed_edges())}};
+                {"scanned_edges", static_cast<double>(m_)}};
     return t;
   }
 
@@ -292,7 +388,7 @@ class GraphBench {
   /// empty.
   Task sssp_task(std::span<const std::uint64_t> offsets, std::span<const std::uint32_t> columns, std::uint32_t root,
                  std::vector<std::uint32_t> on_gpu, const ParallelFor& pfor) const {
-    const std::span<const std::uint32_t> weights(host_weights(), p_.directed_edges());
+    const std::span<const std::uint32_t> weights(host_weights(), m_);
     Task t{.app = App::sssp, .root = root};
     if (o_.sssp_certified_gpu) {
       t.expected = std::move(on_gpu);
@@ -320,7 +416,7 @@ class GraphBench {
   /// reference when --sssp-reference certified-gpu; the caller certifies them).
   std::vector<std::vector<std::uint32_t>> sssp_on_device(const std::vector<std::uint32_t>& roots) {
     DeviceBuffer<std::uint64_t> offsets(n_ + 1);
-    DeviceBuffer<std::uint32_t> columns(p_.directed_edges()), weights(p_.directed_edges()), values(n_);
+    DeviceBuffer<std::uint32_t> columns(m_), weights(m_), values(n_);
     check(cudaMemcpy(offsets.data, host_offsets(), offsets_bytes(), cudaMemcpyHostToDevice), "copy offsets");
     check(cudaMemcpy(columns.data, host_columns(), columns_bytes(), cudaMemcpyHostToDevice), "copy columns");
     check(cudaMemcpy(weights.data, host_weights(), columns_bytes(), cudaMemcpyHostToDevice), "copy weights");
@@ -354,12 +450,16 @@ class GraphBench {
     rec.dataset_bytes = dataset_bytes(t.app);
     rec.useful_bytes = t.useful_bytes;
     if (t.app != App::cc) rec.extra["root"] = t.root;
-    rec.extra["scale"] = p_.scale;
-    rec.extra["edge_factor"] = p_.edge_factor;
-    rec.extra["seed"] = static_cast<double>(p_.seed);
+    if (!o_.loaded()) {  // a loaded graph has no generator sizes
+      rec.extra["scale"] = o_.graph.scale;
+      rec.extra["edge_factor"] = o_.graph.edge_factor;
+    }
+    if (o_.uniform) rec.extra["uniform"] = 1;
+    if (o_.loaded()) rec.extra["loaded_graph"] = 1;
+    rec.extra["seed"] = static_cast<double>(seed());
     rec.extra["vertices"] = static_cast<double>(n_);
-    rec.extra["directed_edges"] = static_cast<double>(p_.directed_edges());
-    rec.extra["csr_bytes"] = static_cast<double>(p_.csr_bytes());
+    rec.extra["directed_edges"] = static_cast<double>(m_);
+    rec.extra["csr_bytes"] = static_cast<double>(csr_bytes());
     rec.extra["traversed_edges"] = static_cast<double>(t.traversed_edges);
     for (const auto& [name, value] : t.fields) rec.extra[name] = value;
     return rec;
@@ -427,9 +527,9 @@ class GraphBench {
   void on_device(const char* mode, bool copies_timed) {
     if (!fits_on_device(mode, all_graph_bytes() + values_bytes() + queue_bytes())) return;
     DeviceBuffer<std::uint64_t> offsets(n_ + 1);
-    DeviceBuffer<std::uint32_t> columns(p_.directed_edges()), values(n_);
+    DeviceBuffer<std::uint32_t> columns(m_), values(n_);
     std::optional<DeviceBuffer<std::uint32_t>> weights;
-    if (weights_) weights.emplace(p_.directed_edges());
+    if (weights_) weights.emplace(m_);
     auto copy_graph_in = [&](App app) {
       check(cudaMemcpyAsync(offsets.data, host_offsets(), offsets_bytes(), cudaMemcpyHostToDevice, stream_), "copy offsets");
       check(cudaMemcpyAsync(columns.data, host_columns(), columns_bytes(), cudaMemcpyHostToDevice, stream_), "copy columns");
@@ -567,9 +667,9 @@ class GraphBench {
     const bool uvm_preset = config.transport == Transport::host_batched;
     Runtime rt(config);
     auto offsets = rt.adopt(offsets_.as<std::uint64_t>(), n_ + 1, placement, "offsets");
-    auto columns = rt.adopt(columns_.as<std::uint32_t>(), p_.directed_edges(), placement, "columns");
+    auto columns = rt.adopt(columns_.as<std::uint32_t>(), m_, placement, "columns");
     object<std::uint32_t> weights;
-    if (app == App::sssp) weights = rt.adopt(weights_->as<std::uint32_t>(), p_.directed_edges(), placement, "weights");
+    if (app == App::sssp) weights = rt.adopt(weights_->as<std::uint32_t>(), m_, placement, "weights");
     auto values = rt.adopt(values_.as<std::uint32_t>(), n_, placement, "values");
     const std::uint64_t max_blocks = apps::max_paged_blocks(rt, raw_blocks());
     for (const Task& t : tasks_) {
@@ -609,9 +709,12 @@ class GraphBench {
     }
   }
 
+  /// Drawn roots and SSSP's weights follow --seed, whatever the graph.
+  std::uint64_t seed() const { return o_.graph.seed; }
+
   const GraphOptions& o_;
-  const sim::RmatParams p_;
-  const std::uint64_t n_;
+  const std::uint64_t n_, m_;  // vertices and directed edges
+  const std::string graph_origin_;
   PinnedArray offsets_, columns_, values_;  // the graph, and the values warpvm modes adopt
   std::optional<PinnedArray> weights_;      // SSSP's edge weights, aligned with columns_
   std::vector<Task> tasks_;                 // BFS per root, CC, SSSP per root, in that order

@@ -1,14 +1,15 @@
 // warpvm::Heap on the GPU: live allocations never overlap (each thread writes and verifies its
-// own pattern, fresh sizes and seeds every round, both layouts), freed memory is reused,
-// running out of memory returns null without hanging, divergent callers, 256K threads, and
-// checked mode's invalid frees raised on the host; the host path alone (fast_path off) and the
-// small-request fast path (on: 16 B-8 KB from slabs, 1M threads, mixed with host requests in
-// one warp, its small area running out).
+// own pattern, fresh sizes and seeds every round, both layouts), freed memory is reused, live
+// allocations of 2.5x the cache verify, running out of memory returns null without hanging,
+// divergent callers, 256K threads, and checked mode's invalid frees raised on the host; the
+// host path alone (fast_path off) and the small-request fast path (on: 16 B-8 KB from slabs, 1M
+// threads, mixed with host requests in one warp, its small area running out).
 
 #include "gpu_test_support.cuh"
 
 #include <algorithm>
 #include <map>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -247,6 +248,37 @@ TEST_P(HeapTest, FreedMemoryIsReused) {
   EXPECT_EQ(stats.failed_allocations, 0u);
   EXPECT_GT(40 * peak, heap.capacity_bytes()) << "the rounds together needed more than the heap";
   EXPECT_EQ(stats.peak_reserved_bytes, peak);
+}
+
+TEST_P(HeapTest, AllocationsOfTwoAndAHalfTimesTheCacheVerify) {
+  // The heap is one paged object, so its live allocations may exceed the cache (issue #4:
+  // totals >= 2.5x the device cache): 1024 threads of 192-256 KB, at least 192 MiB live over a
+  // 64 MiB cache, every word written, evicted and read back; then again with a new seed into
+  // the freed space.
+  Runtime rt(config(64ull << 20));
+  Heap heap(rt, {.capacity_bytes = 1ull << 30, .layout = GetParam(), .fast_path = false});
+  constexpr std::uint64_t threads = 1024, lo = 192 << 10, hi = 256 << 10;
+  DeviceVector<heap_ptr> ptrs(threads);
+  std::mt19937_64 random(std::random_device{}());
+  for (int round = 0; round < 2; ++round) {
+    const std::uint64_t seed = random();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    const std::vector<heap_ptr> got = allocate(rt, heap, ptrs, threads, allocate_and_write, seed, lo, hi, true);
+    std::uint64_t live = 0;
+    for (std::uint64_t t = 0; t < threads; ++t) {
+      ASSERT_TRUE(got[t]) << "thread " << t;
+      ASSERT_GE(got[t].size(), request_bytes(seed, t, lo, hi));
+      live += request_bytes(seed, t, lo, hi);
+    }
+    EXPECT_GE(live, rt.cache_bytes() * 5 / 2);
+    const Counts c = verify(rt, heap, ptrs, threads, seed, true, true);
+    EXPECT_EQ(c.mismatches, 0u);
+    EXPECT_EQ(c.nulls, 0u);
+  }
+  EXPECT_GT(rt.stats().evictions, 0u) << "the allocations fit the cache after all";
+  const HeapStats stats = heap.stats();
+  EXPECT_EQ(stats.failed_allocations, 0u);
+  EXPECT_EQ(stats.reserved_bytes, 0u);
 }
 
 TEST_P(HeapTest, OutOfMemoryReturnsNullWithoutHanging) {
