@@ -52,7 +52,7 @@ __global__ void bfs_expand_raw(const std::uint64_t* offsets, const std::uint32_t
 
 /// The same level through warpvm: `offsets`, `columns` and `levels` are objects of the paged
 /// space; launch with Config::max_pages_held_per_thread >= bfs_pages_held.
-__global__ void bfs_expand_paged(array<std::uint64_t> offsets, array<std::uint32_t> columns, array<std::uint32_t> levels,
+__global__ void __launch_bounds__(graph_block_threads, graph_paged_min_blocks) bfs_expand_paged(array<std::uint64_t> offsets, array<std::uint32_t> columns, array<std::uint32_t> levels,
                                  const std::uint32_t* frontier, std::uint32_t frontier_size, std::uint32_t* next,
                                  std::uint32_t* next_size, std::uint32_t next_level) {
   for (std::uint64_t i = graph_detail::warp_index(); i < frontier_size; i += graph_detail::warp_count()) {

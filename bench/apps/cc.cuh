@@ -46,7 +46,7 @@ __global__ void cc_propagate_raw(const std::uint64_t* offsets, const std::uint32
 
 /// The same iteration through warpvm: `offsets`, `columns` and `labels` are objects of the paged
 /// space; launch with Config::max_pages_held_per_thread >= cc_pages_held.
-__global__ void cc_propagate_paged(array<std::uint64_t> offsets, array<std::uint32_t> columns, array<std::uint32_t> labels,
+__global__ void __launch_bounds__(graph_block_threads, graph_paged_min_blocks) cc_propagate_paged(array<std::uint64_t> offsets, array<std::uint32_t> columns, array<std::uint32_t> labels,
                                    const std::uint32_t* frontier, std::uint32_t frontier_size, std::uint32_t* next,
                                    std::uint32_t* next_size, std::uint32_t* stamps, std::uint32_t iteration) {
   for (std::uint64_t i = graph_detail::warp_index(); i < frontier_size; i += graph_detail::warp_count()) {

@@ -18,6 +18,12 @@ namespace warpvm::apps {
 
 /// Threads per block of the graph kernels (whole warps: the kernels use warp-wide votes).
 inline constexpr unsigned graph_block_threads = 256;
+/// Blocks of graph_block_threads per SM the paged kernels are compiled for (__launch_bounds__): at
+/// most 64 registers a thread, where the compiler alone takes 96-119 and fits two blocks. The
+/// paged accesses are chains of dependent loads, so resident warps are what hides them: on the
+/// H200 (R-MAT scale 24, cache = 100%) CC went from 0.46 to 0.26 s, SSSP 3% and BFS at 50% cache
+/// 6% faster, BFS at 100% unchanged, despite 0.5 KB of spills; six blocks (more spills) was slower.
+inline constexpr unsigned graph_paged_min_blocks = 4;
 
 namespace graph_detail {
 

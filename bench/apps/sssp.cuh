@@ -61,7 +61,7 @@ __global__ void sssp_relax_raw(const std::uint64_t* offsets, const std::uint32_t
 
 /// The same iteration through warpvm: `offsets`, `columns`, `weights` and `distances` are
 /// objects of the paged space; launch with Config::max_pages_held_per_thread >= sssp_pages_held.
-__global__ void sssp_relax_paged(array<std::uint64_t> offsets, array<std::uint32_t> columns, array<std::uint32_t> weights,
+__global__ void __launch_bounds__(graph_block_threads, graph_paged_min_blocks) sssp_relax_paged(array<std::uint64_t> offsets, array<std::uint32_t> columns, array<std::uint32_t> weights,
                                  array<std::uint32_t> distances, const std::uint32_t* frontier,
                                  std::uint32_t frontier_size, std::uint32_t* next, std::uint32_t* next_size,
                                  std::uint32_t* stamps, std::uint32_t iteration) {
