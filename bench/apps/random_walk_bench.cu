@@ -75,7 +75,8 @@ struct WalkOptions {
                "       [--repeats 3] [--out file.jsonl] [--commit SHA] [--driver VER]\n"
                "W walkers (one thread each) build their pieces of a graph of 2^scale vertices and edge-factor x\n"
                "2^scale undirected edges with device-side allocation, then walk it; --heap: warpvm heap capacity\n"
-               "(default: 16 x the edge bytes + 64 MiB); --cache: warpvm cache (default: the heap's capacity);\n"
+               "(default: 16 x the edge bytes + 64 MiB); --cache: the cache of the default-config warpvm modes\n"
+               "(default: the heap's capacity; the uvm modes cache the whole heap, as that preset needs);\n"
                "--warm-walk keeps the pieces cached between the phases.\n"
                "modes: %s\n",
                message, all_modes);

@@ -348,6 +348,30 @@ struct ConvShape {
   }
 };
 
+/// An R-MAT graph's parameters and row offsets (rmat_objects).
+struct RmatInput {
+  sim::RmatParams graph;
+  std::vector<std::uint64_t> offsets;
+};
+
+/// pagerank's and bfs's graph: the smallest R-MAT (scale at most 28) whose CSR and
+/// `vertex_arrays` arrays of 4-byte values per vertex take at least `bytes`. Its row offsets
+/// (uint64, two words each) become object 0 of `w` and its columns object 1; the vertex arrays
+/// are objects 2 on, left for the caller to fill.
+RmatInput rmat_objects(Workload& w, std::uint64_t bytes, unsigned vertex_arrays) {
+  RmatInput in{.graph = {.scale = 4}, .offsets = {}};
+  const auto footprint = [&](const sim::RmatParams& p) { return p.csr_bytes() + vertex_arrays * p.vertices() * 4; };
+  while (in.graph.scale < 28 && footprint(in.graph) < bytes) ++in.graph.scale;
+  const std::uint64_t v = in.graph.vertices();
+  in.offsets.resize(v + 1);
+  w.objects.resize(2 + vertex_arrays);
+  w.objects[1].resize(in.graph.directed_edges());
+  sim::build_rmat_csr(in.graph, in.offsets, w.objects[1], parallel_for);
+  w.objects[0].resize(2 * (v + 1));
+  std::memcpy(w.objects[0].data(), in.offsets.data(), (v + 1) * 8);
+  return in;
+}
+
 /// `device_word`: one unsigned on the first GPU that every GPU reaches (stencil2d's barrier,
 /// bfs's level flag).
 Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* device_word) {
@@ -409,22 +433,14 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
                as<float>(o[2].on(0)), n, n, n);
     };
   } else if (name == "pagerank") {
-    sim::RmatParams graph{.scale = 4};
-    const auto footprint = [](const sim::RmatParams& p) { return p.csr_bytes() + 2 * p.vertices() * 4; };
-    while (graph.scale < 28 && footprint(graph) < bytes) ++graph.scale;
+    const auto [graph, offsets] = rmat_objects(w, bytes, 2);
     const std::uint64_t v = graph.vertices();
-    std::vector<std::uint64_t> offsets(v + 1);
-    w.objects.resize(4);
-    w.objects[1].resize(graph.directed_edges());
-    sim::build_rmat_csr(graph, offsets, w.objects[1], parallel_for);
-    w.objects[0].resize(2 * (v + 1));
-    std::memcpy(w.objects[0].data(), offsets.data(), (v + 1) * 8);
     w.objects[2].assign(v, 0);
     auto* x = reinterpret_cast<float*>(w.objects[2].data());
     for (std::uint64_t i = 0; i < v; ++i) x[i] = offsets[i + 1] > offsets[i] ? 1.0f / v / (offsets[i + 1] - offsets[i]) : 1.0f / v;
     w.objects[3].assign(v, 0);
     w.output = 2 + iterations % 2;
-    w.useful_bytes = iterations * (footprint(graph) + graph.directed_edges() * 4);
+    w.useful_bytes = iterations * (graph.csr_bytes() + 2 * v * 4 + graph.directed_edges() * 4);
     w.raw = [v](const auto& p, const auto& streams, unsigned G) {
       for (unsigned it = 0; it < iterations; ++it) {
         for (unsigned g = 0; g < G; ++g) {
@@ -447,16 +463,8 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
     // Objects: row offsets and column indices (read by every GPU: duplication's case) and depth
     // (claimed by every GPU with compare_exchange: access-counter's case); scaled by --bytes as
     // pagerank is, with one vertex array instead of two.
-    sim::RmatParams graph{.scale = 4};
-    const auto footprint = [](const sim::RmatParams& p) { return p.csr_bytes() + p.vertices() * 4; };
-    while (graph.scale < 28 && footprint(graph) < bytes) ++graph.scale;
+    const auto [graph, offsets] = rmat_objects(w, bytes, 1);
     const std::uint64_t v = graph.vertices();
-    std::vector<std::uint64_t> offsets(v + 1);
-    w.objects.resize(3);
-    w.objects[1].resize(graph.directed_edges());
-    sim::build_rmat_csr(graph, offsets, w.objects[1], parallel_for);
-    w.objects[0].resize(2 * (v + 1));
-    std::memcpy(w.objects[0].data(), offsets.data(), (v + 1) * 8);
     // The root: the vertex of highest degree (the least such id), so that the search reaches
     // R-MAT's giant component.
     std::uint32_t root = 0;

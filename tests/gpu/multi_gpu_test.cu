@@ -1,11 +1,11 @@
 // MultiGpuSpace on real GPUs (issue #6): every placement policy on a transpose and a
-// read-shared/write-private workload over two GPUs with fresh random data checked against a host
-// reference; replicas collapsing on write; access-counter migration at the threshold; OASIS
-// relearning across phases under many concurrent shared faults on one object; spans (with_span)
-// under every policy; atomics (fetch_add, fetch_min/max/or, compare_exchange) from every GPU on
-// shared pages under every policy, exact against the host; a space over one GPU. The multi-GPU tests run over every visible GPU (up to
-// 8) when all pairs have peer access, else over GPUs 0 and 1, and skip (saying why) without two
-// peer-connected GPUs.
+// read-shared/write-private workload with fresh random data checked against a host reference;
+// replicas collapsing on write; access-counter migration at the threshold; OASIS relearning
+// across phases under many concurrent shared faults on one object; spans (with_span) under every
+// policy; atomics (fetch_add, fetch_min/max/or, compare_exchange) from every GPU on shared pages
+// under every policy, exact against the host; a space over one GPU. The multi-GPU tests run over
+// every visible GPU (up to 8) when all pairs have peer access, else over GPUs 0 and 1, and skip
+// (saying why) without two peer-connected GPUs.
 
 #include "gpu_test_support.cuh"
 
