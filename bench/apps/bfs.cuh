@@ -74,7 +74,7 @@ inline std::uint32_t bfs_paged(Runtime& rt, FrontierQueues& queues, const array<
                                std::uint32_t root, std::uint64_t max_blocks, unsigned block_threads = graph_block_threads) {
   return queues.run_from(rt.stream(), root, [&](const std::uint32_t* frontier, std::uint32_t size, std::uint32_t* next,
                                                 std::uint32_t* next_size, std::uint32_t*, std::uint32_t level) {
-    rt.launch(bfs_expand_paged, frontier_grid(size, max_blocks, block_threads), dim3(block_threads), 0, offsets, columns,
+    rt.launch(bfs_expand_paged, frontier_grid(size, max_blocks, block_threads), paged_block(block_threads), 0, offsets, columns,
               levels, frontier, size, next, next_size, level);
   });
 }

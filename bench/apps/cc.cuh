@@ -69,7 +69,7 @@ inline std::uint32_t cc_paged(Runtime& rt, FrontierQueues& queues, const array<s
                               std::uint64_t max_blocks, unsigned block_threads = graph_block_threads) {
   return queues.run_from_all(rt.stream(), [&](const std::uint32_t* frontier, std::uint32_t size, std::uint32_t* next,
                                               std::uint32_t* next_size, std::uint32_t* stamps, std::uint32_t iteration) {
-    rt.launch(cc_propagate_paged, frontier_grid(size, max_blocks, block_threads), dim3(block_threads), 0, offsets,
+    rt.launch(cc_propagate_paged, frontier_grid(size, max_blocks, block_threads), paged_block(block_threads), 0, offsets,
               columns, labels, frontier, size, next, next_size, stamps, iteration);
   });
 }

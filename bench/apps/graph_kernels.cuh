@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 namespace warpvm::apps {
 
@@ -136,6 +138,15 @@ inline dim3 frontier_grid(std::uint32_t frontier_size, std::uint64_t max_blocks,
   const std::uint64_t warps_per_block = block_threads / 32;
   const std::uint64_t wanted = (std::uint64_t{frontier_size} + warps_per_block - 1) / warps_per_block;
   return dim3(static_cast<unsigned>(std::max<std::uint64_t>(1, std::min(wanted, max_blocks))));
+}
+
+/// The block of a paged graph kernel's launch: whole warps, at most graph_block_threads (what the
+/// paged kernels are compiled for: a larger block would fail at launch with a resource error).
+inline dim3 paged_block(unsigned block_threads) {
+  if (block_threads == 0 || block_threads % 32 != 0 || block_threads > graph_block_threads)
+    throw std::invalid_argument("paged graph kernels take blocks of whole warps, at most " +
+                                std::to_string(graph_block_threads) + " threads, not " + std::to_string(block_threads));
+  return dim3(block_threads);
 }
 
 /// The most blocks of `block_threads` a paged graph kernel's launch on `rt` may have: `wanted`,

@@ -88,7 +88,7 @@ inline std::uint32_t sssp_paged(Runtime& rt, FrontierQueues& queues, const array
                                 unsigned block_threads = graph_block_threads) {
   return queues.run_from(rt.stream(), root, [&](const std::uint32_t* frontier, std::uint32_t size, std::uint32_t* next,
                                                 std::uint32_t* next_size, std::uint32_t* stamps, std::uint32_t iteration) {
-    rt.launch(sssp_relax_paged, frontier_grid(size, max_blocks, block_threads), dim3(block_threads), 0, offsets, columns,
+    rt.launch(sssp_relax_paged, frontier_grid(size, max_blocks, block_threads), paged_block(block_threads), 0, offsets, columns,
               weights, distances, frontier, size, next, next_size, stamps, iteration);
   });
 }
