@@ -135,3 +135,19 @@ def test_run_binary_rejects_a_bad_record(tmp_path: Path) -> None:
     binary = write_script(tmp_path / "fake-sim", 'echo "note"\necho \'{"suite": "paging"}\'\nexec sleep 30\n')
     with pytest.raises(ResultsError, match="^fake-sim output:2: missing required field"):
         runner.run_binary(binary, [])
+
+
+def test_single_workload_suite_passes_options_and_refuses_workloads() -> None:
+    walk = runner.SUITES["walk"]
+    settings = runner.SuiteSettings(
+        suite=walk, modes=("device", "warpvm_aligned"), repeats=2, extra=("--scale", "18")
+    )
+    assert settings.args() == [
+        *("--modes", "device,warpvm_aligned"),
+        *("--repeats", "2"),
+        *("--commit", "unknown", "--driver", "unknown"),
+        *("--scale", "18"),
+        *("--out", "-"),
+    ]
+    with pytest.raises(ValueError, match="warpvm bench walk has one workload"):
+        runner.SuiteSettings(suite=walk, workloads=("random_walk",)).args()

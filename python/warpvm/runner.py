@@ -121,7 +121,7 @@ class Suite:
     name: str
     binary: Path
     summary: str
-    workload_flag: str  # the binary's option that selects workloads
+    workload_flag: str | None  # the binary's option that selects workloads; None: it has one
     takes_cache_fractions: bool
 
 
@@ -157,6 +157,13 @@ SUITES: dict[str, Suite] = {
             takes_cache_fractions=False,
         ),
         Suite(
+            "walk",
+            Path("bench/warpvm-walk-bench"),
+            "The allocator paper's random-walk clustering case, every allocator mode (warpvm-walk-bench).",
+            None,
+            takes_cache_fractions=False,
+        ),
+        Suite(
             "channel",
             Path("bench/warpvm-channel-bench"),
             "warpvm::channel against polling baselines (warpvm-channel-bench).",
@@ -184,6 +191,11 @@ class SuiteSettings:
         """Command-line arguments; records go to stdout."""
         args: list[str] = []
         if self.workloads:
+            if self.suite.workload_flag is None:
+                raise ValueError(
+                    f"warpvm bench {self.suite.name} has one workload; "
+                    "shape it with the binary's options after --"
+                )
             args += [self.suite.workload_flag, ",".join(self.workloads)]
         if self.modes:
             args += ["--modes", ",".join(self.modes)]
