@@ -119,17 +119,7 @@ class UniformEdges {
 template <class ParallelFor = SerialFor>
 void build_uniform_csr(const UniformParams& p, std::span<std::uint64_t> offsets, std::span<std::uint32_t> columns,
                        ParallelFor&& parallel_for = {}) {
-  p.validate();
-  if (offsets.size() != p.vertices() + 1 || columns.size() != p.directed_edges())
-    throw std::invalid_argument("build_uniform_csr: offsets need vertices + 1 entries and columns 2 x edges");
-  const UniformEdges edge(p);
-  build_csr(
-      p.vertices(), p.undirected_edges(),
-      [&](std::uint64_t k) {
-        const auto [u, v] = edge(k);
-        return GraphEdge{u, v};
-      },
-      /*both_ways=*/true, offsets, columns, {}, parallel_for);
+  build_generated_csr<UniformEdges>("build_uniform_csr", p, offsets, columns, std::forward<ParallelFor>(parallel_for));
 }
 
 // --- Edge weights ----------------------------------------------------------------------------

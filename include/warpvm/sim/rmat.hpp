@@ -195,6 +195,24 @@ void build_csr(std::uint64_t vertices, std::uint64_t edges, const EdgeAt& edge_a
   });
 }
 
+/// The CSR of a generated graph: both directions of the p.undirected_edges() edges that
+/// `Edges(p)(k)` draws, as build_rmat_csr describes. `who` names the caller in errors.
+template <class Edges, class Params, class ParallelFor>
+void build_generated_csr(const char* who, const Params& p, std::span<std::uint64_t> offsets,
+                         std::span<std::uint32_t> columns, ParallelFor&& parallel_for) {
+  p.validate();
+  if (offsets.size() != p.vertices() + 1 || columns.size() != p.directed_edges())
+    throw std::invalid_argument(std::string(who) + ": offsets need vertices + 1 entries and columns 2 x edges");
+  const Edges edge(p);
+  build_csr(
+      p.vertices(), p.undirected_edges(),
+      [&](std::uint64_t k) {
+        const auto [u, v] = edge(k);
+        return GraphEdge{u, v};
+      },
+      /*both_ways=*/true, offsets, columns, {}, std::forward<ParallelFor>(parallel_for));
+}
+
 /// Writes the graph as CSR: offsets[v] .. offsets[v + 1] index v's neighbours in `columns`,
 /// each row sorted (so the result does not depend on how the work was split). `offsets` must
 /// hold vertices() + 1 entries and `columns` directed_edges(). `parallel_for(n, body)` runs
@@ -202,17 +220,7 @@ void build_csr(std::uint64_t vertices, std::uint64_t edges, const EdgeAt& edge_a
 template <class ParallelFor = SerialFor>
 void build_rmat_csr(const RmatParams& p, std::span<std::uint64_t> offsets, std::span<std::uint32_t> columns,
                     ParallelFor&& parallel_for = {}) {
-  p.validate();
-  if (offsets.size() != p.vertices() + 1 || columns.size() != p.directed_edges())
-    throw std::invalid_argument("build_rmat_csr: offsets need vertices + 1 entries and columns 2 x edges");
-  const RmatEdges edge(p);
-  build_csr(
-      p.vertices(), p.undirected_edges(),
-      [&](std::uint64_t k) {
-        const auto [u, v] = edge(k);
-        return GraphEdge{u, v};
-      },
-      /*both_ways=*/true, offsets, columns, {}, parallel_for);
+  build_generated_csr<RmatEdges>("build_rmat_csr", p, offsets, columns, std::forward<ParallelFor>(parallel_for));
 }
 
 /// BFS levels from `root` (bfs_unreached where it does not reach), level by level: every vertex
