@@ -67,7 +67,7 @@ class PlacementCase:
 def arithmetic_and_geometric_mean(values: Iterable[float]) -> tuple[float, float]:
     """Both means of positive values (the speed-up averages the paper and the issues quote)."""
     listed = list(values)
-    return statistics.fmean(listed), math.exp(statistics.fmean(math.log(v) for v in listed))
+    return statistics.fmean(listed), statistics.geometric_mean(listed)
 
 
 def placement_cases(records: Iterable[Record]) -> list[PlacementCase]:

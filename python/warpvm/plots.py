@@ -57,24 +57,32 @@ def _log_if_wide(values: list[float]) -> bool:
     return bool(positive) and max(positive) / min(positive) > _LOG_RANGE
 
 
+def _draw_grouped_bars(
+    ax: Axes, bars: list[tuple[str, str, float]], label: Callable[[float], str], colors: dict[str, ColorType]
+) -> None:
+    """Draws bars (workload, series, value) on `ax`, grouped by workload in first-seen order, each
+    labelled with `label(value)`, the workloads as x ticks."""
+    workloads = list(dict.fromkeys(w for w, _, _ in bars))
+    per_workload = {w: [b for b in bars if b[0] == w] for w in workloads}
+    width = 0.85 / max(len(group) for group in per_workload.values())
+    for i, workload in enumerate(workloads):
+        group = per_workload[workload]
+        for j, (_, series, value) in enumerate(group):
+            drawn = ax.bar(i + (j - (len(group) - 1) / 2) * width, value, width, color=colors[series])
+            ax.bar_label(drawn, fmt=label, fontsize=6, rotation=90, padding=2)
+    ax.set_xticks(range(len(workloads)), workloads)
+
+
 def _grouped_bars(bars: list[tuple[str, str, float]], label: Callable[[float], str]) -> tuple[Figure, Axes]:
     """Bars (workload, series, value) grouped by workload, a colour per series, each labelled with
     `label(value)`; log scale when the values span a wide range. The caller adds axis labels."""
     workloads = list(dict.fromkeys(w for w, _, _ in bars))
     colors = _palette(series for _, series, _ in bars)
-    per_workload = {w: [b for b in bars if b[0] == w] for w in workloads}
-    width = 0.85 / max(len(group) for group in per_workload.values())
     figure = Figure(layout="constrained", figsize=(max(8.0, 1.6 * len(workloads) + 0.25 * len(bars)), 5.5))
     ax = figure.add_subplot()
-    for i, workload in enumerate(workloads):
-        group = per_workload[workload]
-        for j, (_, series, value) in enumerate(group):
-            x = i + (j - (len(group) - 1) / 2) * width
-            drawn = ax.bar(x, value, width, color=colors[series])
-            ax.bar_label(drawn, fmt=label, fontsize=6, rotation=90, padding=2)
+    _draw_grouped_bars(ax, bars, label, colors)
     if _log_if_wide([value for _, _, value in bars]):
         ax.set_yscale("log")
-    ax.set_xticks(range(len(workloads)), workloads)
     ax.set_xlabel("workload")
     ax.legend(handles=_legend(colors), fontsize=7, ncols=2, loc="best")
     ax.grid(axis="y", alpha=0.3)
@@ -312,28 +320,25 @@ def placement_figure(records: Iterable[Record]) -> Figure | None:
         return None
     others = [p for p in POLICIES if p != "on_touch"]
     colors = _palette(others)
-    workloads = list(dict.fromkeys(w for c in cases for w in c.workloads("on_touch")))
-    figure = Figure(layout="constrained", figsize=(max(8.0, 1.4 * len(workloads)), 3.2 * len(cases)))
+    widest = max(len(c.workloads("on_touch")) for c in cases)
+    figure = Figure(layout="constrained", figsize=(max(8.0, 1.4 * widest), 3.2 * len(cases)))
     axes = figure.subplots(len(cases), 1, squeeze=False)[:, 0]
-    width = 0.85 / len(others)
     for ax, case in zip(axes, cases, strict=True):
-        speedups = []
-        for i, workload in enumerate(workloads):
-            times = case.seconds.get(workload, {})
-            for j, policy in enumerate(others):
-                if "on_touch" not in times or policy not in times:
-                    continue
-                speedup = times["on_touch"] / times[policy]
-                speedups.append(speedup)
-                drawn = ax.bar(i + (j - (len(others) - 1) / 2) * width, speedup, width, color=colors[policy])
-                ax.bar_label(drawn, fmt=lambda v: _short(v) + "x", fontsize=6, rotation=90, padding=2)
+        bars = [
+            (workload, policy, times["on_touch"] / times[policy])
+            for workload, times in case.seconds.items()
+            if "on_touch" in times
+            for policy in others
+            if policy in times
+        ]
+        _draw_grouped_bars(ax, bars, lambda v: _short(v) + "x", colors)
+        speedups = [value for _, _, value in bars]
         if _log_if_wide(speedups) or max(speedups, default=1.0) > 8:
             ax.set_yscale("log")
             ax.yaxis.set_major_formatter(ScalarFormatter())
             ax.yaxis.set_minor_formatter(NullFormatter())
         ax.margins(y=0.18)
         ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
-        ax.set_xticks(range(len(workloads)), workloads)
         ax.set_ylabel("x on-touch (time)", fontsize=8)
         ax.set_title(case.label, fontsize=9)
         ax.grid(axis="y", alpha=0.3)
