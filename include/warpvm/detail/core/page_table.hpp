@@ -85,10 +85,11 @@ WARPVM_HD_INLINE void page_finish_fetch(std::uint32_t& word) {
   page_atomic(word).fetch_xor(page_word::valid | page_word::busy, cuda::std::memory_order_release);
 }
 
-/// Claims a resident page nobody holds for eviction.
-WARPVM_HD_INLINE bool page_try_begin_evict(std::uint32_t& word) {
+/// Claims a resident page nobody holds for eviction: VALID with no holders -> `busy_word` (BUSY;
+/// a host_batched eviction order names itself in the holder bits, eviction_order::try_take).
+WARPVM_HD_INLINE bool page_try_begin_evict(std::uint32_t& word, std::uint32_t busy_word = page_word::busy) {
   std::uint32_t expected = page_word::valid;
-  return page_atomic(word).compare_exchange_strong(expected, page_word::busy,
+  return page_atomic(word).compare_exchange_strong(expected, busy_word,
                                                    cuda::std::memory_order_acq_rel,
                                                    cuda::std::memory_order_relaxed);
 }

@@ -64,11 +64,9 @@ WARPVM_HD_INLINE constexpr std::uint32_t page_taken_by(std::uint64_t o) {
   return page_word::busy | static_cast<std::uint32_t>(o & (page_counted - 1));
 }
 
-/// Takes a resident page nobody holds (VALID, no holders -> `taken`).
+/// Takes a resident page nobody holds (VALID, no holders -> `taken_word`).
 WARPVM_HD_INLINE bool try_take(std::uint32_t& word, std::uint32_t taken_word) {
-  std::uint32_t expected = page_word::valid;
-  return page_atomic(word).compare_exchange_strong(expected, taken_word, cuda::std::memory_order_acq_rel,
-                                                   cuda::std::memory_order_relaxed);
+  return page_try_begin_evict(word, taken_word);
 }
 
 /// Gives a taken page back (`taken_word` -> VALID with no holders). A CAS, never a store: only
