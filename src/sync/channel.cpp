@@ -270,7 +270,6 @@ bool ChannelState::step() {
     return pending_[a].request.source_offset < pending_[b].request.source_offset;
   });
   const std::uint32_t page_bytes = config.staging_page_bytes;
-  std::vector<bool> taken(pending_.size(), false);
   // One copy per run of requests contiguous or overlapping in the buffer and placed at the same
   // displacement in staging (Batch::try_add lays overlapping sources out so); a run may span
   // batches whose staging runs the tree handed out back to back. All are issued in this pass.
@@ -285,15 +284,13 @@ bool ChannelState::step() {
     stats_.bytes += run_bytes;
     run_bytes = 0;
   };
-  for (std::size_t next = 0; next < ready_.size();) {
+  // Batches take ready_ in order: ready_[0, next) are the requests served in this pass.
+  std::size_t next = 0;
+  while (next < ready_.size()) {
     Batch batch;
-    std::size_t members[batch_max_requests];
     const std::uint64_t max_bytes = std::uint64_t{tree_.largest_free_run()} * page_bytes;
-    for (; next < ready_.size(); ++next) {
-      const std::uint32_t at = batch.count;
+    for (; next < ready_.size(); ++next)
       if (!batch.try_add(pending_[ready_[next]].request, max_bytes)) break;  // full, or staging is short
-      members[at] = ready_[next];
-    }
     if (batch.count == 0) break;  // a ready request that no free run can hold yet
     const std::uint32_t first_page = tree_.allocate(batch.pages(page_bytes));
     WARPVM_EXPECTS(first_page != StagingPageTree::no_run, ErrorKind::cuda,
@@ -320,7 +317,6 @@ bool ChannelState::step() {
       offsets_mirror_.get()[w] = target;
       flight.readers[i] = Reader{w, served_mirror_.get()[w], false};
       woken_.push_back(w);
-      taken[members[i]] = true;
     }
     in_flight_.push_back(flight);
     ++stats_.batches;
@@ -329,6 +325,8 @@ bool ChannelState::step() {
   flush_run();
   if (woken_.empty()) return busy;
 
+  std::vector<bool> taken(pending_.size(), false);
+  for (std::size_t k = 0; k < next; ++k) taken[ready_[k]] = true;
   std::size_t kept = 0;
   for (std::size_t i = 0; i < pending_.size(); ++i)
     if (!taken[i]) pending_[kept++] = pending_[i];
