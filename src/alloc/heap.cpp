@@ -88,6 +88,15 @@ Heap::Heap(Runtime& runtime, HeapOptions options) : state_(std::make_unique<Stat
       detail::heap_shares(options.capacity_bytes, options.portion_bytes, options.fast_path, options.small_bytes);
   const auto portion_vablocks = static_cast<std::uint32_t>(shares.portion_bytes / segment_bytes);
   options.portion_bytes = shares.portion_bytes;
+  if (options.fast_path) {  // checked before anything is pinned or started, as the options above
+    WARPVM_EXPECTS(shares.small_bytes <= options.capacity_bytes - options.portion_bytes, ErrorKind::invalid_argument,
+                   "HeapOptions::small_bytes (" + std::to_string(shares.small_bytes) + " B) exceed the heap's " +
+                       std::to_string(options.capacity_bytes - options.portion_bytes) + " B outside the PortionSpace");
+    // Bitmap words are indexed in 32 bits on the device.
+    WARPVM_EXPECTS(shares.small_bytes / detail::slab_bytes * detail::slab_bitmap_words <= ~std::uint32_t{0},
+                   ErrorKind::invalid_argument, "HeapOptions::small_bytes: at most 2 TiB");
+    options.small_bytes = shares.small_bytes;
+  }
 
   State& s = *state_;
   s.options = options;
@@ -104,17 +113,7 @@ Heap::Heap(Runtime& runtime, HeapOptions options) : state_(std::make_unique<Stat
                                                     static_cast<std::uint32_t>(segments), portion_vablocks);
   s.view = detail::HeapView{detail::on_device(s.slots.get()), s.next_position.get(), options.ring_slots,
                             s.regions.get(), blocks, options.layout, options.lane_order, detail::SmallSlabsView{}};
-  if (options.fast_path) {
-    const std::uint64_t small = shares.small_bytes;
-    WARPVM_EXPECTS(small <= options.capacity_bytes - options.portion_bytes, ErrorKind::invalid_argument,
-                   "HeapOptions::small_bytes (" + std::to_string(small) + " B) exceed the heap's " +
-                       std::to_string(options.capacity_bytes - options.portion_bytes) + " B outside the PortionSpace");
-    // Bitmap words are indexed in 32 bits on the device.
-    WARPVM_EXPECTS(small / detail::slab_bytes * detail::slab_bitmap_words <= ~std::uint32_t{0},
-                   ErrorKind::invalid_argument, "HeapOptions::small_bytes: at most 2 TiB");
-    s.options.small_bytes = small;
-    if (small != 0) s.view.small = s.make_small_slabs(small);
-  }
+  if (options.fast_path && options.small_bytes != 0) s.view.small = s.make_small_slabs(options.small_bytes);
 }
 
 Heap::~Heap() {

@@ -226,7 +226,7 @@ void RuntimeState::set_placement(std::uint32_t id, Placement placement) {
   if (slot.descriptor.placement == placement) return;
   // Pages stay cached between migrate and automatic; remote objects have none.
   if (is_cached(slot.descriptor.placement) && !is_cached(placement)) write_back(id, /*write_back=*/true, /*drop=*/true);
-  synchronize();  // running kernels may read the counts about to be freed or allocated
+  synchronize();  // running kernels may still count into the counts set_counts_for may zero
   set_counts_for(slot, placement);
   publish_descriptor(id);
 }
