@@ -149,17 +149,13 @@ class shared_array {
 
 #if defined(__CUDACC__)
   [[nodiscard]] __device__ T load(std::uint64_t i) const {
-    const std::uint64_t at = i * sizeof(T);
     T value;
-    detail::mg::access_page(binding_, at >> binding_.page_shift, false, at >> detail::mg::line_shift, 0,
-                            [&](const std::byte* frame) { value = *reinterpret_cast<const T*>(frame + (at & page_mask())); });
+    on_element(i, false, [&](const T& element) { value = element; });
     return value;
   }
   [[nodiscard]] __device__ T operator[](std::uint64_t i) const { return load(i); }
   __device__ void store(std::uint64_t i, const T& value) const {
-    const std::uint64_t at = i * sizeof(T);
-    detail::mg::access_page(binding_, at >> binding_.page_shift, true, at >> detail::mg::line_shift, 0,
-                            [&](std::byte* frame) { *reinterpret_cast<T*>(frame + (at & page_mask())) = value; });
+    on_element(i, true, [&](T& element) { element = value; });
   }
   /// Atomically adds `value` to element `i`; returns the element before.
   __device__ T fetch_add(std::uint64_t i, T value) const {
@@ -225,18 +221,24 @@ class shared_array {
  private:
 #if defined(__CUDACC__)
   using atomic_element = cuda::atomic_ref<T, cuda::thread_scope_system>;
+  /// Runs `f(element)` on element `i`'s slot under a hold of its page (a write hold when `write`):
+  /// the one access path of load, store and the atomics.
+  template <class F>
+  __device__ void on_element(std::uint64_t i, bool write, F&& f) const {
+    const std::uint64_t at = i * sizeof(T);
+    detail::mg::access_page(binding_, at >> binding_.page_shift, write, at >> detail::mg::line_shift, 0,
+                            [&](std::byte* frame) { f(*reinterpret_cast<T*>(frame + (at & page_mask()))); });
+  }
   /// Runs `op` on element `i` as an atomic_ref, under a write hold of its page (as store does).
   template <class Op>
   __device__ auto atomic_update(std::uint64_t i, Op&& op) const {
     static_assert(std::is_integral_v<T> && !std::is_same_v<T, bool> && (sizeof(T) == 4 || sizeof(T) == 8),
                   "shared_array atomics need a 4- or 8-byte integral element type (view the object with as<U>())");
-    const std::uint64_t at = i * sizeof(T);
     std::invoke_result_t<Op&, atomic_element&> result{};
-    detail::mg::access_page(binding_, at >> binding_.page_shift, true, at >> detail::mg::line_shift, 0,
-                            [&](std::byte* frame) {
-                              atomic_element element(*reinterpret_cast<T*>(frame + (at & page_mask())));
-                              result = op(element);
-                            });
+    on_element(i, true, [&](T& slot) {
+      atomic_element element(slot);
+      result = op(element);
+    });
     return result;
   }
 #endif
