@@ -55,10 +55,6 @@ const char* const all_modes =
   std::exit(2);
 }
 
-bool listed(const char* list, const std::string& name) {
-  return (", " + std::string(list) + ",").find(", " + name + ",") != std::string::npos;
-}
-
 AppsOptions parse(int argc, char** argv) {
   AppsOptions o;
   o.common.suite = "apps";
@@ -98,10 +94,6 @@ AppsOptions parse(int argc, char** argv) {
     usage(e.what());
   }
   return o;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 /// Host data copied into managed memory (real UVM) for one of the uvm modes: `uvm` no hints,
@@ -205,13 +197,7 @@ class AppsBench {
   }
 
   bool fits_on_device(const std::string& mode, std::uint64_t bytes) const {
-    std::size_t free = 0, total = 0;
-    check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
-    const std::uint64_t margin = 512ull << 20;
-    if (bytes + margin <= free) return true;
-    std::fprintf(stderr, "apps-bench: %s skipped: it needs %.2f GiB of device memory and %.2f GiB are free\n",
-                 mode.c_str(), bytes / double(1ull << 30), free / double(1ull << 30));
-    return false;
+    return bench::fits_on_device("apps-bench", mode, bytes);
   }
 
   /// A GPU-initiated preset with --page-bytes pages and the cache at `fraction` of `migrate_bytes`

@@ -147,8 +147,7 @@ GraphOptions parse(int argc, char** argv) {
   if (o.common.repeats < 1) usage("--repeats must be at least 1");
   if (o.sources < 1 && o.roots.empty()) usage("--sources must be at least 1");
   for (const std::string& mode : o.common.modes)
-    if ((", " + std::string(all_modes) + ",").find(", " + mode + ",") == std::string::npos)
-      usage(("unknown mode " + mode).c_str());
+    if (!listed(all_modes, mode)) usage(("unknown mode " + mode).c_str());
   for (const double f : o.common.cache_fractions)
     if (!(f > 0 && f <= 1)) usage("cache fractions must be in (0, 1]");
   if (o.loaded() && generator_flags) usage("--graph-file loads a graph: --generator, --scale and --edge-factor do not apply");
@@ -163,10 +162,6 @@ GraphOptions parse(int argc, char** argv) {
   for (const std::uint32_t root : o.roots)
     if (!o.loaded() && root >= o.graph.vertices()) usage(("root " + std::to_string(root) + " is not a vertex").c_str());
   return o;
-}
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 /// The benchmark's graph in pinned host memory (the buffers the warpvm modes adopt).
@@ -434,13 +429,7 @@ class GraphBench {
   }
 
   bool fits_on_device(const char* mode, std::uint64_t bytes) const {
-    std::size_t free = 0, total = 0;
-    check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
-    const std::uint64_t margin = 512ull << 20;
-    if (bytes + margin <= free) return true;
-    std::fprintf(stderr, "graph-bench: %s skipped: it needs %.2f GiB of device memory and %.2f GiB are free\n", mode,
-                 bytes / double(1ull << 30), free / double(1ull << 30));
-    return false;
+    return bench::fits_on_device("graph-bench", mode, bytes);
   }
 
   Record base(const char* mode, const Task& t) const {
@@ -652,10 +641,8 @@ class GraphBench {
 
   /// The uvm preset with a cache of whole 2 MB chunks for each of the app's objects.
   Config uvm_config(App app) const {
-    Config config = Config::preset(Preset::uvm);
-    config.cache_bytes = app == App::sssp ? uvm_cache_bytes({offsets_bytes(), columns_bytes(), columns_bytes(), values_bytes()})
-                                          : uvm_cache_bytes({offsets_bytes(), columns_bytes(), values_bytes()});
-    return config;
+    return app == App::sssp ? uvm_preset_config({offsets_bytes(), columns_bytes(), columns_bytes(), values_bytes()}, 1.0)
+                            : uvm_preset_config({offsets_bytes(), columns_bytes(), values_bytes()}, 1.0);
   }
 
   /// The app's tasks through warpvm: the graph as objects over the pinned host copies

@@ -119,8 +119,7 @@ WalkOptions parse(int argc, char** argv) {
   o.steps = static_cast<std::uint32_t>(steps);
   if (o.common.repeats < 1) usage("--repeats must be at least 1");
   for (const std::string& mode : o.common.modes)
-    if ((", " + std::string(all_modes) + ",").find(", " + mode + ",") == std::string::npos)
-      usage(("unknown mode " + mode).c_str());
+    if (!listed(all_modes, mode)) usage(("unknown mode " + mode).c_str());
   try {
     if (o.generator == "rmat") sim::RmatParams{.scale = o.scale, .edge_factor = o.edge_factor, .seed = o.seed}.validate();
     else sim::UniformParams{.scale = o.scale, .edge_factor = o.edge_factor, .seed = o.seed}.validate();
@@ -214,10 +213,6 @@ struct PhaseHooks {
   std::function<void()> after_build{};  ///< untimed, once the build is done (warpvm: stats, drop the cache)
   std::function<void()> after_walk{};   ///< untimed, once the walk is done (warpvm: stats)
 };
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 class WalkBench {
  public:

@@ -213,6 +213,20 @@ double median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+bool listed(const char* list, const std::string& name) {
+  return (", " + std::string(list) + ",").find(", " + name + ",") != std::string::npos;
+}
+
+bool fits_on_device(const char* bench_name, const std::string& mode, std::uint64_t bytes) {
+  std::size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  const std::uint64_t margin = 512ull << 20;
+  if (bytes + margin <= free) return true;
+  std::fprintf(stderr, "%s: %s skipped: it needs %.2f GiB of device memory and %.2f GiB are free\n", bench_name,
+               mode.c_str(), bytes / double(1ull << 30), free / double(1ull << 30));
+  return false;
+}
+
 Recorder::Recorder(const Options& options) : options_(options) {
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");

@@ -6,6 +6,7 @@
 
 #include <cuda_runtime.h>
 
+#include <chrono>
 #include <cstdint>
 #include <fstream>
 #include <functional>
@@ -84,6 +85,18 @@ std::uint64_t host_sum(const std::uint32_t* data, std::uint64_t n);
 std::vector<double> time_runs(cudaStream_t stream, int repeats, const std::function<void()>& before,
                               const std::function<void()>& run);
 double median(std::vector<double> values);
+
+/// Wall-clock seconds since `start` (host-side phases: generating data, references).
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// True when `name` is an entry of `list`, a ", "-separated list (a benchmark's modes or workloads).
+bool listed(const char* list, const std::string& name);
+
+/// True when `bytes` of device memory fit in what is free with 512 MiB to spare; else says on
+/// stderr ("<bench>: <mode> skipped: ...") that the mode is skipped.
+bool fits_on_device(const char* bench_name, const std::string& mode, std::uint64_t bytes);
 
 /// One measured point, written as a JSON Lines record.
 struct Record {
