@@ -42,7 +42,6 @@
 namespace warpvm::bench {
 namespace {
 
-constexpr unsigned block_threads = 256;
 /// Managed points leave this much of the GPU's free memory spare: real UVM past the GPU's
 /// memory can hang it, so these modes stay in core.
 constexpr std::uint64_t managed_headroom_bytes = 4ull << 30;
@@ -57,20 +56,8 @@ struct AccessPoint {
   [[nodiscard]] std::uint64_t total_bytes() const { return threads * range_bytes; }
 };
 
-__device__ std::uint64_t thread_index() { return std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; }
-
-/// A heap allocation's words through warpvm's page cache ...
-struct HeapWords {
-  device_heap heap;
-  __device__ std::uint32_t load(const heap_ptr& p, std::uint64_t word) const {
-    return heap.load<std::uint32_t>(p, word);
-  }
-  __device__ void store(const heap_ptr& p, std::uint64_t word, std::uint32_t value) const {
-    heap.store<std::uint32_t>(p, word, value);
-  }
-};
-
-/// ... and the managed backend: the same translation (heap_ptr::offset_of) into a managed buffer.
+/// A heap allocation's words: through warpvm's page cache (HeapMemory, access_bench.hpp), or in
+/// the managed backend, the same translation (heap_ptr::offset_of) into a managed buffer.
 struct ManagedWords {
   std::byte* base;
   __device__ std::uint32_t* at(const heap_ptr& p, std::uint64_t word) const {
@@ -113,10 +100,6 @@ __global__ void read_ranges(Words memory, const heap_ptr* ptrs, std::uint64_t th
   unsigned long long sum = 0;
   for (std::uint64_t a = 0; p && a < accesses; ++a) sum += memory.load(p, access_word(seed, t, a, words));
   sums[t] = sum;
-}
-
-dim3 grid_for(std::uint64_t threads) {
-  return dim3(static_cast<unsigned>((threads + block_threads - 1) / block_threads));
 }
 
 /// write_ranges' grid for `words` words: up to 8 blocks per SM, at most `max_threads` threads.
@@ -184,17 +167,17 @@ class AccessRunner {
               pt.range_bytes);
     rt.synchronize();
     const std::vector<heap_ptr> got = to_host(ptrs.data, pt.threads);
-    const HeapWords words{heap.device()};
-    rt.launch(write_ranges<HeapWords>, fill_grid(pt.threads * pt.words(), rt.max_resident_threads(), sms_),
+    const HeapMemory words{heap.device()};
+    rt.launch(write_ranges<HeapMemory>, fill_grid(pt.threads * pt.words(), rt.max_resident_threads(), sms_),
               dim3(block_threads), 0, words, ptrs.data, pt.threads, pt.words(), seed_);
     rt.synchronize();
     const auto drop = [&] { rt.drop_cached(); };
     drop();  // the ranges written back: every read comes from host memory
     // The read kernel is launched directly, so that the timed span holds no host-side checks.
-    rt.check_launch(reinterpret_cast<const void*>(read_ranges<HeapWords>), grid_for(pt.threads),
+    rt.check_launch(reinterpret_cast<const void*>(read_ranges<HeapMemory>), grid_for(pt.threads),
                     dim3(block_threads), 0);
     const auto read = [&] {
-      read_ranges<HeapWords><<<grid_for(pt.threads), block_threads, 0, rt.stream()>>>(
+      read_ranges<HeapMemory><<<grid_for(pt.threads), block_threads, 0, rt.stream()>>>(
           words, ptrs.data, pt.threads, pt.words(), pt.accesses, seed_, sums.data);
       check(cudaGetLastError(), "read_ranges launch");
     };

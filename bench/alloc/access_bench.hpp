@@ -1,10 +1,12 @@
 #pragma once
 // warpvm-alloc-bench's access workloads (access_bench.cu): how the heap's layouts fare when
 // threads read their allocations at random, on warpvm's fault path (default config and the
-// `uvm` preset) and on real UVM (the managed backend).
+// `uvm` preset) and on real UVM (the managed backend). Also the launch shape and the heap's
+// device face that both of the benchmark's files (alloc_bench.cu, access_bench.cu) use.
 
 #include "../micro/bench_support.cuh"
 #include "warpvm/detail/alloc/warp_layout.hpp"
+#include "warpvm/heap.hpp"
 
 #include <cstdint>
 #include <string>
@@ -28,6 +30,29 @@ struct AccessSetup {
   /// The aligned modes' order of the lanes' tiles in a row (the paper's pattern order:
   /// prefetch_first).
   detail::LaneOrder lane_order = detail::LaneOrder::lane_id;
+};
+
+/// Threads per block of warpvm-alloc-bench's kernels (alloc_bench.cu, access_bench.cu).
+inline constexpr unsigned block_threads = 256;
+
+__device__ inline std::uint64_t thread_index() { return std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; }
+
+/// Blocks of block_threads for one thread each of `threads`.
+inline dim3 grid_for(std::uint64_t threads) {
+  return dim3(static_cast<unsigned>((threads + block_threads - 1) / block_threads));
+}
+
+/// warpvm::Heap behind the face the kernels are written against (CUDA's malloc and the managed
+/// buffer have one too): allocation, and 4-byte words of an allocation through warpvm's page cache.
+struct HeapMemory {
+  using pointer = heap_ptr;
+  device_heap heap;
+  __device__ pointer allocate(std::uint64_t bytes) const { return heap.malloc(bytes); }
+  __device__ void release(pointer p) const { heap.free(p); }
+  __device__ std::uint32_t load(pointer p, std::uint64_t word) const { return heap.load<std::uint32_t>(p, word); }
+  __device__ void store(pointer p, std::uint64_t word, std::uint32_t value) const {
+    heap.store<std::uint32_t>(p, word, value);
+  }
 };
 
 inline const std::vector<std::string> access_workloads{"random_access", "large_ranges", "oversubscription"};

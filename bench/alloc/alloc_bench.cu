@@ -75,12 +75,9 @@ struct Point {
   [[nodiscard]] std::uint64_t peak_bytes() const { return threads * slots * hi; }
 };
 
-constexpr unsigned block_threads = 256;
-
 __device__ std::uint32_t stamp(std::uint64_t seed, std::uint64_t thread, bool last) {
   return static_cast<std::uint32_t>(seed * 2654435761ull + thread * 2 + (last ? 1 : 0)) | 1u;
 }
-__device__ std::uint64_t thread_index() { return std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; }
 
 // ---- warpvm::Heap ----------------------------------------------------------------------------
 
@@ -146,17 +143,7 @@ __global__ void cuda_verify_free(std::uint32_t* const* ptrs, std::uint64_t threa
 
 // ---- random alloc/free ------------------------------------------------------------------------
 
-/// warpvm::Heap and CUDA's malloc behind one face, for the random workload's kernels.
-struct HeapMemory {
-  using pointer = heap_ptr;
-  device_heap heap;
-  __device__ pointer allocate(std::uint64_t bytes) const { return heap.malloc(bytes); }
-  __device__ void release(pointer p) const { heap.free(p); }
-  __device__ std::uint32_t load(pointer p, std::uint64_t word) const { return heap.load<std::uint32_t>(p, word); }
-  __device__ void store(pointer p, std::uint64_t word, std::uint32_t value) const {
-    heap.store<std::uint32_t>(p, word, value);
-  }
-};
+/// CUDA's malloc behind HeapMemory's face (access_bench.hpp), for the random workload's kernels.
 struct CudaMemory {
   using pointer = std::uint32_t*;
   __device__ pointer allocate(std::uint64_t bytes) const { return static_cast<pointer>(malloc(bytes)); }
@@ -259,8 +246,6 @@ Outcome run_rounds(cudaStream_t stream, int repeats, Alloc&& alloc, Finish&& fin
   check(cudaEventDestroy(stop), "cudaEventDestroy");
   return o;
 }
-
-dim3 grid_for(std::uint64_t threads) { return dim3(static_cast<unsigned>((threads + block_threads - 1) / block_threads)); }
 
 Record measure_heap(Runtime& rt, Heap& heap, const Point& pt, int repeats) {
   DeviceBuffer<heap_ptr> ptrs(pt.threads);
