@@ -136,6 +136,21 @@ __global__ void gemm_kernel(M A, M B, M C, std::uint64_t m, std::uint64_t n, std
   }
 }
 
+/// visit(u) for each neighbour u in columns[begin, end), in order, a page's run at a time under
+/// one hold (with_span; `per_page`: columns.elements_per_page(); u refers into the held page):
+/// how pagerank and bfs walk a row.
+template <class Cl, class Visit>
+__device__ void for_each_neighbour(const Cl& columns, std::uint64_t per_page, std::uint64_t begin, std::uint64_t end,
+                                   Visit&& visit) {
+  for (std::uint64_t e = begin; e < end;) {
+    const auto run = static_cast<std::uint32_t>(std::min(end - e, per_page - e % per_page));
+    columns.template with_span<access::read>(e, run, [&](const std::uint32_t* neighbours) {
+      for (std::uint32_t j = 0; j < run; ++j) visit(neighbours[j]);
+    });
+    e += run;
+  }
+}
+
 // ---- PageRank (pull) over an R-MAT CSR: x[u] = rank[u] / degree(u); one launch per iteration ----
 // A lane walks its adjacency run one page at a time under one hold (with_span) and gathers the
 // neighbours' ranks inside it (nested accesses, in the same order as element by element).
@@ -146,13 +161,7 @@ __global__ void pagerank_kernel(O offsets, Cl columns, X x_cur, X x_next, std::u
   for (std::uint64_t v = v0 + tid(); v < v1; v += nthreads()) {
     const std::uint64_t begin = offsets.load(v), end = offsets.load(v + 1);
     float sum = 0;
-    for (std::uint64_t e = begin; e < end;) {
-      const auto run = static_cast<std::uint32_t>(std::min(end - e, per_page - e % per_page));
-      columns.template with_span<access::read>(e, run, [&](const std::uint32_t* neighbours) {
-        for (std::uint32_t j = 0; j < run; ++j) sum += x_cur.load(neighbours[j]);
-      });
-      e += run;
-    }
+    for_each_neighbour(columns, per_page, begin, end, [&](const std::uint32_t& u) { sum += x_cur.load(u); });
     const float rank = 0.15f / static_cast<float>(vertices) + 0.85f * sum;
     x_next.store(v, end > begin ? rank / static_cast<float>(end - begin) : rank);
   }
@@ -163,7 +172,7 @@ __global__ void pagerank_kernel(O offsets, Cl columns, X x_cur, X x_next, std::u
 // ids, so contiguous parts would not balance, and every page of the graph is read by every GPU)
 // for those at `level` and claims their unvisited neighbours (read first, then compare_exchange)
 // for level + 1 on depth (read and written by every GPU: the shared-write object), walking each adjacency run
-// one page at a time under one hold as pagerank does. A thread that claimed a vertex stores
+// one page at a time under one hold as pagerank does. A warp that claimed a vertex stores
 // level + 1 into `reached` (a word on the first GPU, reached by peers): the host stops after the
 // first level that claims nothing.
 template <class O, class Cl, class D>
@@ -176,21 +185,17 @@ __global__ void bfs_level_kernel(O offsets, Cl columns, D depth, std::uint64_t v
     // into level + 1, so a concurrent claim never changes what this test sees.
     if (depth.load(v) != level) continue;
     const std::uint64_t begin = offsets.load(v), end = offsets.load(v + 1);
-    for (std::uint64_t e = begin; e < end;) {
-      const auto run = static_cast<std::uint32_t>(std::min(end - e, per_page - e % per_page));
-      columns.template with_span<access::read>(e, run, [&](const std::uint32_t* neighbours) {
-        for (std::uint32_t j = 0; j < run; ++j) {
-          // The read filters visited vertices without a write hold (as a GPU BFS does); a stale
-          // "unvisited" only costs a failed claim.
-          std::uint32_t expected = sim::bfs_unreached;
-          if (depth.load(neighbours[j]) == expected && depth.compare_exchange(neighbours[j], expected, level + 1))
-            claimed = true;
-        }
-      });
-      e += run;
-    }
+    for_each_neighbour(columns, per_page, begin, end, [&](const std::uint32_t& u) {
+      // The read filters visited vertices without a write hold (as a GPU BFS does); a stale
+      // "unvisited" only costs a failed claim.
+      std::uint32_t expected = sim::bfs_unreached;
+      if (depth.load(u) == expected && depth.compare_exchange(u, expected, level + 1)) claimed = true;
+    });
   }
-  if (claimed) cuda::atomic_ref<unsigned, cuda::thread_scope_system>(*reached).store(level + 1, cuda::std::memory_order_relaxed);
+  // One store per warp that claimed anything (over NVLink for the other GPUs), not one per lane.
+  const unsigned lanes = __activemask();
+  if (__any_sync(lanes, claimed) && detail::lane_id() == detail::first_lane(lanes))
+    cuda::atomic_ref<unsigned, cuda::thread_scope_system>(*reached).store(level + 1, cuda::std::memory_order_relaxed);
 }
 
 /// bfs's host loop: `launch_level(level)` launches one level's kernels and waits for them, for
