@@ -38,12 +38,6 @@ constexpr std::uint64_t trip_column_pages = trip_rows * 4 / 4096;
 constexpr std::uint64_t small_query_frames = 2 * apps::query_block_threads * apps::query_pages_held;
 constexpr std::uint64_t trip_seed = 5;
 
-std::uint64_t sm_count() {
-  int sms = 0;
-  WARPVM_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  return static_cast<std::uint64_t>(sms);
-}
-
 Config with_frames(Preset preset, std::uint64_t frames, std::uint32_t holds) {
   Config config = Config::preset(preset);
   config.cache_bytes = frames * 4096;

@@ -244,32 +244,6 @@ INSTANTIATE_TEST_SUITE_P(ChannelThreads, ChannelScale, ::testing::Values(1u, 32u
 
 namespace cw = channel_workloads;
 
-/// Mapped pinned host memory, zeroed, freed on scope exit.
-class MappedBuffer {
- public:
-  explicit MappedBuffer(std::size_t bytes) : bytes_(bytes) {
-    WARPVM_CUDA_TRY(cudaHostAlloc(&host_, bytes, cudaHostAllocMapped));
-    std::memset(host_, 0, bytes);
-    WARPVM_CUDA_TRY(cudaHostGetDevicePointer(&device_, host_, 0));
-  }
-  ~MappedBuffer() { cudaFreeHost(host_); }
-  MappedBuffer(const MappedBuffer&) = delete;
-  MappedBuffer& operator=(const MappedBuffer&) = delete;
-  template <class T>
-  T* host() const {
-    return static_cast<T*>(host_);
-  }
-  template <class T>
-  T* device() const {
-    return static_cast<T*>(device_);
-  }
-
- private:
-  void* host_ = nullptr;
-  void* device_ = nullptr;
-  std::size_t bytes_;
-};
-
 /// The producers' side in one way of waiting: the channel, or a pinned buffer with a flag per tag.
 class WaitRig {
  public:

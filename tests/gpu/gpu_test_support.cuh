@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 namespace warpvm::testing {
 
@@ -16,6 +19,13 @@ class GpuTest : public ::testing::Test {
     if (device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
   }
 };
+
+/// Streaming multiprocessors of device 0 (launch shapes scale with it).
+inline std::uint64_t sm_count() {
+  int sms = 0;
+  WARPVM_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  return static_cast<std::uint64_t>(sms);
+}
 
 /// Deterministic per-(seed, step) random numbers, the same on host and device.
 __host__ __device__ inline std::uint64_t mix(std::uint64_t x) {
@@ -58,6 +68,38 @@ class DeviceVector {
  private:
   T* data_ = nullptr;
   std::size_t size_;
+};
+
+/// Mapped pinned host memory, freed on scope exit: what zero-copy kernels read and host-polled
+/// flags live in.
+class MappedBuffer {
+ public:
+  /// `bytes` of it, zeroed.
+  explicit MappedBuffer(std::size_t bytes) {
+    WARPVM_CUDA_TRY(cudaHostAlloc(&host_, bytes, cudaHostAllocMapped));
+    std::memset(host_, 0, bytes);
+    WARPVM_CUDA_TRY(cudaHostGetDevicePointer(&device_, host_, 0));
+  }
+  /// A copy of `contents`.
+  template <class T>
+  explicit MappedBuffer(const std::vector<T>& contents) : MappedBuffer(contents.size() * sizeof(T)) {
+    std::copy(contents.begin(), contents.end(), host<T>());
+  }
+  ~MappedBuffer() { cudaFreeHost(host_); }
+  MappedBuffer(const MappedBuffer&) = delete;
+  MappedBuffer& operator=(const MappedBuffer&) = delete;
+  template <class T>
+  T* host() const {
+    return static_cast<T*>(host_);
+  }
+  template <class T>
+  T* device() const {
+    return static_cast<T*>(device_);
+  }
+
+ private:
+  void* host_ = nullptr;
+  void* device_ = nullptr;
 };
 
 }  // namespace warpvm::testing

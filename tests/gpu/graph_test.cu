@@ -120,14 +120,7 @@ void expect_paged_bfs_matches(Runtime& rt, std::uint64_t wanted_blocks, unsigned
   }
 }
 
-class Graph500Bfs : public GpuTest {
- protected:
-  static std::uint64_t sm_count() {
-    int sms = 0;
-    WARPVM_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    return static_cast<std::uint64_t>(sms);
-  }
-};
+class Graph500Bfs : public GpuTest {};
 
 // Runs without a GPU too: the graph and its reference levels the GPU tests compare against.
 TEST(Graph500BfsReference, LevelsAreValid) {
@@ -264,23 +257,6 @@ TEST(GraphReferences, ComponentsAndDistancesAgreeWithBfs) {
     }
 }
 
-/// Pinned, mapped host memory holding a copy of `contents`: what zero-copy kernels read.
-template <class T>
-class PinnedCopy {
- public:
-  explicit PinnedCopy(const std::vector<T>& contents) {
-    WARPVM_CUDA_TRY(cudaHostAlloc(&data_, contents.size() * sizeof(T), cudaHostAllocMapped));
-    std::copy(contents.begin(), contents.end(), data_);
-  }
-  ~PinnedCopy() { cudaFreeHost(data_); }
-  PinnedCopy(const PinnedCopy&) = delete;
-  PinnedCopy& operator=(const PinnedCopy&) = delete;
-  T* get() const { return data_; }
-
- private:
-  T* data_ = nullptr;
-};
-
 /// CC, then SSSP from every root, with the plain-pointer kernels on this graph (device or
 /// pinned host memory); the values in device memory, compared with the references.
 void expect_raw_cc_and_sssp_match(const std::uint64_t* offsets, const std::uint32_t* columns,
@@ -318,9 +294,9 @@ TEST_F(GraphCcSssp, RawKernelsOnDeviceMemoryMatchReferences) {
 TEST_F(GraphCcSssp, RawKernelsOnPinnedHostMemoryMatchReferences) {
   // Zero-copy, as the benchmark's zero_copy mode: the kernels read the graph over PCIe.
   const Graph& g = graph();
-  const PinnedCopy<std::uint64_t> offsets(g.offsets);
-  const PinnedCopy<std::uint32_t> columns(g.columns), weights(g.weights);
-  expect_raw_cc_and_sssp_match(offsets.get(), columns.get(), weights.get(), sm_count() * 8);
+  const MappedBuffer offsets(g.offsets), columns(g.columns), weights(g.weights);
+  expect_raw_cc_and_sssp_match(offsets.device<std::uint64_t>(), columns.device<std::uint32_t>(),
+                               weights.device<std::uint32_t>(), sm_count() * 8);
 }
 
 /// Pages of CC's objects (offsets, columns, labels) and of SSSP's (the same and the weights).

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,26 @@ std::uint64_t mismatches(std::span<const std::uint32_t> got, const std::vector<s
   std::uint64_t wrong = 0;
   for (std::size_t i = 0; i < want.size(); ++i) wrong += got[i] != want[i];
   return wrong;
+}
+
+/// What write_all writes (and write_interleaved, over all GPUs): element i is mix(i + salt).
+std::vector<std::uint32_t> salted_values(std::uint64_t n, std::uint32_t salt) {
+  std::vector<std::uint32_t> v(n);
+  for (std::uint64_t i = 0; i < n; ++i) v[i] = static_cast<std::uint32_t>(mix(i + salt));
+  return v;
+}
+
+/// After every GPU's read_all of `a` holding `values` (phase 1), writes leaving `want`, GPU 0's
+/// read_all and flush(): GPU 0's slots of `seen` and a's host copy hold `want`, every other
+/// GPU's slots of `seen` `values`.
+void expect_written_and_seen(std::span<const std::uint32_t> a, std::span<const std::uint32_t> seen,
+                             const std::vector<std::uint32_t>& values, const std::vector<std::uint32_t>& want,
+                             std::uint64_t gpus) {
+  const std::uint64_t n = values.size();
+  EXPECT_EQ(mismatches(seen.subspan(0, n), want), 0u) << "GPU 0 sees the last writers' values";
+  EXPECT_EQ(mismatches(a, want), 0u) << "flush writes every page's last writers back";
+  for (std::uint64_t g = 1; g < gpus; ++g)
+    EXPECT_EQ(mismatches(seen.subspan(g * n, n), values), 0u) << "GPU " << g << " read the original in phase 1";
 }
 
 /// One phase of `transpose` over every GPU of `space` on fresh random values from `seed`, then
@@ -177,12 +198,7 @@ TEST_F(MultiGpu, ReplicasCollapseOnWriteAndTheOtherGpuSeesTheLastWriter) {
   space.launch_on(0, read_all, dim3(132), dim3(256), 0, a.on(0), seen.on(0));  // phase 3: GPU 0 reads
   space.flush();
   EXPECT_GT(space.stats().total().collapses, after_reads.collapses);
-  std::vector<std::uint32_t> want(n);
-  for (std::uint64_t i = 0; i < n; ++i) want[i] = static_cast<std::uint32_t>(mix(i + salt));
-  EXPECT_EQ(mismatches(seen.host().subspan(0, n), want), 0u) << "GPU 0 sees GPU 1's writes";
-  EXPECT_EQ(mismatches(a.host(), want), 0u) << "flush writes the last writer's pages back";
-  for (std::uint64_t g = 1; g < gpus(); ++g)
-    EXPECT_EQ(mismatches(seen.host().subspan(g * n, n), values), 0u) << "GPU " << g << " read the original in phase 1";
+  expect_written_and_seen(a.host(), seen.host(), values, salted_values(n, salt), gpus());
 }
 
 __global__ void read_repeatedly(shared_array<std::uint32_t> a, shared_array<std::uint32_t> sums, int rounds) {
@@ -255,12 +271,7 @@ TEST_F(MultiGpu, OasisRelearnsAcrossPhasesUnderManyConcurrentSharedFaults) {
 
   space.launch_on(0, read_all, dim3(264), dim3(256), 0, a.on(0), seen.on(0));  // phase 3: GPU 0 reads it back
   space.flush();
-  std::vector<std::uint32_t> want(n);
-  for (std::uint64_t i = 0; i < n; ++i) want[i] = static_cast<std::uint32_t>(mix(i + salt));
-  EXPECT_EQ(mismatches(seen.host().subspan(0, n), want), 0u) << "GPU 0 sees every GPU's writes";
-  for (std::uint64_t g = 1; g < gpus(); ++g)
-    EXPECT_EQ(mismatches(seen.host().subspan(g * n, n), values), 0u) << "GPU " << g << " read the original in phase 1";
-  EXPECT_EQ(mismatches(a.host(), want), 0u) << "flush writes every page's last writers back";
+  expect_written_and_seen(a.host(), seen.host(), values, salted_values(n, salt), gpus());
   EXPECT_EQ(space.stats().total().aborted_transitions, 0u);
 }
 
@@ -302,11 +313,9 @@ TEST_F(MultiGpu, SpansWriteAndReadWholeRowsUnderEveryPolicy) {
     space.launch(fill_rows, dim3(132), dim3(256), 0, a.on(0), salt);
     space.launch(sum_other_rows, dim3(132), dim3(256), 0, a.on(0), sums.on(0));
     space.flush();
-    std::vector<std::uint32_t> want_a(n), want_sums(rows, 0);
-    for (std::uint64_t i = 0; i < n; ++i) {
-      want_a[i] = static_cast<std::uint32_t>(mix(i + salt));
-      want_sums[i / 64] += want_a[i];
-    }
+    const std::vector<std::uint32_t> want_a = salted_values(n, salt);
+    std::vector<std::uint32_t> want_sums(rows, 0);
+    for (std::uint64_t i = 0; i < n; ++i) want_sums[i / 64] += want_a[i];
     EXPECT_EQ(mismatches(a.host(), want_a), 0u);
     EXPECT_EQ(mismatches(sums.host(), want_sums), 0u);
     EXPECT_GT(space.stats().total().shared_faults, 0u) << "rows share pages across GPUs";
