@@ -1,6 +1,7 @@
-// The heap's space (OR tree over 2 MB segments + PortionTree for regions under 2 MB): random
-// alloc/free sequences against a brute-force model of the same placement rules, and the
-// protocol's pure pieces: region words (double free, foreign pointers) and heap_ptr offsets.
+// The heap's space (OR tree over 2 MB segments + PortionTree for regions under 2 MB, grown by
+// arenas): random alloc/free sequences against a brute-force model of the same placement rules,
+// and the protocol's pure pieces: region words (double free, foreign pointers) and heap_ptr
+// offsets.
 
 #include "warpvm/detail/alloc/heap_protocol.hpp"
 #include "warpvm/detail/alloc/heap_ptr.hpp"
@@ -33,28 +34,44 @@ struct Space {
 };
 
 /// The placement rules by brute force over 64 KB blocks (true = reserved): under 2 MB, the
-/// leftmost aligned run of 2^(h+1) blocks in the PortionSpace (h the warptree height, the run
-/// at most a VABlock), else the leftmost run of whole free segments after it.
+/// leftmost aligned run of 2^(h+1) blocks in the PortionSpace or an arena (h the warptree
+/// height, the run at most a VABlock), else in a new arena, the leftmost free segment past the
+/// PortionSpace; 2 MB and more, the leftmost run of free segments past the PortionSpace that
+/// are no arenas. An arena whose last reservation goes is a free segment again.
 struct Model {
   std::uint64_t portion_blocks;
   std::vector<bool> reserved;
   std::map<std::uint64_t, std::uint64_t> live;  // offset -> reserved bytes
+  std::set<std::uint64_t> arenas;               // segments lent to the PortionTree
 
   [[nodiscard]] bool run_free(std::uint64_t first, std::uint64_t count) const {
     for (std::uint64_t b = first; b < first + count; ++b)
       if (reserved[b]) return false;
     return true;
   }
+  [[nodiscard]] bool holds_portions(std::uint64_t block) const {
+    return block < portion_blocks || arenas.contains(block / blocks_per_segment);
+  }
   HeapRegion allocate(std::uint64_t bytes) {
     if (bytes == 0 || bytes > reserved.size() * basic_block_bytes) return {no_offset, 0};
     if (bytes < vablock_bytes) {
       const std::uint64_t run = std::uint64_t{1} << PortionTree::reserved_height(PortionTree::warptree_height(bytes));
-      for (std::uint64_t first = 0; first + run <= portion_blocks; first += run)
-        if (run_free(first, run)) return take(first, run);
+      for (std::uint64_t first = 0; first + run <= reserved.size(); first += run)
+        if (holds_portions(first) && run_free(first, run)) return take(first, run);
+      for (std::uint64_t first = portion_blocks; first < reserved.size(); first += blocks_per_segment) {
+        if (!holds_portions(first) && run_free(first, blocks_per_segment)) {
+          arenas.insert(first / blocks_per_segment);
+          return take(first, run);
+        }
+      }
+      return {no_offset, 0};
     }
     const std::uint64_t count = (bytes + vablock_bytes - 1) / vablock_bytes * blocks_per_segment;
-    for (std::uint64_t first = portion_blocks; first + count <= reserved.size(); first += blocks_per_segment)
-      if (run_free(first, count)) return take(first, count);
+    for (std::uint64_t first = portion_blocks; first + count <= reserved.size(); first += blocks_per_segment) {
+      bool no_arena = true;
+      for (std::uint64_t b = first; b < first + count; b += blocks_per_segment) no_arena = no_arena && !holds_portions(b);
+      if (no_arena && run_free(first, count)) return take(first, count);
+    }
     return {no_offset, 0};
   }
   HeapRegion take(std::uint64_t first, std::uint64_t count) {
@@ -68,6 +85,8 @@ struct Model {
     const std::uint64_t bytes = it->second;
     for (std::uint64_t b = offset / basic_block_bytes; b < (offset + bytes) / basic_block_bytes; ++b) reserved[b] = false;
     live.erase(it);
+    const std::uint64_t segment = offset / vablock_bytes;
+    if (arenas.contains(segment) && run_free(segment * blocks_per_segment, blocks_per_segment)) arenas.erase(segment);
     return bytes;
   }
   [[nodiscard]] std::uint64_t reserved_bytes() const {
@@ -97,18 +116,62 @@ TEST(HeapSpace, SmallRegionsAreWarptreesLargeOnesWholeSegments) {
   EXPECT_EQ(s.space.reserved_bytes(), 0u);
 }
 
-TEST(HeapSpace, FullPortionSpaceFallsBackToSegmentsThenFails) {
+TEST(HeapSpace, FullPortionSpaceGrowsIntoSegmentsThenFails) {
   Space s(3, 1);  // one VABlock of portions, two segments
   std::vector<HeapRegion> regions;
   for (int i = 0; i < 3; ++i) regions.push_back(s.space.allocate(1 * mb));  // reserved: 2 MB each
   EXPECT_EQ(regions[0].offset, 0u);
   EXPECT_EQ(regions[1].offset, 2 * mb);
   EXPECT_EQ(regions[2].offset, 4 * mb);
+  EXPECT_EQ(s.space.arena_bytes(), 4 * mb);
   EXPECT_FALSE(s.space.allocate(1).ok());
   EXPECT_FALSE(s.space.allocate(7 * mb).ok()) << "more than the capacity";
   EXPECT_FALSE(s.space.allocate(0).ok());
   EXPECT_EQ(s.space.release(regions[1].offset), 2 * mb);
+  EXPECT_EQ(s.space.arena_bytes(), 2 * mb) << "the emptied arena went back";
   EXPECT_EQ(s.space.allocate(64 * kb).offset, 2 * mb) << "the freed segment is reused";
+}
+
+/// Issue #4: a region under 2 MB that finds the PortionSpace full no longer keeps a whole
+/// segment; it opens an arena that later small regions share, and the arena goes back to the
+/// OR tree, for regions of any size, once its last region is freed.
+TEST(HeapSpace, FullPortionSpacePlacesSmallRegionsInArenasAndGivesThemBack) {
+  Space s(6, 1);
+  std::vector<std::uint64_t> in_portion_space;
+  for (std::uint64_t i = 0; i < blocks_per_segment / 2; ++i) {  // 16 warptrees of 64 KB, 128 KB reserved each
+    const HeapRegion r = s.space.allocate(64 * kb);
+    ASSERT_EQ(r.offset, i * 128 * kb);
+    in_portion_space.push_back(r.offset);
+  }
+  EXPECT_EQ(s.space.arena_bytes(), 0u);
+  const HeapRegion first = s.space.allocate(64 * kb);
+  EXPECT_EQ(first.offset, 2 * mb) << "the leftmost free segment, as an arena";
+  EXPECT_EQ(first.reserved_bytes, 128 * kb) << "a warptree's reservation, not a whole segment";
+  const HeapRegion second = s.space.allocate(200 * kb);  // a 256 KB warptree, 512 KB reserved
+  EXPECT_EQ(second.offset, 2 * mb + 512 * kb) << "in the same arena, Eq. 3's aligned subtree";
+  EXPECT_EQ(second.reserved_bytes, 512 * kb);
+  EXPECT_EQ(s.space.arena_bytes(), 2 * mb);
+  const HeapRegion large = s.space.allocate(4 * mb);
+  EXPECT_EQ(large.offset, 4 * mb) << "regions of segments pass the arena by";
+  EXPECT_EQ(s.space.reserved_bytes(), 2 * mb + 640 * kb + 4 * mb);
+  EXPECT_FALSE(s.space.allocate(6 * mb).ok()) << "one segment free";
+
+  // A PortionSpace slot freed is used before any arena.
+  EXPECT_EQ(s.space.release(in_portion_space[3]), 128 * kb);
+  EXPECT_EQ(s.space.allocate(64 * kb).offset, in_portion_space[3]);
+
+  EXPECT_EQ(s.space.release(first.offset + basic_block_bytes), 0u) << "no region starts there";
+  EXPECT_EQ(s.space.release(first.offset), 128 * kb);
+  EXPECT_EQ(s.space.release(first.offset), 0u) << "a second release of the same region";
+  EXPECT_EQ(s.space.arena_bytes(), 2 * mb) << "the arena still holds a region";
+  EXPECT_EQ(s.space.release(second.offset), 512 * kb);
+  EXPECT_EQ(s.space.arena_bytes(), 0u) << "empty, the arena went back";
+  EXPECT_EQ(s.space.release(second.offset), 0u);
+  EXPECT_EQ(s.space.allocate(2 * mb).offset, 2 * mb) << "its segment serves regions of segments again";
+  EXPECT_EQ(s.space.allocate(4 * mb).offset, 8 * mb);
+  EXPECT_EQ(s.space.reserved_bytes(), 2 * mb + 4 * mb + 2 * mb + 4 * mb);
+  EXPECT_FALSE(s.space.allocate(64 * kb).ok()) << "no free segment for an arena";
+  EXPECT_EQ(s.space.arena_bytes(), 0u) << "and the failed request kept none";
 }
 
 TEST(HeapSpace, InvalidShapesServeNothing) {
@@ -125,9 +188,10 @@ TEST(HeapSpace, RandomAllocFreeMatchesTheModel) {
   for (const auto& [segments, portions] : {std::pair{16u, 4u}, std::pair{40u, 0u}, std::pair{33u, 32u}}) {
     Space s(segments, portions);
     Model model{std::uint64_t{portions} * blocks_per_segment,
-                std::vector<bool>(std::uint64_t{segments} * blocks_per_segment, false), {}};
+                std::vector<bool>(std::uint64_t{segments} * blocks_per_segment, false), {}, {}};
     std::mt19937_64 rng(segments * 131 + portions);
     std::vector<std::uint64_t> live;
+    std::uint64_t peak_arenas = 0;
     for (int step = 0; step < 20000; ++step) {
       if (!live.empty() && rng() % 100 < 45) {
         const std::size_t pick = rng() % live.size();
@@ -148,9 +212,13 @@ TEST(HeapSpace, RandomAllocFreeMatchesTheModel) {
         live.push_back(got.offset);
       }
       ASSERT_EQ(s.space.reserved_bytes(), model.reserved_bytes());
+      ASSERT_EQ(s.space.arena_bytes(), model.arenas.size() * vablock_bytes) << "step " << step;
+      peak_arenas = std::max<std::uint64_t>(peak_arenas, model.arenas.size());
     }
+    EXPECT_GT(peak_arenas, (segments - portions) / 4) << "the sequence grew the PortionSpace";
     for (const std::uint64_t offset : live) EXPECT_EQ(s.space.release(offset), model.release(offset));
     EXPECT_EQ(s.space.reserved_bytes(), 0u);
+    EXPECT_EQ(s.space.arena_bytes(), 0u);
     // Everything is free again: the segments past the PortionSpace as one run, and the
     // PortionSpace as whole-VABlock warptrees.
     EXPECT_EQ(s.space.allocate(s.space.capacity_bytes() - s.space.portion_bytes()).offset, s.space.portion_bytes());

@@ -1,6 +1,7 @@
 // AlignMalloc's PortionTree: warptree sizes (Algorithm 2), placement whose reserved subtrees
 // never overlap (Eq. 3), UVM's own prefetcher staying inside each warp's warptree, and long
-// random sequences checked against a plain vector<bool>.
+// random sequences checked against a plain vector<bool>, VABlocks opened and closed among them
+// (HeapSpace's arenas).
 
 #include "warpvm/detail/alloc/portion_tree.hpp"
 #include "warpvm/detail/policy/uvm_prefetch.hpp"
@@ -177,6 +178,103 @@ TEST(PortionTree, MatchesReferenceOverRandomSequences) {
       ASSERT_EQ(t.tree.free_bytes(), ref.free_blocks() * block);
     }
     for (std::uint64_t b = 0; b < ref.reserved.size(); ++b) ASSERT_EQ(t.tree.is_free(b * block), !ref.reserved[b]) << b;
+  }
+}
+
+TEST(PortionTree, ClosedVABlocksHoldNothingUntilOpenedAndCloseOnlyWhenEmpty) {
+  std::vector<std::uint64_t> storage(PortionTree::storage_words(4));
+  PortionTree tree(storage.data(), storage.size(), 4, 1);
+  EXPECT_EQ(tree.capacity_bytes(), 4 * vablock_bytes);
+  EXPECT_EQ(tree.free_bytes(), vablock_bytes) << "only VABlock 0 is open";
+  EXPECT_EQ(tree.allocate(vablock_bytes).offset, 0u);
+  EXPECT_FALSE(tree.allocate(1).ok()) << "closed VABlocks take nothing";
+  EXPECT_FALSE(tree.is_free(vablock_bytes));
+  const std::vector<std::uint64_t> before = storage;
+  EXPECT_FALSE(tree.close_vablock(0)) << "it holds a portion";
+  EXPECT_FALSE(tree.open_vablock(0)) << "open already";
+  EXPECT_FALSE(tree.close_vablock(1)) << "closed already";
+  EXPECT_FALSE(tree.open_vablock(4)) << "past the tree";
+  EXPECT_FALSE(tree.close_vablock(4));
+  EXPECT_EQ(storage, before) << "refused calls change nothing";
+
+  ASSERT_TRUE(tree.open_vablock(2));
+  EXPECT_FALSE(tree.open_vablock(2)) << "open already";
+  EXPECT_EQ(tree.free_bytes(), vablock_bytes);
+  const Portion small = tree.allocate(64 * kb);
+  EXPECT_EQ(small.offset, 2 * vablock_bytes);
+  EXPECT_FALSE(tree.close_vablock(2));
+  ASSERT_TRUE(tree.release(small.offset));
+  ASSERT_TRUE(tree.close_vablock(2));
+  EXPECT_EQ(tree.free_bytes(), 0u);
+  EXPECT_FALSE(tree.allocate(1).ok());
+  ASSERT_TRUE(tree.release(0));
+  ASSERT_TRUE(tree.close_vablock(0)) << "the constructor's open VABlocks close too";
+  for (std::uint32_t v = 0; v < 4; ++v) ASSERT_TRUE(tree.open_vablock(v));
+  EXPECT_EQ(tree.allocate(1 * 1024 * kb).offset, 0u);  // 1 MB: a whole VABlock reserved
+  EXPECT_EQ(tree.allocate(1 * 1024 * kb).offset, vablock_bytes) << "VABlocks 0 and 1, once closed, join again";
+  EXPECT_EQ(tree.allocate(3 * 64 * kb).offset, 2 * vablock_bytes);
+}
+
+/// Random allocations, releases, openings and closings against the reference, where a closed
+/// VABlock counts as reserved whole.
+TEST(PortionTree, OpeningAndClosingMatchesReferenceOverRandomSequences) {
+  for (std::uint32_t vablocks : {1u, 5u, 16u}) {
+    SCOPED_TRACE(vablocks);
+    std::mt19937_64 rng(vablocks + 100);
+    std::vector<std::uint64_t> storage(PortionTree::storage_words(vablocks));
+    PortionTree tree(storage.data(), storage.size(), vablocks, vablocks / 2);
+    Reference ref{std::vector<bool>(std::size_t{vablocks} * 32, false)};
+    std::vector<bool> open(vablocks, false);
+    std::vector<std::uint32_t> live_in(vablocks, 0);  // portions per VABlock
+    for (std::uint32_t v = 0; v < vablocks; ++v) {
+      open[v] = v < vablocks / 2;
+      if (!open[v]) ref.assign(std::uint64_t{v} * 32, 32, true);
+    }
+    std::vector<Portion> live;
+    std::uint64_t opened = 0, closed = 0;
+    for (int step = 0; step < 20000; ++step) {
+      const std::uint64_t op = rng() % 16;
+      if (op < 2) {
+        const auto v = static_cast<std::uint32_t>(rng() % vablocks);
+        ASSERT_EQ(tree.open_vablock(v), !open[v]);
+        if (!open[v]) {
+          open[v] = true;
+          ++opened;
+          ref.assign(std::uint64_t{v} * 32, 32, false);
+        }
+      } else if (op < 4) {
+        const auto v = static_cast<std::uint32_t>(rng() % vablocks);
+        const bool closes = open[v] && live_in[v] == 0;
+        ASSERT_EQ(tree.close_vablock(v), closes);
+        if (closes) {
+          open[v] = false;
+          ++closed;
+          ref.assign(std::uint64_t{v} * 32, 32, true);
+        }
+      } else if (op < 10) {
+        const std::uint64_t bytes = 1 + rng() % (std::uint64_t{64 * kb} << (rng() % 6));
+        const std::uint64_t reserved_blocks = std::uint64_t{1}
+                                              << PortionTree::reserved_height(PortionTree::warptree_height(bytes));
+        const std::uint64_t expected = ref.place(reserved_blocks);
+        const Portion p = tree.allocate(bytes);
+        ASSERT_EQ(p.offset, expected == no_offset ? no_offset : expected * block) << bytes;
+        if (!p.ok()) continue;
+        ref.assign(expected, reserved_blocks, true);
+        ++live_in[p.offset / vablock_bytes];
+        live.push_back(p);
+      } else if (!live.empty()) {
+        const std::size_t i = rng() % live.size();
+        ASSERT_TRUE(tree.release(live[i].offset));
+        ref.assign(live[i].offset / block, live[i].reserved_bytes / block, false);
+        --live_in[live[i].offset / vablock_bytes];
+        live[i] = live.back();
+        live.pop_back();
+      }
+      ASSERT_EQ(tree.free_bytes(), ref.free_blocks() * block);
+    }
+    EXPECT_GT(opened, 10u);
+    EXPECT_GT(closed, 10u);
+    for (std::uint64_t b = 0; b < ref.reserved.size(); ++b) ASSERT_EQ(tree.is_free(b * block), !ref.reserved[b]) << b;
   }
 }
 
