@@ -26,7 +26,20 @@
 ///     data.release();                                       // the staging pages may be reused
 ///   }
 /// @endcode
+///
+/// Kernels publish too, on the consumer's GPU or an NVLink peer, when the channel is made with
+/// `device_producers` (docs/channels.md, "Kernel producers"):
+/// @code
+///   warpvm::channel ch({.buffer_bytes = bytes, .tag_count = n, .device = 0,
+///                       .device_producers = true, .buffer_device = 1});   // the buffer on GPU 1
+///   produce<<<g, b, 0, stream_on_gpu1>>>(ch.producer(1), ...);
+///   __global__ void produce(warpvm::channel_producer p, ...) {
+///     ... write p.buffer() ...; __syncthreads();
+///     if (threadIdx.x == 0) (void)p.publish(tag, 1);       // after the block's writes
+///   }
+/// @endcode
 
+#include "warpvm/detail/sync/availability.hpp"
 #include "warpvm/detail/sync/channel_view.hpp"
 #include "warpvm/error.hpp"
 
@@ -49,7 +62,15 @@ struct ChannelConfig {
   std::uint32_t staging_pages = 4096;        ///< staging area in device memory: pages x page bytes
   std::uint32_t max_warps = 1u << 16;        ///< consumer warps a launch may have (global warp ids)
   double watchdog_seconds = 20.0;            ///< a warp waiting longer records an error and traps
-  int device = 0;
+  int device = 0;                            ///< the consumers' GPU (staging, waiter words, monitor)
+  /// Kernels publish too (channel::producer): a device-side availability map in `device`'s
+  /// memory, which the monitor polls while requests wait for tags. Off: host producers only,
+  /// nothing polled.
+  bool device_producers = false;
+  /// Where the producers' buffer lives: -1, pinned host memory (host threads write it; kernels
+  /// too, over PCIe); a GPU index, that GPU's memory (kernels there write it; the monitor copies
+  /// from it over NVLink, or locally when it is `device`).
+  int buffer_device = -1;
 };
 
 /// Counters kept by the monitor.
@@ -64,6 +85,8 @@ struct ChannelStats {
   double serving_seconds = 0;       ///< wall time of the passes that woke warps
   double copy_call_seconds = 0;     ///< of which issuing copies: cudaMemcpyAsync, answer snapshots, events
   double answer_stall_seconds = 0;  ///< of which waiting for an answer slot (see answer_stalls)
+  std::uint64_t map_polls = 0;      ///< copies of the device-side availability map (device_producers)
+  std::uint64_t map_tags = 0;       ///< tags the monitor learnt from them
 };
 
 /// What one warp acquired: `bytes` of data in device memory, readable with plain loads by every
@@ -117,6 +140,34 @@ class channel_handle {
   detail::ChannelView view_{};
 };
 
+/// What a producer kernel gets (channel::producer): the buffer's address on its GPU and the
+/// device-side availability map. Pass it to kernels by value.
+class channel_producer {
+ public:
+  channel_producer() = default;
+  WARPVM_HD channel_producer(std::byte* buffer, std::uint64_t buffer_bytes, std::uint64_t* map_words,
+                             std::uint32_t tag_count)
+      : buffer_(buffer), buffer_bytes_(buffer_bytes), map_words_(map_words), tag_count_(tag_count) {}
+
+  /// The producers' buffer (source offsets of acquire index it), addressable by the kernel.
+  [[nodiscard]] WARPVM_HD std::byte* buffer() const { return buffer_; }
+  [[nodiscard]] WARPVM_HD std::uint64_t buffer_bytes() const { return buffer_bytes_; }
+
+  /// One thread: marks tags [first_tag, first_tag + tag_count) available, with a system-scope
+  /// release OR per word of the device map. The data they name must be written first, by this
+  /// thread or by threads it synchronised with (a `__syncthreads()` for the block's writes).
+  /// Each tag once until channel::reset(). False, setting nothing, for tags past the last.
+  [[nodiscard]] WARPVM_HD bool publish(std::uint32_t first_tag, std::uint32_t tag_count = 1) const {
+    return detail::AvailabilityBitmap<>(map_words_, tag_count_).publish(first_tag, tag_count);
+  }
+
+ private:
+  std::byte* buffer_ = nullptr;
+  std::uint64_t buffer_bytes_ = 0;
+  std::uint64_t* map_words_ = nullptr;  ///< device memory of the consumers' GPU
+  std::uint32_t tag_count_ = 0;
+};
+
 namespace detail {
 class ChannelState;
 }
@@ -136,15 +187,23 @@ class channel {
   /// The handle kernels take by value.
   [[nodiscard]] channel_handle device() const;
 
-  /// The producers' pinned buffer (host addresses). Write a range, then publish its tags.
+  /// The producers' buffer. Pinned host memory (host addresses) by default: write a range, then
+  /// publish its tags. With ChannelConfig::buffer_device, device memory of that GPU.
   [[nodiscard]] std::span<std::byte> buffer() const;
+
+  /// The handle producer kernels on GPU `device` (-1: the consumers' GPU) take by value. Needs
+  /// ChannelConfig::device_producers. For a peer GPU, enables its peer access to the consumers'
+  /// GPU (it publishes into memory there) and to the buffer's; refuses a GPU without peer access
+  /// or native peer atomics. The kernels must have ended before reset().
+  [[nodiscard]] channel_producer producer(int device = -1) const;
 
   /// Marks tags [first_tag, first_tag + tag_count) available: the data they name must be in
   /// buffer() already (this call orders those writes before any copy the monitor makes).
   /// Thread-safe. Each tag is published once until reset().
   void publish(std::uint32_t first_tag, std::uint32_t tag_count);
 
-  /// Copies `bytes` from `data` to buffer() at `offset`, then publishes the tags.
+  /// Copies `bytes` from `data` to buffer() at `offset` (wherever the buffer lives), then
+  /// publishes the tags.
   void publish(std::uint32_t first_tag, std::uint32_t tag_count, std::uint64_t offset, const void* data,
                std::size_t bytes);
 
@@ -152,7 +211,8 @@ class channel {
   /// failure as a warpvm::Error.
   void synchronize();
 
-  /// Between kernels: clears every tag, forgets waiting requests and frees all staging.
+  /// Between kernels: clears every tag (the device map's too), forgets waiting requests and
+  /// frees all staging.
   void reset();
 
   [[nodiscard]] ChannelStats stats() const;

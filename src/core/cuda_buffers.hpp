@@ -65,6 +65,19 @@ inline void expect_success(cudaError_t status, ErrorKind kind, const std::string
   throw_error(kind, what + " failed: " + cudaGetErrorString(status), __FILE__, __LINE__);
 }
 
+/// Lets kernels on GPU `from` access memory of GPU `to` (a no-op when it already can). Throws
+/// invalid_config, naming `who`, when the pair has no peer access.
+inline void enable_peer_access(int from, int to, const std::string& who) {
+  int can = 0;
+  WARPVM_CUDA_TRY(cudaDeviceCanAccessPeer(&can, from, to));
+  WARPVM_EXPECTS(can != 0, ErrorKind::invalid_config,
+                 who + ": device " + std::to_string(from) + " has no peer access to device " + std::to_string(to));
+  const DeviceGuard guard(from);
+  const cudaError_t status = cudaDeviceEnablePeerAccess(to, 0);
+  if (status == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
+  else WARPVM_CUDA_TRY(status);
+}
+
 /// cudaMalloc of `count` T, zero-filled. `what` names the buffer in the error message.
 template <class T>
 device_ptr<T> make_device_zeroed(std::size_t count, const char* what) {

@@ -232,16 +232,7 @@ class SpaceState {
     // Peer access between every pair, both ways.
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t j = 0; j < n; ++j) {
-        if (i == j) continue;
-        int can = 0;
-        WARPVM_CUDA_TRY(cudaDeviceCanAccessPeer(&can, config_.devices[i], config_.devices[j]));
-        WARPVM_EXPECTS(can != 0, ErrorKind::invalid_config,
-                       "MultiGpuSpace: device " + std::to_string(config_.devices[i]) + " has no peer access to device " +
-                           std::to_string(config_.devices[j]));
-        DeviceGuard guard(config_.devices[i]);
-        const cudaError_t status = cudaDeviceEnablePeerAccess(config_.devices[j], 0);
-        if (status == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
-        else WARPVM_CUDA_TRY(status);
+        if (i != j) enable_peer_access(config_.devices[i], config_.devices[j], "MultiGpuSpace");
       }
 
     gpus_.resize(n);

@@ -42,6 +42,8 @@ class ChannelState {
   ChannelState& operator=(const ChannelState&) = delete;
 
   void publish(std::uint32_t first_tag, std::uint32_t tag_count);
+  void upload(std::uint64_t offset, const void* data, std::size_t bytes);
+  [[nodiscard]] channel_producer producer(int device) const;
   void synchronize();
   void reset();
   [[nodiscard]] ChannelStats stats() const {
@@ -51,7 +53,7 @@ class ChannelState {
 
   ChannelConfig config;
   ChannelView view{};
-  pinned_ptr<std::byte> buffer;
+  std::byte* buffer = nullptr;  // the producers' buffer: host_buffer_ or device_buffer_
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -77,9 +79,14 @@ class ChannelState {
   bool step();  // one pass of the monitor; true when it did something
   void recycle(bool& busy);
   void post_answers();
+  void absorb_device_map(bool& busy);
+  void poll_device_map(TagWords missing);
   void raise_device_error();
 
   stream_ptr stream_;
+  pinned_ptr<std::byte> host_buffer_;    // buffer_device < 0
+  device_ptr<std::byte> device_buffer_;  // buffer_device >= 0
+  stream_ptr upload_stream_;             // host publishes into device_buffer_
   std::vector<std::uint64_t> dab_words_;
   AvailabilityBitmap<> dab_;
   pinned_ptr<RequestSlot> slots_;
@@ -99,6 +106,14 @@ class ChannelState {
   device_ptr<std::uint32_t> error_claim_;
   std::vector<StagingTreeNode> tree_nodes_;
   StagingPageTree tree_;
+
+  // device_producers: the map kernels publish into, and one copy of some of its words at a time.
+  device_ptr<std::uint64_t> device_map_;
+  pinned_ptr<std::uint64_t> map_snapshot_;
+  stream_ptr poll_stream_;  // apart from stream_: a poll does not wait behind data copies
+  event_ptr map_copied_;
+  bool map_poll_in_flight_ = false;  // guarded by mutex_, like the rest below
+  TagWords map_poll_span_;
 
   mutable std::mutex mutex_;  // held for each monitor pass, and by reset() and stats()
   std::vector<Pending> pending_;
@@ -127,12 +142,33 @@ ChannelState::ChannelState(const ChannelConfig& cfg)
   WARPVM_EXPECTS(cfg.max_warps >= 1 && cfg.max_warps <= (1u << 30), ErrorKind::invalid_config,
                  "max_warps must be 1 to 2^30");
   WARPVM_EXPECTS(cfg.watchdog_seconds > 0, ErrorKind::invalid_config, "watchdog_seconds must be positive");
+  int devices = 0;
+  WARPVM_CUDA_TRY(cudaGetDeviceCount(&devices));
+  WARPVM_EXPECTS(cfg.buffer_device >= -1 && cfg.buffer_device < devices, ErrorKind::invalid_config,
+                 "buffer_device must be -1 (pinned host memory) or a GPU index below " + std::to_string(devices));
   const DeviceGuard on_device_guard(cfg.device);
 
-  cudaStream_t created = nullptr;
-  WARPVM_CUDA_TRY(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
-  stream_.reset(created);
-  buffer = make_pinned_zeroed<std::byte>(cfg.buffer_bytes, cudaHostAllocPortable, "the channel's producer buffer");
+  auto make_stream = [] {
+    cudaStream_t created = nullptr;
+    WARPVM_CUDA_TRY(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
+    return stream_ptr(created);
+  };
+  stream_ = make_stream();
+  if (cfg.buffer_device < 0) {
+    // Mapped too: producer kernels write it through its device address.
+    host_buffer_ = make_pinned_zeroed<std::byte>(cfg.buffer_bytes, cudaHostAllocPortable | cudaHostAllocMapped,
+                                                 "the channel's producer buffer");
+    buffer = host_buffer_.get();
+  } else {
+    {
+      const DeviceGuard on_buffer_device(cfg.buffer_device);
+      device_buffer_ = make_device_zeroed<std::byte>(cfg.buffer_bytes, "the channel's producer buffer");
+    }
+    buffer = device_buffer_.get();
+    upload_stream_ = make_stream();
+    // The monitor's copies read the buffer over NVLink, not through host memory.
+    if (cfg.buffer_device != cfg.device) enable_peer_access(cfg.device, cfg.buffer_device, "channel (buffer_device)");
+  }
   const std::uint32_t capacity = std::max(2u, std::bit_ceil(cfg.max_warps));  // a warp posts one request at a time
   slots_ = make_pinned_zeroed<RequestSlot>(capacity, cudaHostAllocMapped, "the channel's request queue");
   device_cursors_ = make_device_zeroed<RequestQueueCursors>(1, "the channel's queue cursors");
@@ -154,6 +190,15 @@ ChannelState::ChannelState(const ChannelConfig& cfg)
   }
   error_ = make_pinned_zeroed<ChannelErrorRecord>(1, cudaHostAllocMapped, "the channel's error record");
   error_claim_ = make_device_zeroed<std::uint32_t>(1, "the channel's error claim");
+  if (cfg.device_producers) {
+    const std::uint32_t map_words = AvailabilityBitmap<>::words_required(cfg.tag_count);
+    device_map_ = make_device_zeroed<std::uint64_t>(map_words, "the channel's device availability map");
+    map_snapshot_ = make_pinned_zeroed<std::uint64_t>(map_words, cudaHostAllocDefault, "device map (host copy)");
+    poll_stream_ = make_stream();
+    cudaEvent_t created_event = nullptr;
+    WARPVM_CUDA_TRY(cudaEventCreateWithFlags(&created_event, cudaEventDisableTiming));
+    map_copied_.reset(created_event);
+  }
   tree_.reset();
   dab_.clear();
 
@@ -185,6 +230,39 @@ void ChannelState::publish(std::uint32_t first_tag, std::uint32_t tag_count) {
   WARPVM_EXPECTS(dab_.publish(first_tag, tag_count), ErrorKind::invalid_argument,
                  "channel::publish: tags [" + std::to_string(first_tag) + ", +" + std::to_string(tag_count) +
                      ") reach past the channel's " + std::to_string(config.tag_count) + " tags");
+}
+
+void ChannelState::upload(std::uint64_t offset, const void* data, std::size_t bytes) {
+  const DeviceGuard on_device_guard(config.device);
+  WARPVM_CUDA_TRY(cudaMemcpyAsync(buffer + offset, data, bytes, cudaMemcpyDefault, upload_stream_.get()));
+  WARPVM_CUDA_TRY(cudaStreamSynchronize(upload_stream_.get()));  // in the buffer before the tags are set
+}
+
+channel_producer ChannelState::producer(int device) const {
+  WARPVM_EXPECTS(device_map_ != nullptr, ErrorKind::invalid_config,
+                 "channel::producer: the channel was made without ChannelConfig::device_producers");
+  const int on = device < 0 ? config.device : device;
+  int devices = 0;
+  WARPVM_CUDA_TRY(cudaGetDeviceCount(&devices));
+  WARPVM_EXPECTS(on < devices, ErrorKind::invalid_argument,
+                 "channel::producer: device " + std::to_string(on) + " does not exist (" + std::to_string(devices) +
+                     " visible)");
+  if (on != config.device) {
+    enable_peer_access(on, config.device, "channel::producer");
+    int atomics = 0;
+    WARPVM_CUDA_TRY(cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, on, config.device));
+    WARPVM_EXPECTS(atomics != 0, ErrorKind::invalid_config,
+                   "channel::producer: device " + std::to_string(on) + " has no native atomics on device " +
+                       std::to_string(config.device) + "'s memory, where the availability map lives");
+  }
+  if (config.buffer_device >= 0 && config.buffer_device != on)
+    enable_peer_access(on, config.buffer_device, "channel::producer");
+  std::byte* buffer_there = buffer;
+  if (host_buffer_) {
+    const DeviceGuard on_producer_device(on);
+    buffer_there = on_device(host_buffer_.get());
+  }
+  return channel_producer(buffer_there, config.buffer_bytes, device_map_.get(), config.tag_count);
 }
 
 void ChannelState::run() {
@@ -258,18 +336,22 @@ bool ChannelState::step() {
   // Ready requests into batches of up to 16 on one contiguous staging run each, in the order of
   // their source offsets: neighbours' adjacent or overlapping ranges then share one copy
   // (Batch::try_add). Every ready request is served in this pass unless staging runs short.
+  if (device_map_) absorb_device_map(busy);
   woken_.clear();
   ready_.clear();
+  TagWords missing;  // the DAB words the pending requests still wait on
   for (std::size_t i = 0; i < pending_.size(); ++i) {
     Pending& p = pending_[i];
     const std::uint32_t end = p.request.first_tag + p.request.tag_count;
     p.next_tag = dab_.first_missing(p.next_tag, end - p.next_tag);
     if (p.next_tag == end) ready_.push_back(i);
+    else missing.add(p.next_tag, end - p.next_tag);
   }
   std::stable_sort(ready_.begin(), ready_.end(), [this](std::size_t a, std::size_t b) {
     return pending_[a].request.source_offset < pending_[b].request.source_offset;
   });
   const std::uint32_t page_bytes = config.staging_page_bytes;
+  if (device_map_) poll_device_map(missing);
   // One copy per run of requests contiguous or overlapping in the buffer and placed at the same
   // displacement in staging (Batch::try_add lays overlapping sources out so); a run may span
   // batches whose staging runs the tree handed out back to back. All are issued in this pass.
@@ -277,8 +359,8 @@ bool ChannelState::step() {
   auto flush_run = [&] {
     if (run_bytes == 0) return;
     const auto call_started = Clock::now();
-    WARPVM_CUDA_TRY(cudaMemcpyAsync(staging_.get() + run_target, buffer.get() + run_source, run_bytes,
-                                    cudaMemcpyHostToDevice, stream_.get()));
+    WARPVM_CUDA_TRY(cudaMemcpyAsync(staging_.get() + run_target, buffer + run_source, run_bytes, cudaMemcpyDefault,
+                                    stream_.get()));
     stats_.copy_call_seconds += std::chrono::duration<double>(Clock::now() - call_started).count();
     ++stats_.copies;
     stats_.bytes += run_bytes;
@@ -335,6 +417,30 @@ bool ChannelState::step() {
   ++stats_.passes;
   stats_.serving_seconds += std::chrono::duration<double>(Clock::now() - pass_started).count();
   return true;
+}
+
+void ChannelState::absorb_device_map(bool& busy) {
+  if (!map_poll_in_flight_) return;
+  const cudaError_t copied = cudaEventQuery(map_copied_.get());
+  if (copied == cudaErrorNotReady) return;
+  WARPVM_CUDA_TRY(copied);
+  map_poll_in_flight_ = false;
+  // The copy is complete, so the snapshot holds words the copy engine read after the kernels'
+  // system-scope release ORs that set them: their data is written (docs/channels.md).
+  const std::uint32_t learnt = dab_.merge(map_snapshot_.get(), map_poll_span_);
+  stats_.map_tags += learnt;
+  if (learnt != 0) busy = true;
+}
+
+void ChannelState::poll_device_map(TagWords missing) {
+  if (map_poll_in_flight_ || missing.empty()) return;
+  WARPVM_CUDA_TRY(cudaMemcpyAsync(map_snapshot_.get() + missing.first, device_map_.get() + missing.first,
+                                  std::size_t{missing.count()} * sizeof(std::uint64_t), cudaMemcpyDeviceToHost,
+                                  poll_stream_.get()));
+  WARPVM_CUDA_TRY(cudaEventRecord(map_copied_.get(), poll_stream_.get()));
+  map_poll_in_flight_ = true;
+  map_poll_span_ = missing;
+  ++stats_.map_polls;
 }
 
 void ChannelState::post_answers() {
@@ -439,6 +545,7 @@ void ChannelState::raise_device_error() {
 
 void ChannelState::reset() {
   synchronize();
+  const DeviceGuard on_device_guard(config.device);
   const std::lock_guard lock(mutex_);
   for (Request r{}; queue_.try_take(r);) {
   }
@@ -446,6 +553,16 @@ void ChannelState::reset() {
   for (const InFlight& f : in_flight_) (void)tree_.release(f.lease.first_page, f.lease.pages);
   in_flight_.clear();
   dab_.clear();
+  if (device_map_) {
+    // A poll issued since synchronize() is dropped: its words may predate the clearing.
+    WARPVM_CUDA_TRY(cudaStreamSynchronize(poll_stream_.get()));
+    WARPVM_CUDA_TRY(cudaMemsetAsync(device_map_.get(), 0,
+                                    std::size_t{AvailabilityBitmap<>::words_required(config.tag_count)} *
+                                        sizeof(std::uint64_t),
+                                    poll_stream_.get()));
+    WARPVM_CUDA_TRY(cudaStreamSynchronize(poll_stream_.get()));
+    map_poll_in_flight_ = false;
+  }
 }
 
 }  // namespace warpvm::detail
@@ -458,7 +575,8 @@ channel::channel(channel&&) noexcept = default;
 channel& channel::operator=(channel&&) noexcept = default;
 
 channel_handle channel::device() const { return channel_handle(state_->view); }
-std::span<std::byte> channel::buffer() const { return {state_->buffer.get(), state_->config.buffer_bytes}; }
+std::span<std::byte> channel::buffer() const { return {state_->buffer, state_->config.buffer_bytes}; }
+channel_producer channel::producer(int device) const { return state_->producer(device); }
 
 void channel::publish(std::uint32_t first_tag, std::uint32_t tag_count) { state_->publish(first_tag, tag_count); }
 
@@ -468,7 +586,8 @@ void channel::publish(std::uint32_t first_tag, std::uint32_t tag_count, std::uin
                  ErrorKind::invalid_argument,
                  "channel::publish: " + std::to_string(bytes) + " B at offset " + std::to_string(offset) +
                      " reach past the buffer of " + std::to_string(state_->config.buffer_bytes) + " B");
-  std::memcpy(state_->buffer.get() + offset, data, bytes);
+  if (state_->config.buffer_device < 0) std::memcpy(state_->buffer + offset, data, bytes);
+  else state_->upload(offset, data, bytes);
   state_->publish(first_tag, tag_count);
 }
 

@@ -1,7 +1,9 @@
 // warpvm::channel, CPU to GPU: exact data for many tags and warps, out-of-order publishing,
 // staging recycled under more requests than pages, the watchdog on a tag never published, bad
 // arguments, reuse after reset(), 1 to 1M consumer threads, and the benchmark's conjugate
-// gradient and halo cube workloads at small sizes in every way of waiting.
+// gradient and halo cube workloads at small sizes in every way of waiting. Kernel producers:
+// one on the consumers' GPU (buffer in host or device memory, across a reset), one on a peer
+// GPU (skipped without two peer GPUs with native peer atomics), and the producer handle's refusals.
 
 #include "gpu_test_support.cuh"
 
@@ -23,8 +25,13 @@ namespace warpvm::testing {
 namespace {
 
 /// Word i of tile t of run `salt`: random, never zero.
-std::uint32_t tile_word(std::uint32_t tile, std::uint32_t i, std::uint32_t salt) {
+__host__ __device__ std::uint32_t tile_word(std::uint32_t tile, std::uint32_t i, std::uint32_t salt) {
   return initial_value(std::uint64_t{tile} * 1000003u + i, salt);
+}
+
+/// Word `word` of the producers' buffer, whose groups are `group_words` words long.
+__host__ __device__ std::uint32_t buffer_word(std::uint32_t word, std::uint32_t group_words, std::uint32_t salt) {
+  return tile_word(word / group_words, word % group_words, salt);
 }
 
 /// A checksum that notices misplaced words, not only wrong ones.
@@ -102,8 +109,7 @@ void produce(channel& ch, const Workload& w, std::uint32_t salt, const std::vect
   for (const std::uint32_t tag : order) {
     for (std::uint32_t i = 0; i < words_per_tag; ++i) {
       const std::uint32_t word = tag * words_per_tag + i;  // words of a group are its tags' words in order
-      const std::uint32_t group = word / w.group_words;
-      buffer[word] = tile_word(group, word % w.group_words, salt);
+      buffer[word] = buffer_word(word, w.group_words, salt);
     }
     ch.publish(tag, 1);
     if (pause_every != 0 && ++n % pause_every == 0) std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
@@ -126,6 +132,17 @@ std::vector<std::uint32_t> in_order(std::uint32_t n) {
   return v;
 }
 
+/// Every group's checksum against the host's, and no data changed under a reader.
+void check_sums(const Workload& w, std::uint32_t salt, const DeviceVector<unsigned long long>& sums,
+                const DeviceVector<unsigned long long>& mismatches) {
+  const std::vector<unsigned long long> got = sums.to_host();
+  const std::vector<std::uint64_t> want = expected_sums(w, salt);
+  std::uint32_t wrong = 0;
+  for (std::uint32_t g = 0; g < w.groups; ++g) wrong += got[g] != want[g] ? 1u : 0u;
+  EXPECT_EQ(wrong, 0u) << "groups with a wrong checksum, of " << w.groups;
+  EXPECT_EQ(mismatches.to_host()[0], 0ull) << "staging data changed under a reader";
+}
+
 /// Launches the consumers, produces from a host thread while they run, checks every checksum.
 void run_and_check(channel& ch, const Workload& w, std::uint32_t salt, dim3 grid, dim3 block,
                    const std::vector<std::uint32_t>& order, std::uint32_t pause_every, std::uint32_t pause_us,
@@ -138,12 +155,7 @@ void run_and_check(channel& ch, const Workload& w, std::uint32_t salt, dim3 grid
   std::thread producer([&] { produce(ch, w, salt, order, pause_every, pause_us); });
   producer.join();
   ch.synchronize();
-  const std::vector<unsigned long long> got = sums.to_host();
-  const std::vector<std::uint64_t> want = expected_sums(w, salt);
-  std::uint32_t wrong = 0;
-  for (std::uint32_t g = 0; g < w.groups; ++g) wrong += got[g] != want[g] ? 1u : 0u;
-  EXPECT_EQ(wrong, 0u) << "groups with a wrong checksum, of " << w.groups;
-  EXPECT_EQ(mismatches.to_host()[0], 0ull) << "staging data changed under a reader";
+  check_sums(w, salt, sums, mismatches);
 }
 
 class Channel : public GpuTest {};
@@ -158,6 +170,7 @@ TEST_F(Channel, DataIsExactForManyTagsAndWarps) {
   EXPECT_LE(stats.largest_batch, 16u);
   EXPECT_GE(stats.batches, w.groups / 16);
   EXPECT_LE(stats.copies, w.groups);
+  EXPECT_EQ(stats.map_polls, 0u);  // host producers only: the monitor polls no device map
 }
 
 TEST_F(Channel, OutOfOrderPublishingOfMultiTagRequests) {
@@ -418,6 +431,169 @@ TEST(ChannelConfigCheck, RefusesImpossibleSizes) {
   EXPECT_THROW(channel({.tag_count = 0}), Error);
   EXPECT_THROW(channel({.staging_page_bytes = 8}), Error);
   EXPECT_THROW(channel({.watchdog_seconds = 0}), Error);
+  EXPECT_THROW(channel({.buffer_device = device_count()}), Error);
+  EXPECT_THROW(channel({.buffer_device = -2}), Error);
+}
+
+// ---- kernel producers (the device-side availability map) -------------------------------------
+
+/// Block b writes the words of tags order[b], order[b + gridDim.x], ... into the buffer (the
+/// layout `produce` writes from the host) and publishes each once the block has written it,
+/// `pause_ns` later. Counts refused publishes.
+__global__ void produce_tags(channel_producer producer, const std::uint32_t* order, std::uint32_t tags,
+                             std::uint32_t words_per_tag, std::uint32_t group_words, std::uint32_t salt,
+                             std::uint32_t pause_ns, unsigned long long* refused) {
+  auto* words = reinterpret_cast<std::uint32_t*>(producer.buffer());
+  for (std::uint32_t k = blockIdx.x; k < tags; k += gridDim.x) {
+    const std::uint32_t tag = order[k];
+    for (std::uint32_t i = threadIdx.x; i < words_per_tag; i += blockDim.x) {
+      const std::uint32_t word = tag * words_per_tag + i;
+      words[word] = buffer_word(word, group_words, salt);
+    }
+    __syncthreads();  // the block's writes happen before thread 0's release OR (cumulativity)
+    if (threadIdx.x == 0) {
+      __nanosleep(pause_ns);
+      if (!producer.publish(tag, 1)) atomicAdd(refused, 1ull);
+    }
+  }
+}
+
+/// Makes `device` current for a scope.
+class CurrentDevice {
+ public:
+  explicit CurrentDevice(int device) {
+    WARPVM_CUDA_TRY(cudaGetDevice(&previous_));
+    WARPVM_CUDA_TRY(cudaSetDevice(device));
+  }
+  ~CurrentDevice() { cudaSetDevice(previous_); }
+  CurrentDevice(const CurrentDevice&) = delete;
+  CurrentDevice& operator=(const CurrentDevice&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+/// A non-blocking stream of the current device: kernels on two of them run at once.
+class TestStream {
+ public:
+  TestStream() { WARPVM_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+  ~TestStream() { cudaStreamDestroy(stream_); }
+  TestStream(const TestStream&) = delete;
+  TestStream& operator=(const TestStream&) = delete;
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+/// Consumers on the channel's GPU and a producer kernel on `producer_device` run at once; the
+/// producer publishes every tag in a random order. Checks every checksum and that each tag
+/// reached the monitor through the device map exactly once.
+void run_with_kernel_producer(channel& ch, int producer_device, const Workload& w) {
+  std::random_device fresh;
+  const std::uint32_t salt = fresh();
+  const std::uint32_t order_seed = fresh();
+  SCOPED_TRACE("salt " + std::to_string(salt) + ", order seed " + std::to_string(order_seed));
+  const std::uint32_t tags = w.groups * w.tags_per_group;
+  std::vector<std::uint32_t> order = in_order(tags);
+  std::shuffle(order.begin(), order.end(), std::mt19937(order_seed));
+  const std::uint64_t tags_before = ch.stats().map_tags;
+
+  // Everything allocated before the consumers start: a cudaFree could wait for them.
+  const channel_producer producer = ch.producer(producer_device);
+  DeviceVector<unsigned long long> sums(w.groups);
+  DeviceVector<unsigned long long> mismatches(1);
+  TestStream consumer_stream;
+  CurrentDevice on_producer_device(producer_device);
+  DeviceVector<std::uint32_t> device_order(tags);
+  DeviceVector<unsigned long long> refused(1);
+  WARPVM_CUDA_TRY(cudaMemcpy(device_order.get(), order.data(), tags * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
+  TestStream producer_stream;
+  {
+    const CurrentDevice on_consumer_device(ch.config().device);
+    consume_groups<<<32, 256, 0, consumer_stream.get()>>>(ch.device(), w.groups, w.tags_per_group, w.group_words, 0,
+                                                           sums.get(), mismatches.get());
+    WARPVM_CUDA_TRY(cudaGetLastError());
+  }
+  produce_tags<<<16, 256, 0, producer_stream.get()>>>(producer, device_order.get(), tags, w.group_words / w.tags_per_group,
+                                                       w.group_words, salt, 1000, refused.get());
+  WARPVM_CUDA_TRY(cudaGetLastError());
+  WARPVM_CUDA_TRY(cudaStreamSynchronize(producer_stream.get()));
+  EXPECT_EQ(refused.to_host()[0], 0ull);
+  ch.synchronize();
+  check_sums(w, salt, sums, mismatches);
+  EXPECT_EQ(ch.stats().map_tags - tags_before, tags);
+}
+
+/// Where the producers' buffer is (ChannelConfig::buffer_device): -1 pinned host memory, else a
+/// GPU index.
+std::string buffer_place(const ::testing::TestParamInfo<int>& placement) {
+  return placement.param < 0 ? std::string("PinnedHost") : "Gpu" + std::to_string(placement.param);
+}
+
+class ChannelKernelProducer : public GpuTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(ChannelKernelProducer, OnTheConsumersGpuIsExactAcrossAReset) {
+  const Workload w{2048, 4, 1024};  // 8192 tags of 1 KiB, four per request
+  channel ch({.buffer_bytes = std::uint64_t{w.groups} * w.group_words * 4,
+              .tag_count = w.groups * w.tags_per_group,
+              .device = 0,
+              .device_producers = true,
+              .buffer_device = GetParam()});
+  run_with_kernel_producer(ch, 0, w);
+  ch.reset();  // clears the device map: the second run's tags must be published again
+  run_with_kernel_producer(ch, 0, w);
+  const ChannelStats stats = ch.stats();
+  EXPECT_EQ(stats.requests, 2u * w.groups);
+  EXPECT_GE(stats.map_polls, 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(BufferIn, ChannelKernelProducer, ::testing::Values(-1, 0), buffer_place);
+
+class ChannelPeerProducer : public GpuTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(ChannelPeerProducer, OnGpu1ForConsumersOnGpu0IsExact) {
+  int peer_access = 0, back = 0, atomics = 0;
+  if (device_count() >= 2) {
+    WARPVM_CUDA_TRY(cudaDeviceCanAccessPeer(&peer_access, 1, 0));
+    WARPVM_CUDA_TRY(cudaDeviceCanAccessPeer(&back, 0, 1));
+    WARPVM_CUDA_TRY(cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, 1, 0));
+  }
+  if (peer_access == 0 || back == 0 || atomics == 0)
+    GTEST_SKIP() << "needs GPUs 0 and 1 with peer access both ways and native peer atomics";
+  const Workload w{2048, 4, 1024};
+  channel ch({.buffer_bytes = std::uint64_t{w.groups} * w.group_words * 4,
+              .tag_count = w.groups * w.tags_per_group,
+              .device = 0,
+              .device_producers = true,
+              .buffer_device = GetParam()});
+  run_with_kernel_producer(ch, 1, w);  // GPU 1 publishes into GPU 0's map over NVLink
+  EXPECT_EQ(ch.stats().requests, w.groups);
+}
+
+INSTANTIATE_TEST_SUITE_P(BufferIn, ChannelPeerProducer, ::testing::Values(-1, 0, 1), buffer_place);
+
+/// Publishes `first_tag`, `count` tags from one thread; whether it was accepted goes to *accepted.
+__global__ void publish_once(channel_producer producer, std::uint32_t first_tag, std::uint32_t count, int* accepted) {
+  *accepted = producer.publish(first_tag, count) ? 1 : 0;
+}
+
+TEST_F(Channel, ProducerHandleRefusesBadUse) {
+  channel host_only({.buffer_bytes = 4096, .tag_count = 100});
+  EXPECT_THROW((void)host_only.producer(), Error);  // made without device_producers
+  channel ch({.buffer_bytes = 4096, .tag_count = 100, .device_producers = true});
+  EXPECT_THROW((void)ch.producer(device_count()), Error);
+  DeviceVector<int> accepted(1);
+  auto publish = [&](std::uint32_t first_tag, std::uint32_t count) {
+    publish_once<<<1, 1>>>(ch.producer(), first_tag, count, accepted.get());
+    WARPVM_CUDA_TRY(cudaGetLastError());
+    WARPVM_CUDA_TRY(cudaDeviceSynchronize());
+    return accepted.to_host()[0] == 1;
+  };
+  EXPECT_FALSE(publish(99, 2));  // past the last tag
+  EXPECT_FALSE(publish(100, 1));
+  EXPECT_TRUE(publish(99, 1));
+  EXPECT_TRUE(publish(0, 99));
 }
 
 }  // namespace

@@ -173,5 +173,94 @@ TEST(Availability, ASetTagMakesItsProducersDataVisible) {
   RecordProperty("monitor_rechecks", static_cast<int>(rechecks));
 }
 
+TEST(AvailabilityTagWords, CoversTheWordsOfEveryAddedRange) {
+  TagWords span;
+  EXPECT_TRUE(span.empty());
+  EXPECT_EQ(span.count(), 0u);
+  span.add(70, 0);  // an empty range adds nothing
+  EXPECT_TRUE(span.empty());
+  span.add(63, 1);  // the last tag of word 0
+  EXPECT_EQ(span.first, 0u);
+  EXPECT_EQ(span.end, 1u);
+  span.add(64, 1);  // the first of word 1
+  EXPECT_EQ(span.end, 2u);
+  span.add(200, 57);  // tags 200..256: words 3 and 4
+  EXPECT_EQ(span.first, 0u);
+  EXPECT_EQ(span.end, 5u);
+  EXPECT_EQ(span.count(), 5u);
+
+  TagWords high;
+  high.add(130, 1);
+  high.add(10, 2);  // a lower range moves the start down
+  EXPECT_EQ(high.first, 0u);
+  EXPECT_EQ(high.end, 3u);
+
+  TagWords top;
+  top.add(~0u - 5, 5);  // tags near 2^32 do not wrap the word count
+  EXPECT_EQ(top.first, (~0u - 5) / 64);
+  EXPECT_EQ(top.end, (~0u - 1) / 64 + 1);
+}
+
+TEST(AvailabilityMerge, OrsACopyInAndCountsOnlyNewTags) {
+  OwnedBitmap host(200);
+  OwnedBitmap device(200);
+  ASSERT_TRUE(host.bits.publish(0, 10));      // host producers' tags
+  ASSERT_TRUE(device.bits.publish(5, 10));    // 5..9 overlap the host's
+  ASSERT_TRUE(device.bits.publish(62, 4));    // across words 0 and 1
+  ASSERT_TRUE(device.bits.publish(199));      // the last tag
+  TagWords all;
+  all.add(0, 200);
+  EXPECT_EQ(host.bits.merge(device.words.data(), all), 5u + 4u + 1u);
+  EXPECT_EQ(host.bits.first_missing(0, 200), 15u);
+  EXPECT_TRUE(host.bits.all_available(62, 4));
+  EXPECT_TRUE(host.bits.is_available(199));
+  EXPECT_FALSE(host.bits.is_available(198));
+  EXPECT_EQ(host.bits.merge(device.words.data(), all), 0u);  // nothing new the second time
+}
+
+TEST(AvailabilityMerge, TakesOnlyTheSpanAndIgnoresBitsPastTheLastTag) {
+  OwnedBitmap host(100);
+  std::vector<std::uint64_t> copy(AvailabilityBitmap<>::words_required(100), ~std::uint64_t{0});
+  TagWords word1;
+  word1.add(64, 1);
+  EXPECT_EQ(host.bits.merge(copy.data(), word1), 36u);  // tags 64..99, not the 28 bits past them
+  EXPECT_EQ(host.words[1] >> 36, 0u);
+  EXPECT_EQ(host.words[0], 0u);  // word 0 was outside the span
+  TagWords past;
+  past.add(64, 100);  // reaches word 2, which a 100-tag bitmap does not have
+  EXPECT_EQ(host.bits.merge(copy.data(), past), 0u);
+  EXPECT_EQ(host.bits.merge(copy.data(), TagWords{}), 0u);
+}
+
+TEST(AvailabilityMerge, MatchesTheUnionUnderRandomPublishing) {
+  constexpr std::uint32_t tags = 777;
+  std::mt19937 rng(43);
+  for (int round = 0; round < 200; ++round) {
+    OwnedBitmap host(tags), device(tags);
+    std::vector<bool> model(tags, false);
+    TagWords waiting;  // the ranges a monitor would be waiting on
+    for (int step = 0; step < 20; ++step) {
+      const std::uint32_t first = rng() % tags;
+      const std::uint32_t count = rng() % (tags - first) % 70;
+      const OwnedBitmap& side = rng() % 2 == 0 ? host : device;
+      ASSERT_TRUE(side.bits.publish(first, count));
+      if (&side == &host)
+        for (std::uint32_t t = first; t < first + count; ++t) model[t] = true;
+      const std::uint32_t wait_first = rng() % tags;
+      waiting.add(wait_first, rng() % (tags - wait_first));
+    }
+    std::uint32_t expected_new = 0;
+    for (std::uint32_t t = 0; t < tags; ++t) {
+      const bool in_span = !waiting.empty() && t / 64 >= waiting.first && t / 64 < waiting.end;
+      if (in_span && device.bits.is_available(t) && !model[t]) {
+        model[t] = true;
+        ++expected_new;
+      }
+    }
+    ASSERT_EQ(host.bits.merge(device.words.data(), waiting), expected_new) << "round " << round;
+    for (std::uint32_t t = 0; t < tags; ++t) ASSERT_EQ(host.bits.is_available(t), model[t]) << "round " << round;
+  }
+}
+
 }  // namespace
 }  // namespace warpvm::detail

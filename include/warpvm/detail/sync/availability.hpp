@@ -18,6 +18,12 @@
 /// NVLink peers on device memory; PCIe offers no host-device atomics on some systems). The
 /// monitor only loads, which works from anywhere the memory is mapped. `Scope` is the widest
 /// set of agents involved: system by default, device when producers and monitor share a GPU.
+///
+/// A channel with kernel producers keeps two of them (docs/channels.md, "Kernel producers"): the
+/// device-side availability map in the consumer GPU's memory, which kernels on that GPU and its
+/// NVLink peers publish into, and the host bitmap the monitor scans, into which it `merge`s
+/// copies of the device map's words that cover the tags its pending requests still miss
+/// (`TagWords`).
 
 #include "warpvm/detail/host_device.hpp"
 
@@ -28,11 +34,40 @@
 
 namespace warpvm::detail {
 
+/// Tags per 64-bit word of an availability bitmap.
+inline constexpr std::uint32_t availability_tags_per_word = 64;
+
+/// The words [first, end) of an availability bitmap that hold some tag of the ranges added so
+/// far (empty at first): what the monitor copies out of the device map to learn those tags.
+struct TagWords {
+  std::uint32_t first = 0;
+  std::uint32_t end = 0;
+
+  [[nodiscard]] WARPVM_HD bool empty() const { return end <= first; }
+  [[nodiscard]] WARPVM_HD std::uint32_t count() const { return empty() ? 0u : end - first; }
+
+  /// Widens the span to the words of tags [first_tag, first_tag + tag_count); an empty range
+  /// adds nothing.
+  WARPVM_HD void add(std::uint32_t first_tag, std::uint32_t tag_count) {
+    if (tag_count == 0) return;
+    const std::uint32_t first_word = first_tag / availability_tags_per_word;
+    const std::uint32_t end_word =
+        static_cast<std::uint32_t>((std::uint64_t{first_tag} + tag_count - 1) / availability_tags_per_word + 1);
+    if (empty()) {
+      first = first_word;
+      end = end_word;
+    } else {
+      first = first_word < first ? first_word : first;
+      end = end_word > end ? end_word : end;
+    }
+  }
+};
+
 /// Non-owning view of `words_required(tag_count)` 64-bit words kept by the caller.
 template <cuda::thread_scope Scope = cuda::thread_scope_system>
 class AvailabilityBitmap {
  public:
-  static constexpr std::uint32_t tags_per_word = 64;
+  static constexpr std::uint32_t tags_per_word = availability_tags_per_word;
 
   [[nodiscard]] WARPVM_HD static constexpr std::uint32_t words_required(std::uint32_t tag_count) {
     return tag_count / tags_per_word + (tag_count % tags_per_word != 0 ? 1u : 0u);
@@ -70,6 +105,25 @@ class AvailabilityBitmap {
     return true;
   }
 
+  /// ORs `source[w]` into words [span.first, span.end) (the tags a copy of another bitmap of
+  /// the same tag count says are available; bits past the last tag are ignored) and returns how
+  /// many tags this made available. Release ORs, like `publish`: the caller must already have
+  /// the data of the copied tags in view (for the monitor: the copy's completion, then the
+  /// kernel producers' system-scope release). Refuses a span past the last word (merging
+  /// nothing) and returns 0.
+  WARPVM_HD std::uint32_t merge(const std::uint64_t* source, TagWords span) const {
+    if (span.empty() || span.end > words_required(tag_count_)) return 0;
+    std::uint32_t added = 0;
+    for (std::uint32_t w = span.first; w < span.end; ++w) {
+      const std::uint64_t valid = valid_bits(w);
+      const std::uint64_t incoming = source[w] & valid;
+      if (incoming == 0) continue;
+      const std::uint64_t before = word(w).fetch_or(incoming, cuda::std::memory_order_release);
+      added += static_cast<std::uint32_t>(cuda::std::popcount(incoming & ~before));
+    }
+    return added;
+  }
+
   /// The first tag of [first, first + count) that is not available, or first + count when all
   /// are. A pending request keeps this as its new `first`: each recheck resumes where the last
   /// one stopped, so a request's tags are scanned once over its whole wait. The range must lie
@@ -98,6 +152,12 @@ class AvailabilityBitmap {
   using word_atomic = cuda::atomic_ref<std::uint64_t, Scope>;
 
   [[nodiscard]] WARPVM_HD word_atomic word(std::uint32_t w) const { return word_atomic(words_[w]); }
+
+  /// The bits of word w that hold tags (all but the last word's tail).
+  [[nodiscard]] WARPVM_HD std::uint64_t valid_bits(std::uint32_t w) const {
+    const std::uint64_t past = std::uint64_t{tag_count_} - std::uint64_t{w} * tags_per_word;
+    return past >= tags_per_word ? ~std::uint64_t{0} : (std::uint64_t{1} << past) - 1;
+  }
 
   [[nodiscard]] WARPVM_HD bool in_range(std::uint32_t first, std::uint32_t count) const {
     return first <= tag_count_ && count <= tag_count_ - first;

@@ -1,0 +1,103 @@
+// Kernel producers of a channel, on the host: the producer handle's publish into a device-side
+// availability map, and the monitor's way of learning the map's tags (copies of the words its
+// pending requests wait on, merged into its own bitmap) against producers on threads.
+
+#include "warpvm/channel.hpp"
+#include "warpvm/detail/sync/availability.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace warpvm::detail {
+namespace {
+
+TEST(ChannelProducer, PublishesIntoItsMapAndRefusesTagsPastTheLast) {
+  std::vector<std::uint64_t> map(AvailabilityBitmap<>::words_required(100), 0);
+  std::vector<std::byte> buffer(256);
+  const channel_producer producer(buffer.data(), buffer.size(), map.data(), 100);
+  EXPECT_EQ(producer.buffer(), buffer.data());
+  EXPECT_EQ(producer.buffer_bytes(), 256u);
+  EXPECT_FALSE(producer.publish(99, 2));
+  EXPECT_FALSE(producer.publish(100));
+  EXPECT_EQ(map[0] | map[1], 0u);  // refusals set nothing
+  EXPECT_TRUE(producer.publish(62, 4));  // across the word boundary
+  EXPECT_TRUE(producer.publish(99));
+  const AvailabilityBitmap<> view(map.data(), 100);
+  EXPECT_TRUE(view.all_available(62, 4));
+  EXPECT_TRUE(view.is_available(99));
+  EXPECT_EQ(view.first_missing(0, 100), 0u);
+  EXPECT_EQ(view.first_missing(62, 38), 66u);
+}
+
+TEST(ChannelProducer, MonitorLearnsEveryTagFromCopiesOfTheWordsItWaitsOn) {
+  // Producer threads (the kernels) write each tag's data, then publish it into the device map;
+  // the monitor keeps requests of random tag ranges pending, copies the map words they still
+  // wait on (word by word, as the copy engine would; acquire, standing for the copy's
+  // completion event), merges them into its own bitmap and checks the data of every request
+  // that became ready. Under ThreadSanitizer a missing order shows as a race.
+  constexpr std::uint32_t tags = 3000;
+  constexpr std::uint32_t producers = 4;
+  std::vector<std::uint64_t> map(AvailabilityBitmap<>::words_required(tags), 0);
+  std::vector<std::uint64_t> data(tags, 0);
+  const channel_producer producer(reinterpret_cast<std::byte*>(data.data()), tags * sizeof(std::uint64_t), map.data(),
+                                  tags);
+  std::vector<std::uint64_t> dab_words(map.size(), 0), snapshot(map.size(), 0);
+  const AvailabilityBitmap<> dab(dab_words.data(), tags);
+
+  struct Pending {
+    std::uint32_t first, end, next;
+  };
+  std::vector<Pending> pending;
+  std::mt19937 rng(44);
+  for (std::uint32_t covered = 0; covered < tags;) {  // requests covering every tag, in random sizes
+    const std::uint32_t count = std::min<std::uint32_t>(1 + rng() % 90, tags - covered);
+    pending.push_back({covered, covered + count, covered});
+    covered += count;
+  }
+  std::shuffle(pending.begin(), pending.end(), rng);
+
+  std::vector<std::thread> pool;
+  for (std::uint32_t p = 0; p < producers; ++p)
+    pool.emplace_back([&, p] {
+      for (std::uint32_t tag = p; tag < tags; tag += producers) {
+        auto* words = reinterpret_cast<std::uint64_t*>(producer.buffer());
+        words[tag] = 0x9e3779b97f4a7c15ull * (tag + 1);
+        ASSERT_TRUE(producer.publish(tag));
+      }
+    });
+  std::uint32_t learnt = 0, wrong = 0, polls = 0;
+  while (!pending.empty()) {
+    TagWords missing;
+    std::size_t kept = 0;
+    for (Pending& r : pending) {
+      r.next = dab.first_missing(r.next, r.end - r.next);
+      if (r.next == r.end) {
+        for (std::uint32_t t = r.first; t < r.end; ++t) wrong += data[t] != 0x9e3779b97f4a7c15ull * (t + 1) ? 1u : 0u;
+      } else {
+        missing.add(r.next, r.end - r.next);
+        pending[kept++] = r;
+      }
+    }
+    pending.resize(kept);
+    if (missing.empty()) break;
+    for (std::uint32_t w = missing.first; w < missing.end; ++w)
+      snapshot[w] = std::atomic_ref<std::uint64_t>(map[w]).load(std::memory_order_acquire);
+    learnt += dab.merge(snapshot.data(), missing);
+    ++polls;
+  }
+  for (auto& th : pool) th.join();
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_TRUE(pending.empty());
+  EXPECT_EQ(learnt, tags);  // each tag learnt once: merges count only new bits
+  EXPECT_TRUE(dab.all_available(0, tags));
+  RecordProperty("monitor_polls", static_cast<int>(polls));
+}
+
+}  // namespace
+}  // namespace warpvm::detail
