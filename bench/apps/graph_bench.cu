@@ -65,6 +65,10 @@ struct GraphOptions {
   /// SSSP's reference: Dijkstra on the CPU (serial; minutes per root at scale 27), or the raw
   /// kernel on device memory, its result certified on the CPU by sim::certify_sssp.
   bool sssp_certified_gpu = false;
+  /// --balanced: the kernels walk DREAM's Balanced CSR, a warp per chunk of at most this many
+  /// edges of a frontier vertex's row; 0 (the default): a warp per frontier vertex.
+  std::uint32_t balanced_chunk = 0;
+  [[nodiscard]] bool balanced() const { return balanced_chunk != 0; }
   [[nodiscard]] bool wants(App app) const { return std::find(apps.begin(), apps.end(), app) != apps.end(); }
   [[nodiscard]] bool loaded() const { return !graph_file.empty(); }
 };
@@ -79,6 +83,7 @@ const char* const all_modes =
                "       [--sources 4] [--roots a,b] [--modes m,n] [--cache-fractions 1,0.5,0.25] [--repeats 3]\n"
                "       [--eviction clock|fifo] [--out file.jsonl] [--commit SHA] [--driver VER] [--suite graph]\n"
                "       [--trace batches.csv] [--uvm-counted-runs 1] [--sssp-reference dijkstra|certified-gpu]\n"
+               "       [--balanced CHUNK]\n"
                "BFS and SSSP from --sources roots (vertices with a neighbour, drawn from the seed) or from\n"
                "--roots, and CC, over an R-MAT graph of 2^scale vertices and edge-factor x 2^scale undirected\n"
                "edges (--generator uniform: both ends of each edge uniform, no hubs), or over --graph-file:\n"
@@ -87,6 +92,9 @@ const char* const all_modes =
                "exists and writes it there after parsing otherwise. SSSP's weights in [1, 255] are drawn from the\n"
                "seed. SSSP's reference: Dijkstra on the CPU\n"
                "(serial), or with certified-gpu the raw kernel on device memory, certified on the CPU in O(edges)\n"
+               "--balanced CHUNK: every mode's kernels work a warp per chunk of at most CHUNK edges of a frontier\n"
+               "vertex's row (DREAM's Balanced CSR; its chunk table is one more object of the mode) instead of a\n"
+               "warp per vertex\n"
                "modes: %s\n"
                "--eviction applies to mode warpvm (warpvm_dream is FIFO); --trace writes the fault batches of\n"
                "the warpvm_uvm runs (the uvm preset) as CSV\n",
@@ -132,6 +140,10 @@ GraphOptions parse(int argc, char** argv) {
       } else if (flag == "--sssp-reference") {
         if (value != "dijkstra" && value != "certified-gpu") usage("--sssp-reference takes dijkstra or certified-gpu");
         o.sssp_certified_gpu = value == "certified-gpu";
+      } else if (flag == "--balanced") {
+        const unsigned long chunk = std::stoul(value);
+        if (chunk < 1 || chunk > 0xffffffffu) usage("--balanced takes a chunk of at least one edge (32-bit)");
+        o.balanced_chunk = static_cast<std::uint32_t>(chunk);
       } else if (flag == "--apps") {
         o.apps.clear();
         for (const std::string& name : tools::split_list(value)) {
@@ -243,11 +255,14 @@ struct Task {
   std::map<std::string, double> fields{};  ///< what the reference says about the work, for the record
 };
 
-/// A mode's graph and per-vertex array as plain pointers (weights null when no SSSP runs).
+/// A mode's graph as plain pointers (weights null when no SSSP runs; the chunk table only with
+/// --balanced).
 struct RawGraph {
   const std::uint64_t* offsets;
   const std::uint32_t* columns;
   const std::uint32_t* weights;
+  std::optional<apps::RawChunkTable> chunks{};
+  [[nodiscard]] const apps::RawChunkTable* chunk_table() const { return chunks ? &*chunks : nullptr; }
 };
 
 class GraphBench {
@@ -274,7 +289,9 @@ class GraphBench {
       write_batch_trace_header(trace_);
     }
     if (o_.wants(App::sssp)) weights_.emplace(columns_bytes());
-    queues_.emplace(n_);  // before generate(): a certified-gpu SSSP reference runs the kernels
+    if (o_.balanced()) build_chunk_table();
+    // Before generate(): a certified-gpu SSSP reference runs the kernels.
+    queues_.emplace(n_, chunk_count_);
     generate();
   }
   ~GraphBench() { cudaStreamDestroy(stream_); }
@@ -306,21 +323,50 @@ class GraphBench {
   const std::uint64_t* host_offsets() const { return offsets_.as<std::uint64_t>(); }
   const std::uint32_t* host_columns() const { return columns_.as<std::uint32_t>(); }
   const std::uint32_t* host_weights() const { return weights_ ? weights_->as<std::uint32_t>() : nullptr; }
+  const std::uint64_t* host_chunk_offsets() const { return chunk_offsets_ ? chunk_offsets_->as<std::uint64_t>() : nullptr; }
+  const std::uint32_t* host_vertex_chunks() const { return vertex_chunks_ ? vertex_chunks_->as<std::uint32_t>() : nullptr; }
   std::uint64_t offsets_bytes() const { return (n_ + 1) * sizeof(std::uint64_t); }
   std::uint64_t columns_bytes() const { return m_ * sizeof(std::uint32_t); }
   std::uint64_t csr_bytes() const { return offsets_bytes() + columns_bytes(); }
   std::uint64_t values_bytes() const { return n_ * sizeof(std::uint32_t); }
-  /// The graph an app reads: the CSR, and the weights for SSSP.
+  /// The Balanced CSR's chunk table (--balanced; 0 without): the first edge of each chunk, then
+  /// the end, and the first chunk of each vertex, then the chunk count.
+  std::uint64_t chunk_offsets_bytes() const { return o_.balanced() ? (chunk_count_ + 1) * sizeof(std::uint64_t) : 0; }
+  std::uint64_t vertex_chunks_bytes() const { return o_.balanced() ? (n_ + 1) * sizeof(std::uint32_t) : 0; }
+  std::uint64_t chunk_table_bytes() const { return chunk_offsets_bytes() + vertex_chunks_bytes(); }
+  /// The graph an app reads: the CSR, the weights for SSSP, and the chunk table with --balanced.
   std::uint64_t graph_bytes(App app) const {
-    return offsets_bytes() + columns_bytes() + (app == App::sssp ? columns_bytes() : 0);
+    return offsets_bytes() + columns_bytes() + (app == App::sssp ? columns_bytes() : 0) + chunk_table_bytes();
   }
-  /// The graph arrays every mode holds: the CSR, and the weights when SSSP runs.
+  /// The graph arrays every mode holds: the CSR, the weights when SSSP runs, the chunk table.
   std::uint64_t all_graph_bytes() const { return graph_bytes(o_.wants(App::sssp) ? App::sssp : App::bfs); }
   /// The data an app works on: its graph and the per-vertex array (levels, labels, distances).
   std::uint64_t dataset_bytes(App app) const { return graph_bytes(app) + values_bytes(); }
   std::uint64_t raw_blocks() const { return std::uint64_t(sms_) * 8; }  // 2048 threads per SM
-  /// Device memory of the frontier queues and stamps (FrontierQueues), for the fit checks.
-  std::uint64_t queue_bytes() const { return 3 * values_bytes(); }
+  /// Device memory of the frontier queues and stamps, and of the chunk queue with --balanced
+  /// (FrontierQueues), for the fit checks.
+  std::uint64_t queue_bytes() const { return 3 * values_bytes() + 2 * chunk_count_ * sizeof(std::uint32_t); }
+
+  /// The Balanced CSR's chunk table of --balanced, into pinned memory (the buffers the warpvm
+  /// modes adopt and the zero-copy mode reads).
+  void build_chunk_table() {
+    const auto start = std::chrono::steady_clock::now();
+    const sim::BalancedCsr balanced = sim::balance_csr(std::span<const std::uint64_t>(host_offsets(), n_ + 1), o_.balanced_chunk);
+    const std::vector<std::uint32_t> first = sim::first_chunks(balanced, n_);
+    chunk_count_ = balanced.chunks();
+    chunk_offsets_.emplace(chunk_offsets_bytes());
+    vertex_chunks_.emplace(vertex_chunks_bytes());
+    std::copy(balanced.chunk_offsets.begin(), balanced.chunk_offsets.end(), chunk_offsets_->as<std::uint64_t>());
+    std::copy(first.begin(), first.end(), vertex_chunks_->as<std::uint32_t>());
+    std::fprintf(stderr, "graph-bench: Balanced CSR of chunks of at most %u edges: %llu chunks, chunk table %.3f GiB, in %.1f s\n",
+                 o_.balanced_chunk, static_cast<unsigned long long>(chunk_count_), chunk_table_bytes() / double(1ull << 30),
+                 seconds_since(start));
+  }
+  /// The chunk table at these pointers for the raw kernels; none without --balanced.
+  std::optional<apps::RawChunkTable> raw_chunks(const std::uint64_t* chunk_offsets, const std::uint32_t* vertex_chunks) const {
+    if (!o_.balanced()) return std::nullopt;
+    return apps::RawChunkTable{chunk_offsets, vertex_chunks};
+  }
 
   using ParallelFor = std::function<void(std::uint64_t, const std::function<void(std::uint64_t, std::uint64_t)>&)>;
 
@@ -449,6 +495,11 @@ class GraphBench {
     rec.extra["vertices"] = static_cast<double>(n_);
     rec.extra["directed_edges"] = static_cast<double>(m_);
     rec.extra["csr_bytes"] = static_cast<double>(csr_bytes());
+    if (o_.balanced()) {
+      rec.extra["balanced_chunk"] = o_.balanced_chunk;
+      rec.extra["chunks"] = static_cast<double>(chunk_count_);
+      rec.extra["chunk_table_bytes"] = static_cast<double>(chunk_table_bytes());
+    }
     rec.extra["traversed_edges"] = static_cast<double>(t.traversed_edges);
     for (const auto& [name, value] : t.fields) rec.extra[name] = value;
     return rec;
@@ -498,9 +549,12 @@ class GraphBench {
   /// Runs the task's kernels on plain pointers on the benchmark's stream; returns the iterations.
   std::uint32_t run_raw(const Task& t, const RawGraph& g, std::uint32_t* values) {
     switch (t.app) {
-      case App::bfs: return apps::bfs_raw(stream_, *queues_, g.offsets, g.columns, values, t.root, raw_blocks());
-      case App::cc: return apps::cc_raw(stream_, *queues_, g.offsets, g.columns, values, raw_blocks());
-      default: return apps::sssp_raw(stream_, *queues_, g.offsets, g.columns, g.weights, values, t.root, raw_blocks());
+      case App::bfs:
+        return apps::bfs_raw(stream_, *queues_, g.offsets, g.columns, values, t.root, raw_blocks(), g.chunk_table());
+      case App::cc: return apps::cc_raw(stream_, *queues_, g.offsets, g.columns, values, raw_blocks(), g.chunk_table());
+      default:
+        return apps::sssp_raw(stream_, *queues_, g.offsets, g.columns, g.weights, values, t.root, raw_blocks(),
+                              g.chunk_table());
     }
   }
 
@@ -519,17 +573,30 @@ class GraphBench {
     DeviceBuffer<std::uint32_t> columns(m_), values(n_);
     std::optional<DeviceBuffer<std::uint32_t>> weights;
     if (weights_) weights.emplace(m_);
+    std::optional<DeviceBuffer<std::uint64_t>> chunk_offsets;
+    std::optional<DeviceBuffer<std::uint32_t>> vertex_chunks;
+    if (o_.balanced()) {
+      chunk_offsets.emplace(chunk_count_ + 1);
+      vertex_chunks.emplace(n_ + 1);
+    }
     auto copy_graph_in = [&](App app) {
       check(cudaMemcpyAsync(offsets.data, host_offsets(), offsets_bytes(), cudaMemcpyHostToDevice, stream_), "copy offsets");
       check(cudaMemcpyAsync(columns.data, host_columns(), columns_bytes(), cudaMemcpyHostToDevice, stream_), "copy columns");
       if (app == App::sssp)
         check(cudaMemcpyAsync(weights->data, host_weights(), columns_bytes(), cudaMemcpyHostToDevice, stream_), "copy weights");
+      if (o_.balanced()) {
+        check(cudaMemcpyAsync(chunk_offsets->data, host_chunk_offsets(), chunk_offsets_bytes(), cudaMemcpyHostToDevice, stream_),
+              "copy chunk offsets");
+        check(cudaMemcpyAsync(vertex_chunks->data, host_vertex_chunks(), vertex_chunks_bytes(), cudaMemcpyHostToDevice, stream_),
+              "copy vertex chunks");
+      }
     };
     if (!copies_timed) {
       copy_graph_in(o_.wants(App::sssp) ? App::sssp : App::bfs);
       check(cudaStreamSynchronize(stream_), "copy the graph in");
     }
-    const RawGraph g{offsets.data, columns.data, weights ? weights->data : nullptr};
+    const RawGraph g{offsets.data, columns.data, weights ? weights->data : nullptr,
+                     raw_chunks(chunk_offsets ? chunk_offsets->data : nullptr, vertex_chunks ? vertex_chunks->data : nullptr)};
     PinnedArray out(values_bytes());
     for (const Task& t : tasks_) {
       std::uint32_t iterations = 0;
@@ -555,7 +622,7 @@ class GraphBench {
   void zero_copy() {
     if (!fits_on_device("zero_copy", values_bytes() + queue_bytes())) return;
     DeviceBuffer<std::uint32_t> values(n_);
-    const RawGraph g{host_offsets(), host_columns(), host_weights()};
+    const RawGraph g{host_offsets(), host_columns(), host_weights(), raw_chunks(host_chunk_offsets(), host_vertex_chunks())};
     std::vector<std::uint32_t> out(n_);
     for (const Task& t : tasks_) {
       std::uint32_t iterations = 0;
@@ -580,11 +647,19 @@ class GraphBench {
     if (!fits_on_device(mode, all_graph_bytes() + values_bytes() + queue_bytes())) return;
     const bool read_mostly = std::string(mode) == "uvm_read_mostly", prefetch = std::string(mode) == "uvm_prefetch";
     Managed offsets(host_offsets(), offsets_bytes()), columns(host_columns(), columns_bytes()), values(values_bytes());
-    std::optional<Managed> weights;
+    std::optional<Managed> weights, chunk_offsets, vertex_chunks;
     if (weights_) weights.emplace(host_weights(), columns_bytes());
+    if (o_.balanced()) {
+      chunk_offsets.emplace(host_chunk_offsets(), chunk_offsets_bytes());
+      vertex_chunks.emplace(host_vertex_chunks(), vertex_chunks_bytes());
+    }
     const std::vector<std::pair<const Managed*, std::uint64_t>> graph = [&] {
       std::vector<std::pair<const Managed*, std::uint64_t>> arrays{{&offsets, offsets_bytes()}, {&columns, columns_bytes()}};
       if (weights) arrays.emplace_back(&*weights, columns_bytes());
+      if (chunk_offsets) {
+        arrays.emplace_back(&*chunk_offsets, chunk_offsets_bytes());
+        arrays.emplace_back(&*vertex_chunks, vertex_chunks_bytes());
+      }
       return arrays;
     }();
     auto advise_read_mostly = [&](cudaMemoryAdvise advice) {
@@ -593,7 +668,9 @@ class GraphBench {
     };
     if (read_mostly) advise_read_mostly(cudaMemAdviseSetReadMostly);
     const RawGraph g{offsets.as<std::uint64_t>(), columns.as<std::uint32_t>(),
-                     weights ? weights->as<std::uint32_t>() : nullptr};
+                     weights ? weights->as<std::uint32_t>() : nullptr,
+                     raw_chunks(chunk_offsets ? chunk_offsets->as<std::uint64_t>() : nullptr,
+                                vertex_chunks ? vertex_chunks->as<std::uint32_t>() : nullptr)};
     for (const Task& t : tasks_) {
       std::uint32_t iterations = 0;
       auto before = [&] {
@@ -608,6 +685,10 @@ class GraphBench {
           offsets.to_device(stream_);
           columns.to_device(stream_);
           if (t.app == App::sssp) weights->to_device(stream_);
+          if (chunk_offsets) {
+            chunk_offsets->to_device(stream_);
+            vertex_chunks->to_device(stream_);
+          }
           values.to_device(stream_);
         }
         iterations = run_raw(t, g, values.as<std::uint32_t>());
@@ -623,9 +704,11 @@ class GraphBench {
   }
 
   static std::uint64_t pages(std::uint64_t bytes) { return (bytes + 4095) / 4096; }
-  /// Pages of the app's objects: the graph arrays it reads and the values.
+  /// Pages of the app's objects: the graph arrays it reads (the chunk table's with --balanced)
+  /// and the values.
   std::uint64_t footprint_pages(App app) const {
-    return pages(offsets_bytes()) + pages(columns_bytes()) * (app == App::sssp ? 2 : 1) + pages(values_bytes());
+    return pages(offsets_bytes()) + pages(columns_bytes()) * (app == App::sssp ? 2 : 1) + pages(values_bytes()) +
+           pages(chunk_offsets_bytes()) + pages(vertex_chunks_bytes());
   }
 
   /// `preset` (warpvm's default, or DREAM's) with the cache at `fraction` of the app's pages
@@ -641,8 +724,11 @@ class GraphBench {
 
   /// The uvm preset with a cache of whole 2 MB chunks for each of the app's objects.
   Config uvm_config(App app) const {
-    return app == App::sssp ? uvm_preset_config({offsets_bytes(), columns_bytes(), columns_bytes(), values_bytes()}, 1.0)
-                            : uvm_preset_config({offsets_bytes(), columns_bytes(), values_bytes()}, 1.0);
+    // The chunk table's objects are empty without --balanced: no chunks of cache for them.
+    return app == App::sssp ? uvm_preset_config({offsets_bytes(), columns_bytes(), columns_bytes(), values_bytes(),
+                                                 chunk_offsets_bytes(), vertex_chunks_bytes()}, 1.0)
+                            : uvm_preset_config({offsets_bytes(), columns_bytes(), values_bytes(), chunk_offsets_bytes(),
+                                                 vertex_chunks_bytes()}, 1.0);
   }
 
   /// The app's tasks through warpvm: the graph as objects over the pinned host copies
@@ -658,6 +744,15 @@ class GraphBench {
     object<std::uint32_t> weights;
     if (app == App::sssp) weights = rt.adopt(weights_->as<std::uint32_t>(), m_, placement, "weights");
     auto values = rt.adopt(values_.as<std::uint32_t>(), n_, placement, "values");
+    object<std::uint64_t> chunk_offsets;
+    object<std::uint32_t> vertex_chunks;
+    std::optional<apps::PagedChunkTable> chunk_table;
+    if (o_.balanced()) {
+      chunk_offsets = rt.adopt(chunk_offsets_->as<std::uint64_t>(), chunk_count_ + 1, placement, "chunk_offsets");
+      vertex_chunks = rt.adopt(vertex_chunks_->as<std::uint32_t>(), n_ + 1, placement, "vertex_chunks");
+      chunk_table = apps::PagedChunkTable{chunk_offsets.device(), vertex_chunks.device()};
+    }
+    const apps::PagedChunkTable* chunks = chunk_table ? &*chunk_table : nullptr;
     const std::uint64_t max_blocks = apps::max_paged_blocks(rt, raw_blocks());
     for (const Task& t : tasks_) {
       if (t.app != app) continue;
@@ -669,14 +764,16 @@ class GraphBench {
       auto run = [&] {
         switch (app) {
           case App::bfs:
-            iterations = apps::bfs_paged(rt, *queues_, offsets.device(), columns.device(), values.device(), t.root, max_blocks);
+            iterations = apps::bfs_paged(rt, *queues_, offsets.device(), columns.device(), values.device(), t.root, max_blocks,
+                                         apps::graph_block_threads, chunks);
             break;
           case App::cc:
-            iterations = apps::cc_paged(rt, *queues_, offsets.device(), columns.device(), values.device(), max_blocks);
+            iterations = apps::cc_paged(rt, *queues_, offsets.device(), columns.device(), values.device(), max_blocks,
+                                        apps::graph_block_threads, chunks);
             break;
           case App::sssp:
             iterations = apps::sssp_paged(rt, *queues_, offsets.device(), columns.device(), weights.device(), values.device(),
-                                          t.root, max_blocks);
+                                          t.root, max_blocks, apps::graph_block_threads, chunks);
             break;
         }
         rt.flush();  // the values are on the host when the clock stops
@@ -704,6 +801,8 @@ class GraphBench {
   const std::string graph_origin_;
   PinnedArray offsets_, columns_, values_;  // the graph, and the values warpvm modes adopt
   std::optional<PinnedArray> weights_;      // SSSP's edge weights, aligned with columns_
+  std::uint64_t chunk_count_ = 0;           // the Balanced CSR's chunks (--balanced), else 0
+  std::optional<PinnedArray> chunk_offsets_, vertex_chunks_;  // its chunk table (build_chunk_table)
   std::vector<Task> tasks_;                 // BFS per root, CC, SSSP per root, in that order
   std::optional<apps::FrontierQueues> queues_;
   Recorder recorder_;

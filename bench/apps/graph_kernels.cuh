@@ -1,10 +1,11 @@
 #pragma once
-// What the graph kernels (bfs.cuh, cc.cuh, sssp.cuh) share: a warp per frontier vertex, the
-// row bounds read once per warp, two ways to walk a CSR row (plain pointers in 128-byte aligned
-// windows; warpvm page spans), appending to the next frontier queue at most once per vertex and
-// iteration, launch shapes, and the frontier queues that drive the iterations from the host.
-// The queues (and the per-vertex stamps) live in device memory in every mode: scratch that never
-// needs to reach the host, 12 bytes per vertex.
+// What the graph kernels (bfs.cuh, cc.cuh, sssp.cuh) share: a warp per unit of work (a frontier
+// vertex's row, or with DREAM's Balanced CSR one chunk of it), the row bounds read once per
+// warp, two ways to walk a CSR row (plain pointers in 128-byte aligned windows; warpvm page
+// spans), appending to the next frontier queue at most once per vertex and iteration, launch
+// shapes, and the frontier queues that drive the iterations from the host. The queues (and the
+// per-vertex stamps, and the chunk queue of the balanced runs) live in device memory in every
+// mode: scratch that never needs to reach the host, 12 bytes per vertex (and 8 per chunk).
 
 #include "warpvm/sim/rmat.hpp"
 #include "warpvm/warpvm.hpp"
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace warpvm::apps {
 
@@ -115,7 +117,120 @@ __device__ void walk_row_paged(const array<std::uint32_t>& columns, const array<
   }
 }
 
+/// The warps' units of work without a chunk table: each frontier vertex's whole row.
+template <class Offsets>
+struct FrontierRows {
+  Offsets offsets;  ///< the CSR's row offsets: a pointer or a warpvm::array<std::uint64_t>
+  const std::uint32_t* frontier;
+  std::uint32_t size;
+  __device__ std::uint32_t vertex(std::uint64_t i) const { return frontier[i]; }
+  /// Called by all 32 lanes (row_of).
+  __device__ Row row(std::uint64_t i) const { return row_of(offsets, frontier[i]); }
+};
+
+/// The warps' units of work over the Balanced CSR: chunks of the frontier's rows, each with its
+/// vertex (the chunk queue that expand_to_chunks fills).
+template <class ChunkOffsets>
+struct ChunkRows {
+  ChunkOffsets chunk_offsets;  ///< the first edge of each chunk, then the end: as offsets are for rows
+  const std::uint32_t* vertices;
+  const std::uint32_t* chunks;
+  std::uint32_t size;
+  __device__ std::uint32_t vertex(std::uint64_t i) const { return vertices[i]; }
+  /// A chunk's entries; called by all 32 lanes. The last chunk of a row ends where the next
+  /// chunk begins: rows between them have no entries.
+  __device__ Row row(std::uint64_t i) const { return row_of(chunk_offsets, chunks[i]); }
+};
+
+/// visit(v, row) for each unit of work of `rows`, a warp each (grid-stride); called by all 32
+/// lanes of every warp of the grid.
+template <class Rows, class Visit>
+__device__ void for_each_row(const Rows& rows, Visit&& visit) {
+  for (std::uint64_t i = warp_index(); i < rows.size; i += warp_count()) visit(rows.vertex(i), rows.row(i));
+}
+
 }  // namespace graph_detail
+
+/// The Balanced CSR's chunk table as the kernels read it (sim::balance_csr and
+/// sim::first_chunks): `chunk_offsets` (chunks + 1 entries) where each chunk's edges start, then
+/// the end of the columns; `vertex_chunks` (vertices + 1) vertex v's chunks [vertex_chunks[v],
+/// vertex_chunks[v + 1]). Plain pointers, or warpvm arrays.
+template <class ChunkOffsets, class VertexChunks>
+struct ChunkTable {
+  ChunkOffsets chunk_offsets;
+  VertexChunks vertex_chunks;
+};
+using RawChunkTable = ChunkTable<const std::uint64_t*, const std::uint32_t*>;
+using PagedChunkTable = ChunkTable<array<std::uint64_t>, array<std::uint32_t>>;
+
+/// The chunks of the frontier's vertices into the chunk queue (`chunk_vertices`, `chunk_ids`),
+/// `chunk_count` (zero before) their number afterwards; a thread per frontier vertex, one atomic
+/// per warp. `VertexChunks` is a pointer or a warpvm::array<std::uint32_t> (one element held at a
+/// time). The queue needs room for the chunks of every vertex: a frontier holds each vertex once.
+template <class VertexChunks>
+__global__ void __launch_bounds__(graph_block_threads, graph_paged_min_blocks)
+    expand_to_chunks(VertexChunks vertex_chunks, const std::uint32_t* frontier, std::uint32_t frontier_size,
+                     std::uint32_t* chunk_vertices, std::uint32_t* chunk_ids, std::uint32_t* chunk_count) {
+  using graph_detail::lane;
+  constexpr unsigned all_lanes = 0xffffffffu;
+  for (std::uint64_t base = graph_detail::warp_index() * 32; base < frontier_size; base += graph_detail::warp_count() * 32) {
+    std::uint32_t v = 0, first = 0, count = 0;
+    if (base + lane() < frontier_size) {
+      v = frontier[base + lane()];
+      first = vertex_chunks[v];
+      count = vertex_chunks[v + 1] - first;
+    }
+    // Where each lane's chunks go: an inclusive scan of the counts, one atomic for the warp.
+    std::uint32_t end = count;
+    for (unsigned distance = 1; distance < 32; distance *= 2) {
+      const std::uint32_t below = __shfl_up_sync(all_lanes, end, distance);
+      if (lane() >= distance) end += below;
+    }
+    const std::uint32_t total = __shfl_sync(all_lanes, end, 31);
+    std::uint32_t warp_slot = 0;
+    if (lane() == 0 && total != 0) warp_slot = atomicAdd(chunk_count, total);
+    const std::uint32_t slot = __shfl_sync(all_lanes, warp_slot, 0) + end - count;
+    // A lane writes its own few chunks; a hub's many are written by the whole warp, 32 at a time,
+    // so that one lane's serial stores do not hold up its warp.
+    const bool hub = count > 32;
+    if (!hub) {
+      for (std::uint32_t k = 0; k < count; ++k) {
+        chunk_vertices[slot + k] = v;
+        chunk_ids[slot + k] = first + k;
+      }
+    }
+    for (unsigned hubs = __ballot_sync(all_lanes, hub); hubs != 0; hubs &= hubs - 1) {
+      const int from = __ffs(static_cast<int>(hubs)) - 1;
+      const std::uint32_t hub_vertex = __shfl_sync(all_lanes, v, from), hub_first = __shfl_sync(all_lanes, first, from),
+                          hub_count = __shfl_sync(all_lanes, count, from), hub_slot = __shfl_sync(all_lanes, slot, from);
+      for (std::uint32_t k = lane(); k < hub_count; k += 32) {
+        chunk_vertices[hub_slot + k] = hub_vertex;
+        chunk_ids[hub_slot + k] = hub_first + k;
+      }
+    }
+  }
+}
+
+/// Launches plain-pointer kernels on a stream.
+struct StreamLauncher {
+  cudaStream_t stream;
+  [[nodiscard]] cudaStream_t launch_stream() const { return stream; }
+  template <class... Params, class... Args>
+  void operator()(void (*kernel)(Params...), dim3 grid, dim3 block, Args&&... args) const {
+    kernel<<<grid, block, 0, stream>>>(std::forward<Args>(args)...);
+    WARPVM_CUDA_TRY(cudaGetLastError());
+  }
+};
+
+/// Launches paged kernels through a Runtime (on its stream, after its progress check).
+struct RuntimeLauncher {
+  Runtime& rt;
+  [[nodiscard]] cudaStream_t launch_stream() const { return rt.stream(); }
+  template <class... Params, class... Args>
+  void operator()(void (*kernel)(Params...), dim3 grid, dim3 block, Args&&... args) const {
+    rt.launch(kernel, grid, block, 0, std::forward<Args>(args)...);
+  }
+};
 
 /// BFS levels and SSSP distances before a run, in device or managed memory: 0 at the root,
 /// unreached (uint32 max: sim::bfs_unreached, sim::sssp_unreached) everywhere else.
@@ -158,16 +273,26 @@ inline std::uint64_t max_paged_blocks(const Runtime& rt, std::uint64_t wanted, u
 }
 
 /// The two frontier queues, the next queue's length and the per-vertex stamps (iteration last
-/// queued for), in device memory; move-only.
+/// queued for), and for balanced runs the chunk queue (a frontier's chunks and their vertices),
+/// in device memory; not copyable.
 class FrontierQueues {
  public:
-  explicit FrontierQueues(std::uint64_t vertices) : vertices_(vertices) {
+  /// `chunks`: the Balanced CSR's chunk count when balanced runs use these queues (the chunk
+  /// queue's room: a frontier holds each vertex once, so at most every chunk), else 0.
+  explicit FrontierQueues(std::uint64_t vertices, std::uint64_t chunks = 0) : vertices_(vertices) {
     try {
       WARPVM_CUDA_TRY(cudaMalloc(&queues_[0], vertices * sizeof(std::uint32_t)));
       WARPVM_CUDA_TRY(cudaMalloc(&queues_[1], vertices * sizeof(std::uint32_t)));
       WARPVM_CUDA_TRY(cudaMalloc(&stamps_, vertices * sizeof(std::uint32_t)));
       WARPVM_CUDA_TRY(cudaMalloc(&next_size_, sizeof(std::uint32_t)));
       WARPVM_CUDA_TRY(cudaHostAlloc(&host_word_, sizeof(std::uint32_t), cudaHostAllocDefault));
+      if (chunks != 0) {
+        // The chunk count goes through 32-bit atomics and ids, as frontier sizes do.
+        if (chunks > 0xffffffffu) throw std::invalid_argument("FrontierQueues: more chunks than 32-bit ids can name");
+        WARPVM_CUDA_TRY(cudaMalloc(&chunk_vertices_, chunks * sizeof(std::uint32_t)));
+        WARPVM_CUDA_TRY(cudaMalloc(&chunk_ids_, chunks * sizeof(std::uint32_t)));
+        WARPVM_CUDA_TRY(cudaMalloc(&chunk_count_, sizeof(std::uint32_t)));
+      }
     } catch (...) {
       release();
       throw;
@@ -197,6 +322,37 @@ class FrontierQueues {
     return iterate(stream, static_cast<std::uint32_t>(vertices_), expand);
   }
 
+  /// One iteration's kernel over `frontier` (for an `expand` of run_from or run_from_all): calls
+  /// launch_rows(rows, grid, block) with rows a graph_detail::FrontierRows over `offsets` (a warp
+  /// per vertex) when `table` is null; else with graph_detail::ChunkRows, the frontier's chunks
+  /// (a warp per chunk), which expand_to_chunks puts in the chunk queue first through `launch`
+  /// (a StreamLauncher or RuntimeLauncher), then a wait for their number to size the grid.
+  /// Grids as frontier_grid, at most `max_blocks` blocks of `block_threads`.
+  template <class Launcher, class Offsets, class Table, class LaunchRows>
+  void launch_over_rows(const Launcher& launch, const Offsets& offsets, const Table* table, const std::uint32_t* frontier,
+                        std::uint32_t size, std::uint64_t max_blocks, unsigned block_threads, LaunchRows&& launch_rows) {
+    const dim3 block(block_threads);
+    if (table == nullptr) {
+      launch_rows(graph_detail::FrontierRows<Offsets>{offsets, frontier, size}, frontier_grid(size, max_blocks, block_threads),
+                  block);
+      return;
+    }
+    if (chunk_ids_ == nullptr) throw std::logic_error("FrontierQueues: balanced runs need queues built with the chunk count");
+    const cudaStream_t stream = launch.launch_stream();
+    WARPVM_CUDA_TRY(cudaMemsetAsync(chunk_count_, 0, sizeof(std::uint32_t), stream));
+    // A thread per frontier vertex: a warp per 32.
+    const auto warps = static_cast<std::uint32_t>((std::uint64_t{size} + 31) / 32);
+    launch(expand_to_chunks<decltype(table->vertex_chunks)>, frontier_grid(warps, max_blocks, block_threads),
+           block, table->vertex_chunks, frontier, size, chunk_vertices_, chunk_ids_, chunk_count_);
+    // host_word_ is free here: iterate() reads the next frontier's size into it after this.
+    WARPVM_CUDA_TRY(cudaMemcpyAsync(host_word_, chunk_count_, sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream));
+    WARPVM_CUDA_TRY(cudaStreamSynchronize(stream));
+    const std::uint32_t chunks = *host_word_;
+    if (chunks == 0) return;  // frontier vertices without edges: nothing to visit
+    launch_rows(graph_detail::ChunkRows<decltype(table->chunk_offsets)>{table->chunk_offsets, chunk_vertices_, chunk_ids_, chunks},
+                frontier_grid(chunks, max_blocks, block_threads), block);
+  }
+
  private:
   template <class Expand>
   std::uint32_t iterate(cudaStream_t stream, std::uint32_t size, Expand& expand) {
@@ -221,12 +377,18 @@ class FrontierQueues {
     cudaFree(stamps_);
     cudaFree(next_size_);
     cudaFreeHost(host_word_);
+    cudaFree(chunk_vertices_);
+    cudaFree(chunk_ids_);
+    cudaFree(chunk_count_);
   }
   std::uint64_t vertices_;
   std::uint32_t* queues_[2] = {nullptr, nullptr};
   std::uint32_t* stamps_ = nullptr;
   std::uint32_t* next_size_ = nullptr;
   std::uint32_t* host_word_ = nullptr;  // pinned: the root going in, each iteration's size coming out
+  std::uint32_t* chunk_vertices_ = nullptr;  // the chunk queue (balanced runs): each chunk's vertex
+  std::uint32_t* chunk_ids_ = nullptr;       // and the chunk
+  std::uint32_t* chunk_count_ = nullptr;
 };
 
 }  // namespace warpvm::apps

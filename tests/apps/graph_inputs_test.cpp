@@ -503,5 +503,37 @@ TEST(BalancedCsr, CoversEveryEdgeOnceInBoundedChunksOnRmat) {
   }
 }
 
+TEST(BalancedCsr, FirstChunksOfHandMadeRows) {
+  // Degrees 0, 5, 0, 1, 9, 0 with chunks of 4 edges: chunks 0-1 are vertex 1's, 2 vertex 3's,
+  // 3-5 vertex 4's.
+  const BalancedCsr b = balance_csr(std::vector<std::uint64_t>{0, 0, 5, 5, 6, 15, 15}, 4);
+  EXPECT_EQ(first_chunks(b, 6), (std::vector<std::uint32_t>{0, 0, 2, 2, 3, 6, 6}));
+  EXPECT_EQ(first_chunks(balance_csr(std::vector<std::uint64_t>{0, 0, 0}, 32), 2), (std::vector<std::uint32_t>{0, 0, 0}));
+  EXPECT_THROW(first_chunks(b, 4), std::invalid_argument);  // chunks of vertex 4 among 4 vertices
+}
+
+TEST(BalancedCsr, FirstChunksNameEachVertexsChunksOnRmat) {
+  const CsrGraph g = rmat(RmatParams{.scale = 12, .edge_factor = 16, .seed = 5});
+  for (const std::uint32_t chunk_edges : {1u, 8u, 100u}) {
+    SCOPED_TRACE(chunk_edges);
+    const BalancedCsr b = balance_csr(g.offsets, chunk_edges);
+    const std::vector<std::uint32_t> first = first_chunks(b, g.vertices());
+    ASSERT_EQ(first.size(), g.vertices() + 1);
+    EXPECT_EQ(first.front(), 0u);
+    EXPECT_EQ(first.back(), b.chunks());
+    for (std::uint64_t v = 0; v < g.vertices(); ++v) {
+      ASSERT_LE(first[v], first[v + 1]);
+      // v's chunks are exactly those naming v, and together they cover v's row.
+      for (std::uint64_t c = first[v]; c < first[v + 1]; ++c) ASSERT_EQ(b.chunk_vertex[c], v) << "chunk " << c;
+      if (first[v] == first[v + 1]) {
+        ASSERT_EQ(g.offsets[v], g.offsets[v + 1]) << "vertex " << v << " has edges but no chunks";
+      } else {
+        ASSERT_EQ(b.chunk_offsets[first[v]], g.offsets[v]) << "vertex " << v;
+        ASSERT_EQ(b.chunk_offsets[first[v + 1]], g.offsets[v + 1]) << "vertex " << v;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace warpvm::sim

@@ -5,16 +5,21 @@
 // benchmark's other modes use. Connected components (cc.cuh) and shortest paths (sssp.cuh, from
 // the same roots, weights drawn from the seed): the plain-pointer kernels on device memory and on
 // pinned host memory (zero-copy), and through warpvm with the whole graph cached and with caches
-// small enough to evict.
+// small enough to evict. All three over DREAM's Balanced CSR too (a warp per chunk of a row, the
+// chunk table one more array or object): plain pointers on device and pinned host memory, and
+// through warpvm whole and evicting.
 
 #include "bfs.cuh"
 #include "cc.cuh"
 #include "gpu_test_support.cuh"
 #include "sssp.cuh"
 
+#include "warpvm/sim/graph_inputs.hpp"
+
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,7 +59,31 @@ const Graph& graph() {
   return g;
 }
 
+/// Chunks of the Balanced CSR the balanced tests use: 8 edges, a quarter of R-MAT's mean degree
+/// here, so most rows are cut and chunks start off the 128-byte windows of walk_row.
+constexpr std::uint32_t balanced_chunk_edges = 8;
+
+/// The graph's Balanced CSR and each vertex's first chunk (sim::first_chunks): the chunk table.
+struct Balanced {
+  sim::BalancedCsr csr;
+  std::vector<std::uint32_t> first_chunks;
+};
+
+const Balanced& balanced() {
+  static const Balanced b = [] {
+    Balanced built{sim::balance_csr(graph().offsets, balanced_chunk_edges), {}};
+    built.first_chunks = sim::first_chunks(built.csr, graph_params.vertices());
+    return built;
+  }();
+  return b;
+}
+
 std::uint64_t pages_of(std::uint64_t bytes) { return (bytes + 4095) / 4096; }
+
+/// Pages of the chunk table's two objects.
+std::uint64_t chunk_table_pages() {
+  return pages_of(balanced().csr.chunk_offsets.size() * 8) + pages_of(balanced().first_chunks.size() * 4);
+}
 
 /// Pages of the three objects (offsets, columns, levels): the cache that holds them all.
 std::uint64_t footprint_pages() {
@@ -97,15 +126,38 @@ object<T> upload(Runtime& rt, const std::vector<T>& contents, const char* name) 
   return o;
 }
 
+/// The chunk table as objects (migrate) of `rt` when `wanted`, else none: what the paged
+/// helpers below pass their kernels (null: a warp per vertex).
+class PagedChunks {
+ public:
+  PagedChunks(Runtime& rt, bool wanted) {
+    if (!wanted) return;
+    chunk_offsets_ = upload(rt, balanced().csr.chunk_offsets, "chunk_offsets");
+    vertex_chunks_ = upload(rt, balanced().first_chunks, "vertex_chunks");
+    table_ = apps::PagedChunkTable{chunk_offsets_.device(), vertex_chunks_.device()};
+  }
+  /// The chunk queue's room (FrontierQueues): 0 without the table.
+  [[nodiscard]] std::uint64_t chunks() const { return table_ ? balanced().csr.chunks() : 0; }
+  [[nodiscard]] const apps::PagedChunkTable* table() const { return table_ ? &*table_ : nullptr; }
+
+ private:
+  object<std::uint64_t> chunk_offsets_;
+  object<std::uint32_t> vertex_chunks_;
+  std::optional<apps::PagedChunkTable> table_;
+};
+
 /// The graph as warpvm objects (migrate) of `rt`, searched from every root with blocks of
 /// `block_threads`, each result compared with the reference on the levels' host copy.
-void expect_paged_bfs_matches(Runtime& rt, std::uint64_t wanted_blocks, unsigned block_threads = apps::graph_block_threads) {
+/// `balanced_rows`: over the Balanced CSR (its chunk table objects of `rt` too).
+void expect_paged_bfs_matches(Runtime& rt, std::uint64_t wanted_blocks, unsigned block_threads = apps::graph_block_threads,
+                              bool balanced_rows = false) {
   const Graph& g = graph();
   const std::uint64_t n = graph_params.vertices();
   auto offsets = upload(rt, g.offsets, "offsets");
   auto columns = upload(rt, g.columns, "columns");
   auto levels = rt.alloc<std::uint32_t>(n, Placement::migrate, "levels");
-  apps::FrontierQueues queues(n);
+  const PagedChunks chunks(rt, balanced_rows);
+  apps::FrontierQueues queues(n, chunks.chunks());
   const std::uint64_t max_blocks = apps::max_paged_blocks(rt, wanted_blocks, block_threads);
   for (std::size_t r = 0; r < g.roots.size(); ++r) {
     SCOPED_TRACE("root " + std::to_string(g.roots[r]));
@@ -113,7 +165,7 @@ void expect_paged_bfs_matches(Runtime& rt, std::uint64_t wanted_blocks, unsigned
     std::fill(levels.host().begin(), levels.host().end(), apps::bfs_unreached);
     levels.host()[g.roots[r]] = 0;
     const std::uint32_t depth = apps::bfs_paged(rt, queues, offsets.device(), columns.device(), levels.device(),
-                                                g.roots[r], max_blocks, block_threads);
+                                                g.roots[r], max_blocks, block_threads, chunks.table());
     rt.flush();
     EXPECT_EQ(compare_values(levels.host().data(), g.expected[r]), "");
     EXPECT_EQ(depth, depth_of(g.expected[r]));
@@ -130,24 +182,32 @@ TEST(Graph500BfsReference, LevelsAreValid) {
     EXPECT_EQ(sim::check_bfs_levels(g.offsets, g.columns, g.roots[r], g.expected[r]), "");
 }
 
-TEST_F(Graph500Bfs, RawKernelOnDeviceMemoryMatchesReference) {
+/// BFS from every root with the plain-pointer kernel on this graph (device or pinned host
+/// memory), over the Balanced CSR when `chunks` is given; the levels in device memory.
+void expect_raw_bfs_matches(const std::uint64_t* offsets, const std::uint32_t* columns, std::uint64_t max_blocks,
+                            const apps::RawChunkTable* chunks = nullptr) {
   const Graph& g = graph();
   const std::uint64_t n = graph_params.vertices();
-  DeviceVector<std::uint64_t> offsets(n + 1);
-  DeviceVector<std::uint32_t> columns(g.columns.size());
   DeviceVector<std::uint32_t> levels(n);
-  WARPVM_CUDA_TRY(cudaMemcpy(offsets.get(), g.offsets.data(), (n + 1) * 8, cudaMemcpyHostToDevice));
-  WARPVM_CUDA_TRY(cudaMemcpy(columns.get(), g.columns.data(), g.columns.size() * 4, cudaMemcpyHostToDevice));
-  apps::FrontierQueues queues(n);
+  apps::FrontierQueues queues(n, chunks != nullptr ? balanced().csr.chunks() : 0);
   for (std::size_t r = 0; r < g.roots.size(); ++r) {
     SCOPED_TRACE("root " + std::to_string(g.roots[r]));
     apps::reset_from_root<<<64, 256>>>(levels.get(), n, g.roots[r]);
     WARPVM_CUDA_TRY(cudaDeviceSynchronize());
-    const std::uint32_t depth = apps::bfs_raw(nullptr, queues, offsets.get(), columns.get(), levels.get(), g.roots[r],
-                                              sm_count() * 8);
+    const std::uint32_t depth =
+        apps::bfs_raw(nullptr, queues, offsets, columns, levels.get(), g.roots[r], max_blocks, chunks);
     EXPECT_EQ(compare_values(levels.to_host().data(), g.expected[r]), "");
     EXPECT_EQ(depth, depth_of(g.expected[r]));
   }
+}
+
+TEST_F(Graph500Bfs, RawKernelOnDeviceMemoryMatchesReference) {
+  const Graph& g = graph();
+  DeviceVector<std::uint64_t> offsets(g.offsets.size());
+  DeviceVector<std::uint32_t> columns(g.columns.size());
+  WARPVM_CUDA_TRY(cudaMemcpy(offsets.get(), g.offsets.data(), g.offsets.size() * 8, cudaMemcpyHostToDevice));
+  WARPVM_CUDA_TRY(cudaMemcpy(columns.get(), g.columns.data(), g.columns.size() * 4, cudaMemcpyHostToDevice));
+  expect_raw_bfs_matches(offsets.get(), columns.get(), sm_count() * 8);
 }
 
 TEST_F(Graph500Bfs, WholeGraphCached) {
@@ -258,23 +318,25 @@ TEST(GraphReferences, ComponentsAndDistancesAgreeWithBfs) {
 }
 
 /// CC, then SSSP from every root, with the plain-pointer kernels on this graph (device or
-/// pinned host memory); the values in device memory, compared with the references.
+/// pinned host memory), over the Balanced CSR when `chunks` is given; the values in device
+/// memory, compared with the references.
 void expect_raw_cc_and_sssp_match(const std::uint64_t* offsets, const std::uint32_t* columns,
-                                  const std::uint32_t* weights, std::uint64_t max_blocks) {
+                                  const std::uint32_t* weights, std::uint64_t max_blocks,
+                                  const apps::RawChunkTable* chunks = nullptr) {
   const Graph& g = graph();
   const std::uint64_t n = graph_params.vertices();
   DeviceVector<std::uint32_t> values(n);
-  apps::FrontierQueues queues(n);
+  apps::FrontierQueues queues(n, chunks != nullptr ? balanced().csr.chunks() : 0);
   apps::fill_identity<<<64, 256>>>(values.get(), n);
   WARPVM_CUDA_TRY(cudaGetLastError());
-  const std::uint32_t iterations = apps::cc_raw(nullptr, queues, offsets, columns, values.get(), max_blocks);
+  const std::uint32_t iterations = apps::cc_raw(nullptr, queues, offsets, columns, values.get(), max_blocks, chunks);
   EXPECT_EQ(compare_values(values.to_host().data(), g.labels), "");
   EXPECT_GT(iterations, 1u);
   for (std::size_t r = 0; r < g.roots.size(); ++r) {
     SCOPED_TRACE("sssp from root " + std::to_string(g.roots[r]));
     apps::reset_from_root<<<64, 256>>>(values.get(), n, g.roots[r]);
     WARPVM_CUDA_TRY(cudaGetLastError());
-    apps::sssp_raw(nullptr, queues, offsets, columns, weights, values.get(), g.roots[r], max_blocks);
+    apps::sssp_raw(nullptr, queues, offsets, columns, weights, values.get(), g.roots[r], max_blocks, chunks);
     EXPECT_EQ(compare_values(values.to_host().data(), g.distances[r]), "");
   }
 }
@@ -304,21 +366,24 @@ std::uint64_t cc_footprint_pages() { return footprint_pages(); }
 std::uint64_t sssp_footprint_pages() { return footprint_pages() + pages_of(graph_params.directed_edges() * 4); }
 
 /// CC through warpvm objects (migrate) of `rt`, twice (the second run starts from an emptied
-/// cache), each compared with the reference on the labels' host copy.
-void expect_paged_cc_matches(Runtime& rt, std::uint64_t wanted_blocks, unsigned block_threads = apps::graph_block_threads) {
+/// cache), each compared with the reference on the labels' host copy; `balanced_rows` as for
+/// expect_paged_bfs_matches.
+void expect_paged_cc_matches(Runtime& rt, std::uint64_t wanted_blocks, unsigned block_threads = apps::graph_block_threads,
+                             bool balanced_rows = false) {
   const Graph& g = graph();
   const std::uint64_t n = graph_params.vertices();
   auto offsets = upload(rt, g.offsets, "offsets");
   auto columns = upload(rt, g.columns, "columns");
   auto labels = rt.alloc<std::uint32_t>(n, Placement::migrate, "labels");
-  apps::FrontierQueues queues(n);
+  const PagedChunks chunks(rt, balanced_rows);
+  apps::FrontierQueues queues(n, chunks.chunks());
   const std::uint64_t max_blocks = apps::max_paged_blocks(rt, wanted_blocks, block_threads);
   for (int run = 0; run < 2; ++run) {
     SCOPED_TRACE("run " + std::to_string(run));
     rt.drop_cached();
     std::iota(labels.host().begin(), labels.host().end(), 0u);
     const std::uint32_t iterations =
-        apps::cc_paged(rt, queues, offsets.device(), columns.device(), labels.device(), max_blocks, block_threads);
+        apps::cc_paged(rt, queues, offsets.device(), columns.device(), labels.device(), max_blocks, block_threads, chunks.table());
     rt.flush();
     EXPECT_EQ(compare_values(labels.host().data(), g.labels), "");
     EXPECT_GT(iterations, 1u);
@@ -326,15 +391,17 @@ void expect_paged_cc_matches(Runtime& rt, std::uint64_t wanted_blocks, unsigned 
 }
 
 /// SSSP from every root through warpvm objects (migrate) of `rt`, each compared with the
-/// reference on the distances' host copy.
-void expect_paged_sssp_matches(Runtime& rt, std::uint64_t wanted_blocks, unsigned block_threads = apps::graph_block_threads) {
+/// reference on the distances' host copy; `balanced_rows` as for expect_paged_bfs_matches.
+void expect_paged_sssp_matches(Runtime& rt, std::uint64_t wanted_blocks, unsigned block_threads = apps::graph_block_threads,
+                               bool balanced_rows = false) {
   const Graph& g = graph();
   const std::uint64_t n = graph_params.vertices();
   auto offsets = upload(rt, g.offsets, "offsets");
   auto columns = upload(rt, g.columns, "columns");
   auto weights = upload(rt, g.weights, "weights");
   auto distances = rt.alloc<std::uint32_t>(n, Placement::migrate, "distances");
-  apps::FrontierQueues queues(n);
+  const PagedChunks chunks(rt, balanced_rows);
+  apps::FrontierQueues queues(n, chunks.chunks());
   const std::uint64_t max_blocks = apps::max_paged_blocks(rt, wanted_blocks, block_threads);
   for (std::size_t r = 0; r < g.roots.size(); ++r) {
     SCOPED_TRACE("root " + std::to_string(g.roots[r]));
@@ -342,7 +409,7 @@ void expect_paged_sssp_matches(Runtime& rt, std::uint64_t wanted_blocks, unsigne
     std::fill(distances.host().begin(), distances.host().end(), apps::sssp_unreached);
     distances.host()[g.roots[r]] = 0;
     apps::sssp_paged(rt, queues, offsets.device(), columns.device(), weights.device(), distances.device(), g.roots[r],
-                     max_blocks, block_threads);
+                     max_blocks, block_threads, chunks.table());
     rt.flush();
     EXPECT_EQ(compare_values(distances.host().data(), g.distances[r]), "");
   }
@@ -411,6 +478,84 @@ TEST_F(GraphCcSssp, UvmPresetWithTheWholeGraph) {
   }
   Runtime rt(uvm_preset(uvm_chunks() + 4));
   expect_paged_sssp_matches(rt, sm_count() * 8);
+}
+
+// DREAM's Balanced CSR: the same kernels, a warp per chunk of a frontier vertex's row.
+
+// Runs without a GPU too: the chunks are small enough that the hubs' rows are cut into more
+// chunks than a warp has lanes (expand_to_chunks writes those with the whole warp) and most rows
+// into several.
+TEST(GraphBalancedReference, HubsHaveMoreChunksThanAWarpHasLanes) {
+  const Balanced& b = balanced();
+  ASSERT_EQ(b.first_chunks.size(), graph_params.vertices() + 1);
+  std::uint32_t most = 0;
+  std::uint64_t cut = 0;
+  for (std::uint64_t v = 0; v < graph_params.vertices(); ++v) {
+    most = std::max(most, b.first_chunks[v + 1] - b.first_chunks[v]);
+    cut += b.first_chunks[v + 1] - b.first_chunks[v] > 1;
+  }
+  EXPECT_GT(most, 32u);
+  EXPECT_GT(cut, graph_params.vertices() / 4);
+}
+
+class GraphBalanced : public Graph500Bfs {};
+
+TEST_F(GraphBalanced, RawKernelsOnDeviceMemoryMatchReferences) {
+  const Graph& g = graph();
+  const Balanced& b = balanced();
+  DeviceVector<std::uint64_t> offsets(g.offsets.size()), chunk_offsets(b.csr.chunk_offsets.size());
+  DeviceVector<std::uint32_t> columns(g.columns.size()), weights(g.weights.size()), vertex_chunks(b.first_chunks.size());
+  WARPVM_CUDA_TRY(cudaMemcpy(offsets.get(), g.offsets.data(), g.offsets.size() * 8, cudaMemcpyHostToDevice));
+  WARPVM_CUDA_TRY(cudaMemcpy(columns.get(), g.columns.data(), g.columns.size() * 4, cudaMemcpyHostToDevice));
+  WARPVM_CUDA_TRY(cudaMemcpy(weights.get(), g.weights.data(), g.weights.size() * 4, cudaMemcpyHostToDevice));
+  WARPVM_CUDA_TRY(cudaMemcpy(chunk_offsets.get(), b.csr.chunk_offsets.data(), b.csr.chunk_offsets.size() * 8,
+                             cudaMemcpyHostToDevice));
+  WARPVM_CUDA_TRY(cudaMemcpy(vertex_chunks.get(), b.first_chunks.data(), b.first_chunks.size() * 4, cudaMemcpyHostToDevice));
+  const apps::RawChunkTable chunks{chunk_offsets.get(), vertex_chunks.get()};
+  expect_raw_bfs_matches(offsets.get(), columns.get(), sm_count() * 8, &chunks);
+  expect_raw_cc_and_sssp_match(offsets.get(), columns.get(), weights.get(), sm_count() * 8, &chunks);
+}
+
+TEST_F(GraphBalanced, RawKernelsOnPinnedHostMemoryMatchReferences) {
+  // Zero-copy, the chunk table in pinned host memory too.
+  const Graph& g = graph();
+  const PinnedCopy<std::uint64_t> offsets(g.offsets), chunk_offsets(balanced().csr.chunk_offsets);
+  const PinnedCopy<std::uint32_t> columns(g.columns), weights(g.weights), vertex_chunks(balanced().first_chunks);
+  const apps::RawChunkTable chunks{chunk_offsets.get(), vertex_chunks.get()};
+  expect_raw_bfs_matches(offsets.get(), columns.get(), sm_count() * 8, &chunks);
+  expect_raw_cc_and_sssp_match(offsets.get(), columns.get(), weights.get(), sm_count() * 8, &chunks);
+}
+
+TEST_F(GraphBalanced, PagedWholeGraphCached) {
+  {
+    Runtime rt(gpu_initiated(footprint_pages() + chunk_table_pages()));
+    expect_paged_bfs_matches(rt, sm_count() * 8, apps::graph_block_threads, true);
+    EXPECT_EQ(rt.stats().evictions, 0u);
+  }
+  {
+    Runtime rt(gpu_initiated(cc_footprint_pages() + chunk_table_pages(), EvictionPolicy::clock, apps::cc_pages_held));
+    expect_paged_cc_matches(rt, sm_count() * 8, apps::graph_block_threads, true);
+    EXPECT_EQ(rt.stats().evictions, 0u);
+  }
+  Runtime rt(gpu_initiated(sssp_footprint_pages() + chunk_table_pages(), EvictionPolicy::clock, apps::sssp_pages_held));
+  expect_paged_sssp_matches(rt, sm_count() * 8, apps::graph_block_threads, true);
+  EXPECT_EQ(rt.stats().evictions, 0u);
+}
+
+TEST_F(GraphBalanced, PagedQuarterCacheEvictsAndStillMatches) {
+  {
+    Runtime rt(gpu_initiated((footprint_pages() + chunk_table_pages()) / 4));
+    expect_paged_bfs_matches(rt, sm_count() * 8, 64, true);
+    EXPECT_GT(rt.stats().evictions, 0u);
+  }
+  {
+    Runtime rt(gpu_initiated((cc_footprint_pages() + chunk_table_pages()) / 4, EvictionPolicy::clock, apps::cc_pages_held));
+    expect_paged_cc_matches(rt, sm_count() * 8, 64, true);
+    EXPECT_GT(rt.stats().evictions, 0u);
+  }
+  Runtime rt(gpu_initiated((sssp_footprint_pages() + chunk_table_pages()) / 4, EvictionPolicy::clock, apps::sssp_pages_held));
+  expect_paged_sssp_matches(rt, sm_count() * 8, 64, true);
+  EXPECT_GT(rt.stats().evictions, 0u);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 ///   warpvm::sim::write_graph_cache("uniform-20.wvg", offsets, columns, weights);
 ///   warpvm::sim::CsrGraph g = warpvm::sim::load_graph_cache("uniform-20.wvg");
 ///   auto chunks = warpvm::sim::balance_csr(g.offsets, 32);               // DREAM's Balanced CSR
+///   auto firsts = warpvm::sim::first_chunks(chunks, g.vertices());        // each vertex's chunks
 /// @endcode
 
 #include "warpvm/sim/graph_reference.hpp"
@@ -587,6 +588,23 @@ inline BalancedCsr balance_csr(std::span<const std::uint64_t> offsets, std::uint
   }
   b.chunk_offsets.push_back(offsets.back());
   return b;
+}
+
+/// The other direction of `chunk_vertex`, for a frontier of vertices to find its chunks:
+/// `vertices` + 1 entries, vertex v's chunks [first[v], first[v + 1]) (empty for rows without
+/// edges), the last the chunk count. 32-bit like the GPU's chunk ids. Throws
+/// std::invalid_argument for more chunks than 32-bit ids can name or a chunk of a vertex not
+/// below `vertices`.
+inline std::vector<std::uint32_t> first_chunks(const BalancedCsr& b, std::uint64_t vertices) {
+  if (b.chunks() > 0xffffffffu) throw std::invalid_argument("first_chunks: more chunks than 32-bit ids can name");
+  std::vector<std::uint32_t> first(vertices + 1, 0);
+  // Chunks per vertex at v + 1, then a running sum: chunks come in vertex order.
+  for (const std::uint32_t v : b.chunk_vertex) {
+    if (v >= vertices) throw std::invalid_argument("first_chunks: a chunk of vertex " + std::to_string(v) + " of " + std::to_string(vertices));
+    ++first[v + 1];
+  }
+  for (std::uint64_t v = 0; v < vertices; ++v) first[v + 1] += first[v];
+  return first;
 }
 
 }  // namespace warpvm::sim
