@@ -519,11 +519,12 @@ TEST_F(GraphBalanced, RawKernelsOnDeviceMemoryMatchReferences) {
 TEST_F(GraphBalanced, RawKernelsOnPinnedHostMemoryMatchReferences) {
   // Zero-copy, the chunk table in pinned host memory too.
   const Graph& g = graph();
-  const PinnedCopy<std::uint64_t> offsets(g.offsets), chunk_offsets(balanced().csr.chunk_offsets);
-  const PinnedCopy<std::uint32_t> columns(g.columns), weights(g.weights), vertex_chunks(balanced().first_chunks);
-  const apps::RawChunkTable chunks{chunk_offsets.get(), vertex_chunks.get()};
-  expect_raw_bfs_matches(offsets.get(), columns.get(), sm_count() * 8, &chunks);
-  expect_raw_cc_and_sssp_match(offsets.get(), columns.get(), weights.get(), sm_count() * 8, &chunks);
+  const MappedBuffer offsets(g.offsets), chunk_offsets(balanced().csr.chunk_offsets);
+  const MappedBuffer columns(g.columns), weights(g.weights), vertex_chunks(balanced().first_chunks);
+  const apps::RawChunkTable chunks{chunk_offsets.device<std::uint64_t>(), vertex_chunks.device<std::uint32_t>()};
+  expect_raw_bfs_matches(offsets.device<std::uint64_t>(), columns.device<std::uint32_t>(), sm_count() * 8, &chunks);
+  expect_raw_cc_and_sssp_match(offsets.device<std::uint64_t>(), columns.device<std::uint32_t>(),
+                               weights.device<std::uint32_t>(), sm_count() * 8, &chunks);
 }
 
 TEST_F(GraphBalanced, PagedWholeGraphCached) {
