@@ -194,7 +194,9 @@ class channel {
   /// The handle producer kernels on GPU `device` (-1: the consumers' GPU) take by value. Needs
   /// ChannelConfig::device_producers. For a peer GPU, enables its peer access to the consumers'
   /// GPU (it publishes into memory there) and to the buffer's; refuses a GPU without peer access
-  /// or native peer atomics. The kernels must have ended before reset().
+  /// or native peer atomics. The kernels must have ended before reset(), and must be loaded
+  /// (cudaFuncGetAttributes) before consumers wait on them: under lazy module loading a first
+  /// launch can wait for the running consumers (docs/channels.md, "Kernel producers").
   [[nodiscard]] channel_producer producer(int device = -1) const;
 
   /// Marks tags [first_tag, first_tag + tag_count) available: the data they name must be in

@@ -509,6 +509,10 @@ void run_with_kernel_producer(channel& ch, int producer_device, const Workload& 
   DeviceVector<unsigned long long> refused(1);
   WARPVM_CUDA_TRY(cudaMemcpy(device_order.get(), order.data(), tags * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
   TestStream producer_stream;
+  // Load the producer now: under CUDA's lazy module loading (the default) a kernel's first launch
+  // can wait for the running kernels to end, here the consumers waiting for it (a deadlock).
+  cudaFuncAttributes loaded{};
+  WARPVM_CUDA_TRY(cudaFuncGetAttributes(&loaded, produce_tags));
   {
     const CurrentDevice on_consumer_device(ch.config().device);
     consume_groups<<<32, 256, 0, consumer_stream.get()>>>(ch.device(), w.groups, w.tags_per_group, w.group_words, 0,
