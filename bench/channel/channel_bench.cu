@@ -1,12 +1,15 @@
-// warpvm-channel-bench: CPU-to-GPU producer/consumer workloads of issue #7, each checked against
-// a host reference with fresh random inputs (--seed to repeat one):
+// warpvm-channel-bench: producer/consumer workloads of issue #7, CPU to GPU and GPU to GPU, each
+// checked against a host reference with fresh random inputs (--seed to repeat one):
 //
 //   tiles  a host thread publishes N image tiles, one every `interval` microseconds; consumer
 //          warps blur each tile (3x3 box sum) into device memory
 //   cg     conjugate gradient, CPU and GPU alternating every iteration (channel_workloads.cuh)
 //   halo   a 3D cube whose six face halos the host produces every iteration (channel_workloads.cuh)
+//   stencil2gpu  GPU to GPU: a 2D stencil on a grid split between GPUs 0 and 1, each GPU producing
+//          its boundary row for the other every iteration (channel_workloads.cuh; its own runner
+//          below, with the modes channel, peer_flag, naive and atomic_wait described there)
 //
-// In every kernel, compute blocks run independent work (an integer hash chain) next to the
+// In every CPU-to-GPU kernel, compute blocks run independent work (an integer hash chain) next to the
 // consumer blocks, so there is something to hide waiting behind. Four ways to meet the data:
 //
 //   channel       warpvm::channel: the warp posts a request and parks on a device word; the
@@ -23,6 +26,9 @@
 //   atomic_wait   lane 0 calls cuda::atomic_ref<uint32_t, thread_scope_system>::wait(0) on each
 //                 flag (libcu++'s device wait: loads with an exponential nanosleep backoff)
 //
+// GPU to GPU, peer_flag replaces pinned_flag: the producing kernel stores its row into the other
+// GPU's memory over NVLink, then a flag there, on which lane 0 of each consumer warp spins.
+//
 // JSON Lines (bench/micro's Recorder), one record per workload, mode and consumer count; the
 // metrics (overlap_efficiency, wait_share, monitor shares) are defined in docs/channels.md.
 
@@ -37,12 +43,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace warpvm::bench {
@@ -61,6 +69,7 @@ const char* mode_name(WaitMode m) {
     case WaitMode::pinned_flag: return "pinned_flag";
     case WaitMode::naive: return "naive";
     case WaitMode::atomic_wait: return "atomic_wait";
+    case WaitMode::peer_flag: return "peer_flag";
   }
   return "?";
 }
@@ -81,6 +90,9 @@ struct Setup {
   // halo
   std::uint32_t halo_side = 64;
   std::uint32_t halo_iterations = 100;
+  // stencil2gpu
+  std::uint32_t stencil_side = 4096;
+  std::uint32_t stencil_iterations = 300;
 };
 
 /// What a workload adds to the shared harness: its consumer kernel, its producer, its check.
@@ -551,6 +563,55 @@ class Harness {
   cudaEvent_t begin_ = nullptr, end_ = nullptr;
 };
 
+/// What a monitor did between two snapshots of its counters, added to `into`.
+void add_served(ChannelStats& into, const ChannelStats& before, const ChannelStats& after) {
+  into.requests += after.requests - before.requests;
+  into.batches += after.batches - before.batches;
+  into.copies += after.copies - before.copies;
+  into.passes += after.passes - before.passes;
+  into.answer_stalls += after.answer_stalls - before.answer_stalls;
+  into.serving_seconds += after.serving_seconds - before.serving_seconds;
+  into.copy_call_seconds += after.copy_call_seconds - before.copy_call_seconds;
+  into.answer_stall_seconds += after.answer_stall_seconds - before.answer_stall_seconds;
+  into.map_polls += after.map_polls - before.map_polls;
+  into.map_tags += after.map_tags - before.map_tags;
+  into.largest_batch = std::max(into.largest_batch, after.largest_batch);
+}
+
+/// The channel-only fields of a record (docs/channels.md, "Metrics"), from the monitors' work
+/// during the measured runs; `monitor_seconds`: the kernels' time times the number of monitors.
+void describe_monitor(Record& r, const ChannelStats& served, double monitor_seconds) {
+  const double requests = static_cast<double>(std::max<std::uint64_t>(served.requests, 1));
+  const double passes = static_cast<double>(std::max<std::uint64_t>(served.passes, 1));
+  r.extra["monitor_passes_per_request"] = static_cast<double>(served.passes) / requests;
+  r.extra["batches_per_request"] = static_cast<double>(served.batches) / requests;
+  r.extra["copies_per_request"] = static_cast<double>(served.copies) / requests;
+  r.extra["answer_stalls_per_pass"] = static_cast<double>(served.answer_stalls) / passes;
+  r.extra["largest_batch"] = served.largest_batch;
+  r.extra["serving_us_per_pass"] = served.serving_seconds * 1e6 / passes;
+  r.extra["copy_call_us_per_pass"] = served.copy_call_seconds * 1e6 / passes;
+  r.extra["answer_stall_us_per_pass"] = served.answer_stall_seconds * 1e6 / passes;
+  // The monitor thread's busy time against the kernels' time (docs/channels.md: overhead).
+  r.extra["monitor_busy_share"] = served.serving_seconds / monitor_seconds;
+  r.extra["monitor_copy_call_share"] = served.copy_call_seconds / monitor_seconds;
+}
+
+/// Speedups over naive polling and against the best baseline (every mode but the channel),
+/// where those modes ran.
+void add_speedups(std::vector<Record>& records) {
+  double naive = 0, best_baseline = 0;
+  for (const Record& r : records) {
+    const double sec = median(r.seconds);
+    if (r.mode == "naive") naive = sec;
+    if (r.mode != "channel") best_baseline = best_baseline == 0 ? sec : std::min(best_baseline, sec);
+  }
+  for (Record& r : records) {
+    const double sec = median(r.seconds);
+    if (naive > 0) r.extra["speedup_vs_naive"] = naive / sec;
+    if (best_baseline > 0) r.extra["time_vs_best_baseline"] = sec / best_baseline;
+  }
+}
+
 /// One record per mode of one workload; the speedups are filled in once every mode ran.
 std::vector<Record> measure(Workload& w, const Setup& setup, int sms, const std::vector<WaitMode>& modes, int repeats,
                             bool& all_verified) {
@@ -569,16 +630,7 @@ std::vector<Record> measure(Workload& w, const Setup& setup, int sms, const std:
     for (int rep = 0; rep < repeats; ++rep) {
       const ChannelStats before = harness.channel_stats();
       const Timing both = harness.run(mode, false, false);
-      const ChannelStats after = harness.channel_stats();
-      served.requests += after.requests - before.requests;
-      served.batches += after.batches - before.batches;
-      served.copies += after.copies - before.copies;
-      served.passes += after.passes - before.passes;
-      served.answer_stalls += after.answer_stalls - before.answer_stalls;
-      served.serving_seconds += after.serving_seconds - before.serving_seconds;
-      served.copy_call_seconds += after.copy_call_seconds - before.copy_call_seconds;
-      served.answer_stall_seconds += after.answer_stall_seconds - before.answer_stall_seconds;
-      served.largest_batch = std::max(served.largest_batch, after.largest_batch);
+      add_served(served, before, harness.channel_stats());
       verified = verified && both.verified;
       r.seconds.push_back(both.seconds);
       spans.push_back(both.span_s);
@@ -611,48 +663,390 @@ std::vector<Record> measure(Workload& w, const Setup& setup, int sms, const std:
     r.extra["overlap_efficiency"] = median(overlaps);
     r.extra["wait_share"] = median(shares);
     r.extra["wait_s"] = median(waited);
+    if (mode == WaitMode::channel) describe_monitor(r, served, kernel_seconds);
+    records.push_back(std::move(r));
+  }
+  add_speedups(records);
+  return records;
+}
+
+// ---- stencil2gpu: GPU to GPU (its own runner: the harness above is one GPU's) ---------------
+
+constexpr WaitMode stencil_modes[] = {WaitMode::channel, WaitMode::peer_flag, WaitMode::naive, WaitMode::atomic_wait};
+constexpr int stencil_gpus = 2;
+/// The host gives up on a run after this long: past the kernels' own watchdogs (10 s for the
+/// spins, the channel's), which only atomic_wait's libcu++ wait does not have.
+constexpr double stencil_host_deadline_s = 60;
+
+/// Makes `device` current for a scope.
+class OnDevice {
+ public:
+  explicit OnDevice(int device) {
+    check(cudaGetDevice(&previous_), "cudaGetDevice");
+    check(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~OnDevice() { cudaSetDevice(previous_); }
+  OnDevice(const OnDevice&) = delete;
+  OnDevice& operator=(const OnDevice&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+/// Why GPUs 0 and 1 cannot run stencil2gpu at all (empty: they can).
+std::string stencil_gpus_missing() {
+  int visible = 0;
+  check(cudaGetDeviceCount(&visible), "cudaGetDeviceCount");
+  if (visible < stencil_gpus) return "needs two GPUs, " + std::to_string(visible) + " visible";
+  int there = 0, back = 0;
+  check(cudaDeviceCanAccessPeer(&there, 0, 1), "cudaDeviceCanAccessPeer");
+  check(cudaDeviceCanAccessPeer(&back, 1, 0), "cudaDeviceCanAccessPeer");
+  if (there == 0 || back == 0) return "GPUs 0 and 1 have no peer access both ways";
+  return {};
+}
+
+/// Why `mode` cannot run on GPUs 0 and 1 (empty: it can).
+std::string stencil_mode_missing(WaitMode mode) {
+  for (int g = 0; g < stencil_gpus; ++g) {
+    int supported = 0;
+    if (mode == WaitMode::channel) {  // kernels OR their tags into the other GPU's map
+      check(cudaDeviceGetP2PAttribute(&supported, cudaDevP2PAttrNativeAtomicSupported, g, 1 - g),
+            "cudaDeviceGetP2PAttribute");
+      if (supported == 0) return "no native peer atomics from GPU " + std::to_string(g);
+    } else if (mode == WaitMode::naive) {  // both GPUs use the managed flags while kernels run
+      check(cudaDeviceGetAttribute(&supported, cudaDevAttrConcurrentManagedAccess, g), "cudaDeviceGetAttribute");
+      if (supported == 0) return "GPU " + std::to_string(g) + " has no concurrent managed access";
+    }
+  }
+  return {};
+}
+
+/// `iterations` updates of the whole side x side grid on the host, from `grid`: the reference,
+/// computed without the split in two.
+std::vector<std::uint32_t> stencil_reference(std::vector<std::uint32_t> grid, std::uint32_t side,
+                                             std::uint32_t iterations) {
+  const std::uint64_t n = side;
+  const std::vector<std::uint32_t> outside(n, 0);  // the rows above and below the grid
+  std::vector<std::uint32_t> next(grid.size());
+  for (std::uint32_t k = 0; k < iterations; ++k) {
+    parallel_for(n, [&](std::uint64_t first, std::uint64_t end) {
+      for (std::uint64_t y = first; y < end; ++y) {
+        const std::uint32_t* row = grid.data() + y * n;
+        const std::uint32_t* north = y > 0 ? row - n : outside.data();
+        const std::uint32_t* south = y + 1 < n ? row + n : outside.data();
+        std::uint32_t* out = next.data() + y * n;
+        for (std::uint64_t x = 0; x < n; ++x)
+          out[x] = cw::stencil_update(row[x], north[x], south[x], x > 0 ? row[x - 1] : 0u, x + 1 < n ? row[x + 1] : 0u);
+      }
+    });
+    grid.swap(next);
+  }
+  return grid;
+}
+
+/// stencil2gpu on GPUs 0 and 1: each GPU's half of the grid, halo, flags, stamps and (channel
+/// mode) its channel, kept across modes and repeats. GPU g's channel has its consumers on g and
+/// its buffer on the other GPU, whose kernel writes it and publishes into g's device map.
+class Stencil2GpuRunner {
+ public:
+  Stencil2GpuRunner(const Setup& s, bool with_channels)
+      : s_(s), rows_(s.stencil_side / 2), half_(std::uint64_t{rows_} * s.stencil_side) {
+    initial_.resize(std::uint64_t{s.stencil_side} * s.stencil_side);
+    fill_random(initial_.data(), initial_.size(), s.seed + 2);
+    std::fprintf(stderr, "stencil2gpu: host reference (%u x %u, %u iterations)\n", s.stencil_side, s.stencil_side,
+                 s.stencil_iterations);
+    reference_ = stencil_reference(initial_, s.stencil_side, s.stencil_iterations);
+    for (int g = 0; g < stencil_gpus; ++g) {
+      Gpu& gpu = gpus_[g];
+      gpu.device = g;
+      const OnDevice on(g);
+      const cudaError_t peer = cudaDeviceEnablePeerAccess(1 - g, 0);  // stores into the other GPU's halo
+      if (peer == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
+      else check(peer, "cudaDeviceEnablePeerAccess");
+      int sms = 0, per_sm = 0;
+      check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g), "cudaDeviceGetAttribute");
+      check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reinterpret_cast<const void*>(&cw::stencil2gpu_kernel),
+                                                          static_cast<int>(block_threads), 0),
+            "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+      // Blocks wait for their neighbours and the other GPU: all must be resident at once.
+      gpu.blocks = std::min(rows_ / cw::stencil_min_rows_per_block, static_cast<std::uint32_t>(per_sm * sms));
+      if (gpu.blocks == 0) throw std::runtime_error("stencil2gpu: the kernel does not fit on GPU " + std::to_string(g));
+      const std::uint64_t warps = std::uint64_t{gpu.blocks} * block_warps;
+      check(cudaMalloc(&gpu.cells, 2 * half_ * 4), "cudaMalloc stencil cells");
+      check(cudaMalloc(&gpu.progress, std::uint64_t{gpu.blocks} * 4), "cudaMalloc stencil progress");
+      check(cudaMalloc(&gpu.halo, 2ull * s.stencil_side * 4), "cudaMalloc stencil halo");
+      check(cudaMalloc(&gpu.published, 4), "cudaMalloc stencil flag");
+      check(cudaMalloc(&gpu.lives, warps * 3 * 8), "cudaMalloc stamps");
+      check(cudaMalloc(&gpu.waits, std::uint64_t{block_warps} * s.stencil_iterations * 2 * 8), "cudaMalloc stamps");
+      check(cudaMalloc(&gpu.wait_counts, std::uint64_t{block_warps} * 4), "cudaMalloc stamps");
+      check(cudaStreamCreateWithFlags(&gpu.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+      check(cudaEventCreate(&gpu.begin), "cudaEventCreate");
+      check(cudaEventCreate(&gpu.end), "cudaEventCreate");
+      managed_published_[g] = std::make_unique<Managed>(sizeof(std::uint32_t));  // naive: one allocation each
+    }
+    if (with_channels) {
+      const std::uint32_t slice_bytes = s.stencil_side / block_warps * 4;
+      for (int g = 0; g < stencil_gpus; ++g)
+        gpus_[g].ch = std::make_unique<channel>(ChannelConfig{
+            .buffer_bytes = std::uint64_t{s.stencil_iterations} * s.stencil_side * 4,  // one row per state
+            .tag_count = s.stencil_iterations,
+            .staging_page_bytes = 4096,
+            .staging_pages = 4 * block_warps * ((slice_bytes + 4095) / 4096),  // the cut block's slices, 4 times
+            .max_warps = gpus_[g].blocks * block_warps,
+            .watchdog_seconds = static_cast<double>(cw::stencil_watchdog_ns) / 1e9,
+            .device = g,
+            .device_producers = true,
+            .buffer_device = 1 - g});
+      for (int g = 0; g < stencil_gpus; ++g) gpus_[g].to_neighbour = gpus_[1 - g].ch->producer(g);
+    }
+  }
+  ~Stencil2GpuRunner() {
+    for (Gpu& gpu : gpus_) {
+      gpu.ch.reset();  // its monitor first: it copies from the other GPU's memory
+      const OnDevice on(gpu.device);
+      cudaFree(gpu.cells);
+      cudaFree(gpu.progress);
+      cudaFree(gpu.halo);
+      cudaFree(gpu.published);
+      cudaFree(gpu.lives);
+      cudaFree(gpu.waits);
+      cudaFree(gpu.wait_counts);
+      cudaEventDestroy(gpu.begin);
+      cudaEventDestroy(gpu.end);
+      cudaStreamDestroy(gpu.stream);
+    }
+  }
+  Stencil2GpuRunner(const Stencil2GpuRunner&) = delete;
+  Stencil2GpuRunner& operator=(const Stencil2GpuRunner&) = delete;
+
+  /// One run in `mode` on both GPUs; `seconds` is the longer of the two kernels' event times.
+  Timing run(WaitMode mode) {
+    const std::uint32_t side = s_.stencil_side;
+    for (Gpu& gpu : gpus_) {  // both GPUs are idle: the previous run ended on both
+      if (mode == WaitMode::channel) gpu.ch->reset();
+      const OnDevice on(gpu.device);
+      check(cudaMemcpy(gpu.cells, initial_.data() + gpu.device * half_, half_ * 4, cudaMemcpyHostToDevice),
+            "stencil cells");
+      check(cudaMemset(gpu.progress, 0, std::uint64_t{gpu.blocks} * 4), "cudaMemset stencil progress");
+      check(cudaMemset(gpu.halo, 0, 2ull * side * 4), "cudaMemset stencil halo");
+      check(cudaMemset(gpu.published, 0, 4), "cudaMemset stencil flag");
+      check(cudaMemset(gpu.wait_counts, 0, std::uint64_t{block_warps} * 4), "cudaMemset stamps");
+      *managed_published_[gpu.device]->as<std::uint32_t>() = 0;
+    }
+    for (Gpu& gpu : gpus_) {
+      const OnDevice on(gpu.device);
+      check(cudaDeviceSynchronize(), "sync");
+    }
+    for (Gpu& gpu : gpus_) {
+      Gpu& other = gpus_[1 - gpu.device];
+      const bool naive = mode == WaitMode::naive;
+      const cw::Stencil2Gpu k{mode,
+                              side,
+                              s_.stencil_iterations,
+                              gpu.device == 0,
+                              gpu.cells,
+                              gpu.progress,
+                              gpu.ch ? gpu.ch->device() : channel_handle{},
+                              gpu.to_neighbour,
+                              gpu.halo,
+                              other.halo,
+                              naive ? managed_published_[gpu.device]->as<std::uint32_t>() : gpu.published,
+                              naive ? managed_published_[other.device]->as<std::uint32_t>() : other.published,
+                              cw::Stamps{gpu.lives, gpu.waits, gpu.wait_counts, s_.stencil_iterations}};
+      const OnDevice on(gpu.device);
+      check(cudaEventRecord(gpu.begin, gpu.stream), "cudaEventRecord");
+      cw::stencil2gpu_kernel<<<gpu.blocks, block_threads, 0, gpu.stream>>>(k);
+      check(cudaGetLastError(), "stencil2gpu launch");
+      check(cudaEventRecord(gpu.end, gpu.stream), "cudaEventRecord");
+    }
+    wait_for_kernels();
+    if (mode == WaitMode::channel)
+      for (Gpu& gpu : gpus_) gpu.ch->synchronize();  // a channel's device failure, with its message
+
+    Timing t;
+    std::vector<WarpTimeline> timelines;
+    std::vector<std::uint32_t> cells(initial_.size());
+    for (Gpu& gpu : gpus_) {
+      const OnDevice on(gpu.device);
+      check(cudaEventSynchronize(gpu.end), "stencil2gpu kernel");
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, gpu.begin, gpu.end), "cudaEventElapsedTime");
+      t.seconds = std::max(t.seconds, ms / 1e3);
+      check(cudaMemcpy(cells.data() + gpu.device * half_, gpu.cells + (s_.stencil_iterations % 2) * half_, half_ * 4,
+                       cudaMemcpyDeviceToHost),
+            "stencil cells");
+      add_timelines(gpu, timelines);
+    }
+    t.waits = wait_metrics(timelines);
+    t.verified = verify(cells);
+    return t;
+  }
+
+  /// Both channels' counters, summed.
+  [[nodiscard]] ChannelStats channel_stats() const {
+    ChannelStats sum{};
+    for (const Gpu& gpu : gpus_)
+      if (gpu.ch) add_served(sum, ChannelStats{}, gpu.ch->stats());
+    return sum;
+  }
+  [[nodiscard]] std::uint32_t blocks(int gpu) const { return gpus_[gpu].blocks; }
+
+ private:
+  struct Gpu {
+    int device = 0;
+    std::uint32_t blocks = 0;
+    std::uint32_t* cells = nullptr;      ///< [2][rows][side]
+    std::uint32_t* progress = nullptr;   ///< [blocks]
+    std::uint32_t* halo = nullptr;       ///< [2][side]
+    std::uint32_t* published = nullptr;  ///< peer_flag, atomic_wait
+    unsigned long long* lives = nullptr;
+    unsigned long long* waits = nullptr;  ///< the cut block's warps only
+    std::uint32_t* wait_counts = nullptr;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t begin = nullptr, end = nullptr;
+    std::unique_ptr<channel> ch;     ///< consumers on this GPU, buffer on the other
+    channel_producer to_neighbour;  ///< the other GPU's channel, for this GPU's kernel
+  };
+
+  /// Until both kernels ended, failed or not (the caller's checks report a failure): when one
+  /// fails, the other stops at its watchdog. Past the deadline a kernel may spin forever, and
+  /// freeing memory would wait for it, so the process ends at once.
+  void wait_for_kernels() const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(stencil_host_deadline_s);
+    for (const Gpu& gpu : gpus_) {
+      while (cudaEventQuery(gpu.end) == cudaErrorNotReady) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          std::fprintf(stderr, "warpvm-channel-bench: stencil2gpu: GPU %d's kernel still runs after %.0f s; giving up\n",
+                       gpu.device, stencil_host_deadline_s);
+          std::_Exit(1);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
+  }
+
+  /// GPU `gpu`'s warps, their SM ids set apart from the other GPU's (wait_metrics groups by SM).
+  void add_timelines(const Gpu& gpu, std::vector<WarpTimeline>& timelines) const {
+    const std::uint64_t warps = std::uint64_t{gpu.blocks} * block_warps;
+    std::vector<unsigned long long> lives(warps * 3), waits(std::uint64_t{block_warps} * s_.stencil_iterations * 2);
+    std::vector<std::uint32_t> counts(block_warps);
+    check(cudaMemcpy(lives.data(), gpu.lives, lives.size() * 8, cudaMemcpyDeviceToHost), "stamps");
+    check(cudaMemcpy(waits.data(), gpu.waits, waits.size() * 8, cudaMemcpyDeviceToHost), "stamps");
+    check(cudaMemcpy(counts.data(), gpu.wait_counts, counts.size() * 4, cudaMemcpyDeviceToHost), "stamps");
+    const std::uint64_t cut_block = gpu.device == 0 ? gpu.blocks - 1 : 0;
+    for (std::uint64_t w = 0; w < warps; ++w) {
+      const unsigned long long* life = lives.data() + w * 3;
+      WarpTimeline t{{life[0], life[1]}, static_cast<std::uint32_t>(life[2]) + (static_cast<std::uint32_t>(gpu.device) << 16), (life[2] >> 32) != 0, {}};
+      if (w / block_warps == cut_block) {
+        const std::uint64_t i = w % block_warps;
+        for (std::uint32_t j = 0; j < std::min(counts[i], s_.stencil_iterations); ++j)
+          t.waits.push_back({waits[(i * s_.stencil_iterations + j) * 2], waits[(i * s_.stencil_iterations + j) * 2 + 1]});
+      }
+      timelines.push_back(std::move(t));
+    }
+  }
+
+  /// Against the host reference; says where the first difference is.
+  bool verify(const std::vector<std::uint32_t>& cells) const {
+    const auto [got, want] = std::mismatch(cells.begin(), cells.end(), reference_.begin());
+    if (got == cells.end()) return true;
+    const auto at = static_cast<std::uint64_t>(got - cells.begin());
+    std::fprintf(stderr, "stencil2gpu: first difference at row %llu, column %llu: %u, expected %u\n",
+                 static_cast<unsigned long long>(at / s_.stencil_side),
+                 static_cast<unsigned long long>(at % s_.stencil_side), *got, *want);
+    return false;
+  }
+
+  Setup s_;
+  std::uint32_t rows_;  ///< per GPU
+  std::uint64_t half_;  ///< cells per GPU
+  std::vector<std::uint32_t> initial_, reference_;
+  Gpu gpus_[stencil_gpus];
+  std::unique_ptr<Managed> managed_published_[stencil_gpus];  ///< naive: the flag each GPU polls
+};
+
+/// stencil2gpu's records, one per mode that GPUs 0 and 1 can run (none, saying why, without two
+/// peer GPUs).
+std::vector<Record> measure_stencil2gpu(const Setup& setup, const std::vector<WaitMode>& wanted, int repeats,
+                                        bool& all_verified) {
+  if (const std::string missing = stencil_gpus_missing(); !missing.empty()) {
+    std::fprintf(stderr, "warpvm-channel-bench: stencil2gpu skipped: %s\n", missing.c_str());
+    return {};
+  }
+  std::vector<WaitMode> modes;
+  for (const WaitMode mode : wanted) {
+    if (const std::string missing = stencil_mode_missing(mode); !missing.empty())
+      std::fprintf(stderr, "warpvm-channel-bench: stencil2gpu/%s skipped: %s\n", mode_name(mode), missing.c_str());
+    else
+      modes.push_back(mode);
+  }
+  const bool with_channels = std::find(modes.begin(), modes.end(), WaitMode::channel) != modes.end();
+  if (modes.empty()) return {};
+  Stencil2GpuRunner runner(setup, with_channels);
+  std::vector<Record> records;
+  for (const WaitMode mode : modes) {
+    std::fprintf(stderr, "stencil2gpu: %s\n", mode_name(mode));
+    bool verified = runner.run(mode).verified;  // warm-up, checked too
+    Record r;
+    r.workload = "stencil2gpu";
+    r.mode = mode_name(mode);
+    r.cache_fraction = 1;
+    r.dataset_bytes = std::uint64_t{setup.stencil_side} * setup.stencil_side * 4;
+    // the rows the GPUs exchange: each sends its cut row of states 0 to iterations - 1
+    r.useful_bytes = std::uint64_t{stencil_gpus} * setup.stencil_iterations * setup.stencil_side * 4;
+    r.bytes_moved = static_cast<std::int64_t>(r.useful_bytes);
+    std::vector<double> shares, overlaps, waited;
+    ChannelStats served{};
+    for (int rep = 0; rep < repeats; ++rep) {
+      const ChannelStats before = runner.channel_stats();
+      const Timing t = runner.run(mode);
+      add_served(served, before, runner.channel_stats());
+      verified = verified && t.verified;
+      r.seconds.push_back(t.seconds);
+      shares.push_back(t.waits.wait_share);
+      overlaps.push_back(t.waits.overlap_efficiency);
+      waited.push_back(t.waits.wait_seconds);
+    }
+    if (!verified)
+      std::fprintf(stderr, "warpvm-channel-bench: stencil2gpu/%s: WRONG RESULTS (seed %llu)\n", r.mode.c_str(),
+                   static_cast<unsigned long long>(setup.seed));
+    all_verified = all_verified && verified;
+    r.verified = verified;
+    double kernel_seconds = 0;
+    for (const double sec : r.seconds) kernel_seconds += sec;
+    r.extra["seed"] = static_cast<double>(setup.seed);
+    r.extra["gpus"] = stencil_gpus;
+    r.extra["stencil_side"] = setup.stencil_side;
+    r.extra["stencil_iterations"] = setup.stencil_iterations;
+    r.extra["blocks_per_gpu"] = runner.blocks(0);
+    r.extra["us_per_iteration"] = median(r.seconds) * 1e6 / setup.stencil_iterations;
+    r.extra["wait_share"] = median(shares);
+    r.extra["overlap_efficiency"] = median(overlaps);
+    r.extra["wait_s"] = median(waited);
     if (mode == WaitMode::channel) {
-      const double requests = static_cast<double>(std::max<std::uint64_t>(served.requests, 1));
-      const double passes = static_cast<double>(std::max<std::uint64_t>(served.passes, 1));
-      r.extra["monitor_passes_per_request"] = static_cast<double>(served.passes) / requests;
-      r.extra["batches_per_request"] = static_cast<double>(served.batches) / requests;
-      r.extra["copies_per_request"] = static_cast<double>(served.copies) / requests;
-      r.extra["answer_stalls_per_pass"] = static_cast<double>(served.answer_stalls) / passes;
-      r.extra["largest_batch"] = served.largest_batch;
-      r.extra["serving_us_per_pass"] = served.serving_seconds * 1e6 / passes;
-      r.extra["copy_call_us_per_pass"] = served.copy_call_seconds * 1e6 / passes;
-      r.extra["answer_stall_us_per_pass"] = served.answer_stall_seconds * 1e6 / passes;
-      // The monitor thread's busy time against the kernels' time (docs/channels.md: overhead).
-      r.extra["monitor_busy_share"] = served.serving_seconds / kernel_seconds;
-      r.extra["monitor_copy_call_share"] = served.copy_call_seconds / kernel_seconds;
+      describe_monitor(r, served, kernel_seconds * stencil_gpus);
+      r.extra["map_polls_per_request"] =
+          static_cast<double>(served.map_polls) / static_cast<double>(std::max<std::uint64_t>(served.requests, 1));
     }
     records.push_back(std::move(r));
   }
-  // Speedups over naive polling and against the best baseline, where those modes ran.
-  double naive = 0, best_baseline = 0;
-  for (const Record& r : records) {
-    const double sec = median(r.seconds);
-    if (r.mode == "naive") naive = sec;
-    if (r.mode != "channel") best_baseline = best_baseline == 0 ? sec : std::min(best_baseline, sec);
-  }
-  for (Record& r : records) {
-    const double sec = median(r.seconds);
-    if (naive > 0) r.extra["speedup_vs_naive"] = naive / sec;
-    if (best_baseline > 0) r.extra["time_vs_best_baseline"] = sec / best_baseline;
-  }
+  add_speedups(records);
   return records;
 }
 
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
-               "%s\nusage: warpvm-channel-bench [--workloads tiles,cg,halo] "
-               "[--modes channel,pinned_flag,naive,atomic_wait] [--seed N (default: random)]\n"
+               "%s\nusage: warpvm-channel-bench [--workloads tiles,cg,halo (or any of tiles,cg,halo,stencil2gpu)]\n"
+               "  [--modes channel,pinned_flag,peer_flag,naive,atomic_wait (each workload runs those it has)]\n"
+               "  [--seed N (default: random)]\n"
                "  [--compute-blocks 0 (two per SM)] [--compute-iters 500000] [--repeats 5] [--out file.jsonl]\n"
                "  [--commit SHA] [--driver VER]\n"
                "  tiles: [--tiles 4096] [--side 64] [--interval-us 2] [--consumer-threads 0 (256 per SM)]\n"
                "         [--consumer-threads-sweep 64,1024,16384,262144,1048576]\n"
                "  cg:    [--cg-rows 131072] [--cg-rows-per-warp 256] [--cg-iterations 50]\n"
-               "  halo:  [--halo-side 64] [--halo-iterations 100]\n",
+               "  halo:  [--halo-side 64] [--halo-iterations 100]\n"
+               "  stencil2gpu (GPU to GPU, GPUs 0 and 1; modes channel, peer_flag, naive, atomic_wait):\n"
+               "         [--stencil-side 4096 (a multiple of 64)] [--stencil-iterations 300]\n",
                message);
   std::exit(2);
 }
@@ -671,7 +1065,7 @@ int main(int argc, char** argv) {
   Options options;
   options.suite = "channel";
   options.repeats = 5;
-  options.modes = {"channel", "pinned_flag", "naive", "atomic_wait"};
+  options.modes = {"channel", "pinned_flag", "peer_flag", "naive", "atomic_wait"};
   Setup setup;
   setup.seed = std::random_device{}();
   std::vector<std::string> workloads{"tiles", "cg", "halo"};
@@ -679,7 +1073,7 @@ int main(int argc, char** argv) {
   try {
     for (int i = 1; i < argc; ++i) {
       const std::string flag = argv[i];
-      if (flag == "--help" || flag == "-h") usage("warpvm-channel-bench: CPU-to-GPU producer/consumer workloads, JSON Lines out");
+      if (flag == "--help" || flag == "-h") usage("warpvm-channel-bench: CPU-to-GPU and GPU-to-GPU producer/consumer workloads, JSON Lines out");
       if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
       const std::string value = argv[++i];
       if (parse_shared_option(options, flag, value)) continue;  // --modes, --repeats, --out, --commit, --driver
@@ -698,6 +1092,8 @@ int main(int argc, char** argv) {
       else if (flag == "--cg-iterations") setup.cg_iterations = to_u32(flag, value);
       else if (flag == "--halo-side") setup.halo_side = to_u32(flag, value);
       else if (flag == "--halo-iterations") setup.halo_iterations = to_u32(flag, value);
+      else if (flag == "--stencil-side") setup.stencil_side = to_u32(flag, value);
+      else if (flag == "--stencil-iterations") setup.stencil_iterations = to_u32(flag, value);
       else usage(("unknown option " + flag).c_str());
     }
   } catch (const std::logic_error&) {  // std::stoul and friends
@@ -710,17 +1106,27 @@ int main(int argc, char** argv) {
     usage("cg: --cg-rows must be a multiple of 8 x --cg-rows-per-warp (>= 4), --cg-iterations >= 1");
   if (setup.halo_side < 8 || setup.halo_side % 8 != 0 || setup.halo_iterations == 0)
     usage("halo: --halo-side must be a multiple of 8 (one warp per plane, whole blocks), --halo-iterations >= 1");
+  if (setup.stencil_side < 64 || setup.stencil_side % 64 != 0 || setup.stencil_side > 32768 ||
+      setup.stencil_iterations == 0)
+    usage("stencil2gpu: --stencil-side must be a multiple of 64 up to 32768 (eight warps' column slices of whole "
+          "16-byte granules), --stencil-iterations >= 1");
   for (const std::uint32_t t : thread_sweep)
     if (t < 32) usage("--consumer-threads-sweep: at least 32 threads (one warp)");
-  std::vector<warpvm::channel_workloads::WaitMode> modes;
+  // Each workload runs the listed modes it has: CPU to GPU all_modes, GPU to GPU stencil_modes.
+  std::vector<warpvm::channel_workloads::WaitMode> modes, gpu_to_gpu_modes;
   for (const std::string& m : options.modes) {
-    const auto* found = std::find_if(std::begin(all_modes), std::end(all_modes),
-                                     [&](warpvm::channel_workloads::WaitMode x) { return m == mode_name(x); });
-    if (found == std::end(all_modes)) usage(("unknown mode " + m).c_str());
-    modes.push_back(*found);
+    auto named = [&](warpvm::channel_workloads::WaitMode x) { return m == mode_name(x); };
+    const auto* cpu_mode = std::find_if(std::begin(all_modes), std::end(all_modes), named);
+    const auto* gpu_mode = std::find_if(std::begin(stencil_modes), std::end(stencil_modes), named);
+    if (cpu_mode == std::end(all_modes) && gpu_mode == std::end(stencil_modes)) usage(("unknown mode " + m).c_str());
+    if (cpu_mode != std::end(all_modes)) modes.push_back(*cpu_mode);
+    if (gpu_mode != std::end(stencil_modes)) gpu_to_gpu_modes.push_back(*gpu_mode);
   }
-  for (const std::string& w : workloads)
-    if (w != "tiles" && w != "cg" && w != "halo") usage(("unknown workload " + w).c_str());
+  for (const std::string& w : workloads) {
+    if (w != "tiles" && w != "cg" && w != "halo" && w != "stencil2gpu") usage(("unknown workload " + w).c_str());
+    if ((w == "stencil2gpu" ? gpu_to_gpu_modes : modes).empty())
+      usage(("none of --modes applies to " + w).c_str());
+  }
   if (warpvm::device_count() == 0) {
     std::fprintf(stderr, "warpvm-channel-bench: no CUDA device visible; nothing measured\n");
     return 0;
@@ -745,6 +1151,9 @@ int main(int argc, char** argv) {
       } else if (name == "cg") {
         Cg cg(setup);
         run(cg);
+      } else if (name == "stencil2gpu") {
+        for (const Record& r : measure_stencil2gpu(setup, gpu_to_gpu_modes, options.repeats, all_verified))
+          recorder.write(r);
       } else {
         Halo halo(setup);
         run(halo);

@@ -8,6 +8,9 @@
 //   halo  a 3D cube of side^3 cells updated by a 7-point stencil, one z-plane per consumer warp;
 //         every iteration the host produces the six face halos (six tags, six publishes) that
 //         the boundary cells read
+//   stencil2gpu  GPU to GPU: a 2D grid split between two GPUs, each running a persistent
+//         kernel over its half; every iteration each GPU produces its boundary row for the other
+//         and consumes the other's
 //
 // Consumer warps meet the producer's data one of four ways (WaitMode), each stamping when it
 // started waiting and when its data had arrived (%globaltimer) for the metrics of
@@ -21,6 +24,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 namespace warpvm::channel_workloads {
@@ -31,6 +35,7 @@ enum class WaitMode : std::uint32_t {
   pinned_flag,  ///< lane 0 of each warp spins on per-tag flags in pinned host memory (acquire loads)
   naive,        ///< the paper's Algorithm 1: per block, __syncthreads, thread 0 spins, __syncthreads
   atomic_wait,  ///< lane 0 calls cuda::atomic_ref<..., thread_scope_system>::wait on each flag
+  peer_flag,    ///< GPU to GPU: lane 0 of each warp spins on a flag in its GPU's memory that the peer stores
 };
 
 constexpr std::uint32_t block_threads = 256;
@@ -450,6 +455,203 @@ inline std::vector<std::uint32_t> halo_reference(std::vector<std::uint32_t> cell
     cells.swap(next);
   }
   return cells;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2D stencil across two GPUs (GPU to GPU).
+
+/// The Jacobi-style 5-point update (every cell from the previous iteration's values; integers,
+/// so the host reference gets the same bits). A neighbour outside the grid reads as 0.
+__host__ __device__ inline std::uint32_t stencil_update(std::uint32_t c, std::uint32_t north, std::uint32_t south,
+                                                        std::uint32_t west, std::uint32_t east) {
+  return (north + south + west + east) ^ (c * 0x9e3779b1u);
+}
+
+/// Device-side waits of stencil2gpu give up after this long (a publish that never comes, a peer
+/// kernel that failed): a message and a trap instead of a hang.
+constexpr std::uint64_t stencil_watchdog_ns = 10'000'000'000ull;
+/// Rows per block at least: the block that owns the boundary row has rows to update before it
+/// waits for the other GPU's.
+constexpr std::uint32_t stencil_min_rows_per_block = 4;
+
+/// One GPU's half of a side x side grid of uint32: GPU 0 owns rows [0, side / 2), GPU 1 rows
+/// [side / 2, side). The cut row (GPU 0's last, GPU 1's first) is the one whose neighbour across
+/// the cut lives on the other GPU: every iteration each GPU produces its cut row for the other
+/// and consumes the other's. Block b owns local rows [b rows / blocks, (b + 1) rows / blocks);
+/// the block that owns the cut row (the cut block) does the exchange, one column slice per warp.
+struct Stencil2Gpu {
+  WaitMode mode;  ///< channel, peer_flag, naive or atomic_wait
+  std::uint32_t side, iterations;
+  bool neighbour_below;     ///< GPU 0: the other half lies below its last row; GPU 1: above its first
+  std::uint32_t* cells;     ///< this GPU, [2][side / 2][side]: iteration k reads cells[k % 2]
+  std::uint32_t* progress;  ///< this GPU, [blocks]: iterations each block has finished
+  // channel: the cut row of state k (the grid after k iterations) at k * side words, tag k
+  channel_handle from_neighbour;  ///< this GPU's channel: its buffer is in the neighbour's memory
+  channel_producer to_neighbour;  ///< the neighbour's channel: its buffer is in this GPU's memory
+  // peer_flag, naive, atomic_wait: the neighbour stores its cut row of state k into halo[k % 2],
+  // then k + 1 into *published (the count of its rows there so far)
+  const std::uint32_t* halo;           ///< this GPU, [2][side]
+  std::uint32_t* neighbour_halo;       ///< the neighbour's `halo` (a peer address)
+  std::uint32_t* published;            ///< this GPU's memory; naive: managed memory
+  std::uint32_t* neighbour_published;  ///< the neighbour's `published`
+  /// `lives` by global warp; `waits` and `wait_counts` by the cut block's warp (0 to 7): only it waits
+  Stamps stamps;
+};
+
+/// Gives up (message, trap) once a wait that began at `since` passed the watchdog.
+__device__ inline void stencil_watchdog(std::uint64_t since, const char* what, std::uint32_t k) {
+  if (detail::global_timer_ns() - since < stencil_watchdog_ns) return;
+  printf("stencil2gpu: block %u waited %llu s for %s (iteration %u); giving up\n", blockIdx.x,
+         static_cast<unsigned long long>(stencil_watchdog_ns / 1000000000ull), what, k);
+  __trap();
+}
+
+/// One thread: waits until the neighbour has stored `count` rows into `halo` (acquire, system
+/// scope: the neighbour's release store follows its row's peer stores).
+__device__ inline void stencil_wait_published(const Stencil2Gpu& s, std::uint32_t count, std::uint32_t k) {
+  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> published(*s.published);
+  const std::uint64_t since = detail::global_timer_ns();
+  if (s.mode == WaitMode::atomic_wait) {
+    // libcu++'s wait returns once the word differs from `seen` (docs/channels.md: a backoff loop)
+    for (std::uint32_t seen = published.load(cuda::std::memory_order_acquire); seen < count;
+         seen = published.load(cuda::std::memory_order_acquire))
+      published.wait(seen, cuda::std::memory_order_acquire);
+    return;
+  }
+  for (std::uint32_t polls = 1;; ++polls) {
+    // naive: Algorithm 1 polls with atomicAdd(&flag, 0) on managed memory (an acquire RMW here,
+    // so that the row's stores are visible after it)
+    const std::uint32_t seen = s.mode == WaitMode::naive ? published.fetch_add(0u, cuda::std::memory_order_acquire)
+                                                         : published.load(cuda::std::memory_order_acquire);
+    if (seen >= count) return;
+    if (polls % 1024 == 0) stencil_watchdog(since, "the other GPU's row", k);
+  }
+}
+
+/// The cut block's thread: its value `v` of column x in the cut row of state `state`, for the
+/// neighbour (its channel's buffer in this GPU's memory, or the neighbour's halo over NVLink).
+__device__ inline void stencil_send(const Stencil2Gpu& s, std::uint32_t state, std::uint32_t x, std::uint32_t v) {
+  if (s.mode == WaitMode::channel)
+    reinterpret_cast<std::uint32_t*>(s.to_neighbour.buffer())[std::uint64_t{state} * s.side + x] = v;
+  else
+    s.neighbour_halo[std::uint64_t{state % 2} * s.side + x] = v;
+}
+
+/// Thread 0 of the cut block, after a __syncthreads that follows every stencil_send of `state`:
+/// announces the row (release at system scope, cumulative over the block's stores).
+__device__ inline void stencil_announce(const Stencil2Gpu& s, std::uint32_t state) {
+  if (s.mode == WaitMode::channel) {
+    if (!s.to_neighbour.publish(state, 1)) __trap();  // tags are the states: cannot be past the last
+  } else {
+    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(*s.neighbour_published)
+        .store(state + 1, cuda::std::memory_order_release);
+  }
+}
+
+/// Cell x of local row y of `cur` (rows x side); `north_outside` / `south_outside` stand for the
+/// row above the first / below the last (0 at the grid's edge, the other GPU's row at the cut).
+__device__ inline std::uint32_t stencil_cell(const std::uint32_t* cur, std::uint32_t rows, std::uint32_t side,
+                                             std::uint32_t y, std::uint32_t x, std::uint32_t north_outside,
+                                             std::uint32_t south_outside) {
+  const std::uint64_t at = std::uint64_t{y} * side + x;
+  // L2 loads: rows next to the block's own were written by other SMs
+  return stencil_update(__ldcg(cur + at), y > 0 ? __ldcg(cur + at - side) : north_outside,
+                        y + 1 < rows ? __ldcg(cur + at + side) : south_outside, x > 0 ? __ldcg(cur + at - 1) : 0u,
+                        x + 1 < side ? __ldcg(cur + at + 1) : 0u);
+}
+
+/// Persistent: every block of the grid must be resident at once (blocks wait for their
+/// neighbours, the cut block for the other GPU). Per iteration k a block waits until the blocks
+/// next to it finished iteration k - 1, updates its rows except the cut row (no other GPU
+/// involved: the part that hides the exchange), then the cut block meets the other GPU's cut row
+/// of state k, updates its cut row and sends it as state k + 1.
+///
+/// Why the halo's two slots (peer_flag, naive, atomic_wait) are never overwritten unread: the
+/// neighbour writes state j >= 2 into slot j % 2 in its iteration j - 1, after its cut block
+/// saw this GPU's count reach j (acquire). This GPU stores count j after its __syncthreads of
+/// iteration j - 2, which follows every read of slot (j - 2) % 2 = j % 2 (state j - 2) by its cut
+/// block, so those reads happen before the neighbour's writes. The channel needs no such
+/// argument: each state has its own row in the buffer (a tag is published once until reset).
+__global__ void __launch_bounds__(block_threads) stencil2gpu_kernel(Stencil2Gpu s) {
+  const std::uint32_t side = s.side, rows = side / 2, blocks = gridDim.x, b = blockIdx.x;
+  const std::uint32_t warp_in_block = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::uint64_t started = detail::global_timer_ns();
+  const bool cut_block = b == (s.neighbour_below ? blocks - 1 : 0);
+  const std::uint32_t cut = s.neighbour_below ? rows - 1 : 0;
+  const auto first_row = static_cast<std::uint32_t>(std::uint64_t{b} * rows / blocks);
+  const auto end_row = static_cast<std::uint32_t>(std::uint64_t{b + 1} * rows / blocks);
+  // the rows this block updates before the exchange: all of its own but the cut row
+  const std::uint32_t inner_first = cut_block && !s.neighbour_below ? first_row + 1 : first_row;
+  const std::uint32_t inner_end = cut_block && s.neighbour_below ? end_row - 1 : end_row;
+  // the cut row's columns of this warp (and its window of the other GPU's row)
+  const std::uint32_t slice = side / block_warps, first_column = warp_in_block * slice;
+  const std::uint64_t half = std::uint64_t{rows} * side;
+
+  if (cut_block) {  // state 0: the initial cut row
+    for (std::uint32_t x = threadIdx.x; x < side; x += block_threads) stencil_send(s, 0, x, s.cells[cut * side + x]);
+    __syncthreads();
+    if (threadIdx.x == 0) stencil_announce(s, 0);
+  }
+  for (std::uint32_t k = 0; k < s.iterations; ++k) {
+    const std::uint32_t* cur = s.cells + (k % 2) * half;
+    std::uint32_t* next = s.cells + ((k + 1) % 2) * half;
+    // The blocks next to this one finished iteration k - 1: their rows of cur are written, and
+    // they no longer read next (their cur of iteration k - 1), which this iteration overwrites.
+    if (threadIdx.x == 0) {
+      auto wait_for = [&](std::uint32_t n) {
+        const std::uint64_t since = detail::global_timer_ns();
+        cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device> done(s.progress[n]);
+        for (std::uint32_t polls = 1; done.load(cuda::std::memory_order_acquire) < k; ++polls) {
+          __nanosleep(64);
+          if (polls % 1024 == 0) stencil_watchdog(since, "a neighbouring block", k);
+        }
+      };
+      if (b > 0) wait_for(b - 1);
+      if (b + 1 < blocks) wait_for(b + 1);
+    }
+    __syncthreads();
+    const std::uint32_t inner_cells = (inner_end - inner_first) * side;
+    for (std::uint32_t i = threadIdx.x; i < inner_cells; i += block_threads) {
+      const std::uint32_t y = inner_first + i / side, x = i % side;
+      next[std::uint64_t{y} * side + x] = stencil_cell(cur, rows, side, y, x, 0u, 0u);  // 0: the grid's edge
+    }
+    if (cut_block) {
+      const std::uint64_t began = detail::global_timer_ns();
+      const std::uint32_t* other = nullptr;  // the other GPU's cut row of state k, from column `base`
+      std::uint32_t base = 0;
+      cuda::std::optional<channel_data> grant;
+      if (s.mode == WaitMode::channel) {
+        grant.emplace(s.from_neighbour.acquire(k, 1, slice * 4, (std::uint64_t{k} * side + first_column) * 4));
+        other = grant->as<std::uint32_t>();
+        base = first_column;
+      } else {
+        if (s.mode == WaitMode::naive) {  // Algorithm 1: the block waits, thread 0 polls
+          __syncthreads();
+          if (threadIdx.x == 0) stencil_wait_published(s, k + 1, k);
+          __syncthreads();
+        } else {
+          if (lane == 0) stencil_wait_published(s, k + 1, k);
+          __syncwarp();
+        }
+        other = s.halo + std::uint64_t{k % 2} * side;
+      }
+      s.stamps.wait(warp_in_block, began, detail::global_timer_ns());
+      for (std::uint32_t x = first_column + lane; x < first_column + slice; x += 32) {
+        // staging (channel) is read with plain loads; the halo, rewritten by the peer, from L2
+        const std::uint32_t h = grant ? other[x - base] : __ldcg(other + x);
+        const std::uint32_t v = stencil_cell(cur, rows, side, cut, x, s.neighbour_below ? 0u : h, s.neighbour_below ? h : 0u);
+        next[std::uint64_t{cut} * side + x] = v;
+        if (k + 1 < s.iterations) stencil_send(s, k + 1, x, v);
+      }
+      if (grant) grant->release();
+    }
+    __syncthreads();  // the block's reads of cur and the halo, its stores of next and of the row sent
+    if (threadIdx.x == 0) {
+      if (cut_block && k + 1 < s.iterations) stencil_announce(s, k + 1);
+      cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(s.progress[b]).store(k + 1, cuda::std::memory_order_release);
+    }
+  }
+  s.stamps.life(b * block_warps + warp_in_block, started, cut_block);
 }
 
 }  // namespace warpvm::channel_workloads

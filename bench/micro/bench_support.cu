@@ -272,10 +272,18 @@ void Recorder::write(const Record& r) {
 
 Managed::Managed(std::uint64_t bytes) : bytes_(bytes) { check(cudaMallocManaged(&data_, bytes_), "cudaMallocManaged"); }
 
-Managed::Managed(const void* contents, std::uint64_t bytes) : Managed(bytes) {
-  parallel_for(bytes, [&](std::uint64_t lo, std::uint64_t hi) {
+Managed::Managed(const void* contents, std::uint64_t bytes) : Managed(bytes) { write_on_host(contents); }
+
+void Managed::write_on_host(const void* contents) const {
+  parallel_for(bytes_, [&](std::uint64_t lo, std::uint64_t hi) {
     std::memcpy(static_cast<char*>(data_) + lo, static_cast<const char*>(contents) + lo, hi - lo);
   });
+}
+
+void Managed::assign(const void* contents) const {
+  to_host();
+  check(cudaStreamSynchronize(nullptr), "prefetch to host");  // to_host's stream: the host writes wait for it
+  write_on_host(contents);
 }
 
 Managed::~Managed() { cudaFree(data_); }
@@ -315,7 +323,7 @@ void add_uvm_traffic(Record& r, const std::function<void()>& before, const std::
     check(cudaDeviceSynchronize(), "the counted UVM run");
     counted.push_back(counters.stop());
   }
-  const auto moved = [](const UvmTraffic& t) { return t.bytes_to_device + t.bytes_to_host; };
+  const auto moved = [](const UvmTraffic& t) { return t.bytes_to_device + t.bytes_to_host + t.bytes_between_devices; };
   std::vector<double> all;
   for (const UvmTraffic& t : counted) all.push_back(static_cast<double>(moved(t)));
   std::sort(counted.begin(), counted.end(), [&](const UvmTraffic& a, const UvmTraffic& b) { return moved(a) < moved(b); });
@@ -324,6 +332,7 @@ void add_uvm_traffic(Record& r, const std::function<void()>& before, const std::
   r.faults = static_cast<std::int64_t>(traffic.gpu_fault_records);
   r.extra["uvm_bytes_to_device"] = static_cast<double>(traffic.bytes_to_device);
   r.extra["uvm_bytes_to_host"] = static_cast<double>(traffic.bytes_to_host);
+  r.extra["uvm_bytes_between_devices"] = static_cast<double>(traffic.bytes_between_devices);
   r.extra["uvm_fault_groups"] = static_cast<double>(traffic.gpu_fault_groups);
   r.lists["uvm_bytes_moved_all"] = std::move(all);
 }

@@ -150,8 +150,15 @@ class Managed {
   }
   void to_host() const;
   void to_device(cudaStream_t stream) const;
+  /// Writes `contents` (bytes() of them) over the memory on the host, on all host cores, after
+  /// bringing it back there in one bulk prefetch (not one CPU fault per page): the data starts
+  /// on the host again, whatever the last run left on the GPUs.
+  void assign(const void* contents) const;
+  std::uint64_t bytes() const { return bytes_; }
 
  private:
+  void write_on_host(const void* contents) const;
+
   void* data_ = nullptr;
   std::uint64_t bytes_;
 };

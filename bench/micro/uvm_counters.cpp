@@ -35,6 +35,9 @@ void CUPTIAPI take_buffer(CUcontext, std::uint32_t, std::uint8_t* buffer, std::s
     switch (counter->counterKind) {
       case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD: collected.bytes_to_device += counter->value; break;
       case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH: collected.bytes_to_host += counter->value; break;
+      case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOD:
+        collected.bytes_between_devices += counter->value;
+        break;
       case CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT:
         ++collected.gpu_fault_records;
         collected.gpu_fault_groups += counter->value;
@@ -49,18 +52,21 @@ void CUPTIAPI take_buffer(CUcontext, std::uint32_t, std::uint8_t* buffer, std::s
 
 UvmCounters::UvmCounters() {
   collected = UvmTraffic{};
-  CUpti_ActivityUnifiedMemoryCounterConfig configs[3] = {};
-  const CUpti_ActivityUnifiedMemoryCounterKind kinds[3] = {CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD,
-                                                           CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH,
-                                                           CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT};
-  for (int k = 0; k < 3; ++k) {
+  constexpr int counted_kinds = 4;
+  CUpti_ActivityUnifiedMemoryCounterConfig configs[counted_kinds] = {};
+  const CUpti_ActivityUnifiedMemoryCounterKind kinds[counted_kinds] = {
+      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_HTOD, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOH,
+      CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_BYTES_TRANSFER_DTOD, CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_KIND_GPU_PAGE_FAULT};
+  // scope and deviceId are deprecated since CUDA 7.0 and records name their source and destination
+  // devices, so the counts are taken to cover every GPU of the process (not yet checked on several).
+  for (int k = 0; k < counted_kinds; ++k) {
     configs[k].scope = CUPTI_ACTIVITY_UNIFIED_MEMORY_COUNTER_SCOPE_PROCESS_SINGLE_DEVICE;
     configs[k].kind = kinds[k];
     configs[k].deviceId = 0;
     configs[k].enable = 1;
   }
   check_cupti(cuptiActivityRegisterCallbacks(give_buffer, take_buffer), "register buffers");
-  check_cupti(cuptiActivityConfigureUnifiedMemoryCounter(configs, 3), "configure unified memory counters");
+  check_cupti(cuptiActivityConfigureUnifiedMemoryCounter(configs, counted_kinds), "configure unified memory counters");
   check_cupti(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_UNIFIED_MEMORY_COUNTER), "enable unified memory counters");
   running_ = true;
 }

@@ -6,11 +6,13 @@
 // copies no GPU would see the vertices the others claim, and the frontier needs them). Data starts on the
 // host (drop_cached() before every run); every warpvm result is checked against the same kernel
 // run on one GPU over plain device memory (exit status 1 if any differs; im2col and conv2d's
-// reference is itself spot-checked against a host computation). JSON Lines out
-// (docs/benchmarks.md), progress on stderr.
+// reference is itself spot-checked against a host computation). The real-UVM modes (uvm,
+// uvm_read_mostly, uvm_accessed_by; in core only) run the reference's kernels on every GPU over
+// one cudaMallocManaged copy of each object, written on the host before every run: coherent
+// programs, checked like the paged modes. JSON Lines out (docs/benchmarks.md), progress on stderr.
 //
 //   warpvm-placement-bench --gpus 2 --bytes 1GiB --repeats 3 [--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d,bfs]
-//                          [--modes on_touch,access_counter,duplication,oasis,ideal] [--out f.jsonl]
+//                          [--modes on_touch,access_counter,duplication,oasis,ideal,uvm,uvm_read_mostly,uvm_accessed_by] [--out f.jsonl]
 
 #include "../micro/bench_support.cuh"
 #include "cli_args.hpp"
@@ -21,6 +23,8 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -28,7 +32,8 @@
 namespace warpvm::bench {
 namespace {
 
-/// Plain device memory with the shared_array interface: the ideal mode and the reference.
+/// Plain device or managed memory with the shared_array interface: the reference, the ideal mode
+/// and the uvm modes.
 template <class T>
 struct Raw {
   using value_type = T;
@@ -37,7 +42,8 @@ struct Raw {
   unsigned g, G;
   __device__ T load(std::uint64_t i) const { return data[i]; }
   __device__ void store(std::uint64_t i, const T& v) const { data[i] = v; }
-  /// System scope: bfs's ideal run updates the first GPU's copy from every GPU.
+  /// System scope: bfs's ideal run updates the first GPU's copy from every GPU, the uvm runs
+  /// their one managed copy.
   __device__ bool compare_exchange(std::uint64_t i, T& expected, T desired) const {
     return cuda::atomic_ref<T, cuda::thread_scope_system>(data[i]).compare_exchange_strong(expected, desired,
                                                                                           cuda::std::memory_order_relaxed);
@@ -250,8 +256,13 @@ struct Args {
   std::fprintf(stderr,
                "%s\nusage: warpvm-placement-bench [--gpus 2] [--bytes 1GiB] [--repeats 3] "
                "[--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d,bfs] [--modes on_touch,access_counter,duplication,oasis,ideal] "
-               "[--reset-thresholds 8] [--counter-threshold 256] [--out f.jsonl] [--commit SHA] [--driver VER]\n"
-               "--reset-thresholds 4,8,32 runs oasis once per O-Table reset threshold (the paper's sensitivity study)\n",
+               "[--reset-thresholds 8] [--counter-threshold 256] [--uvm-counted-runs 1] [--out f.jsonl] [--commit SHA] [--driver VER]\n"
+               "--reset-thresholds 4,8,32 runs oasis once per O-Table reset threshold (the paper's sensitivity study)\n"
+               "--modes also takes uvm, uvm_read_mostly, uvm_accessed_by (not run by default): real UVM, the raw kernels on\n"
+               "  every GPU over one cudaMallocManaged copy per object, data written on the host before every run; no advice,\n"
+               "  ReadMostly on the objects the workload only reads, or AccessedBy every GPU on every object. In core only:\n"
+               "  a mode is skipped (with a message) when the footprint does not fit in what every GPU has free.\n"
+               "  Faults and bytes come from --uvm-counted-runs more, untimed runs under CUPTI's unified-memory counters\n",
                m.c_str());
   std::exit(2);
 }
@@ -289,6 +300,17 @@ Args parse(int argc, char** argv) {
   return a;
 }
 
+/// The real-UVM modes: managed memory with no advice, ReadMostly on the objects the workload only
+/// reads, or AccessedBy every GPU on every object.
+enum class UvmAdvice { none, read_mostly, accessed_by };
+
+std::optional<UvmAdvice> uvm_advice_of(const std::string& mode) {
+  if (mode == "uvm") return UvmAdvice::none;
+  if (mode == "uvm_read_mostly") return UvmAdvice::read_mostly;
+  if (mode == "uvm_accessed_by") return UvmAdvice::accessed_by;
+  return std::nullopt;
+}
+
 PlacementPolicy policy_of(const std::string& mode) {
   for (PlacementPolicy p : {PlacementPolicy::on_touch, PlacementPolicy::access_counter, PlacementPolicy::duplication,
                             PlacementPolicy::oasis})
@@ -296,14 +318,21 @@ PlacementPolicy policy_of(const std::string& mode) {
   usage("unknown mode " + mode);
 }
 
+/// What the raw form's pointers are: a device copy of every object per GPU (the reference, the
+/// ideal bound), or one copy that every GPU shares (managed memory: the uvm modes), where what a
+/// GPU wrote in one phase must be complete before any GPU reads it in the next.
+enum class Copies { per_gpu, shared };
+
 /// A workload's objects, as host data (the inputs), and how to run it three ways.
 struct Workload {
   std::string name;
   std::vector<std::vector<std::uint32_t>> objects;  ///< initial contents, as 32-bit words
   std::size_t output;                               ///< the object that holds the result
+  std::vector<std::size_t> read_only;               ///< the objects the kernels never write (uvm_read_mostly)
   std::uint64_t useful_bytes;
   /// Runs the kernel(s) on `gpus` GPUs with the objects given as Raw pointers per GPU.
-  std::function<void(const std::vector<std::vector<std::uint32_t*>>&, const std::vector<cudaStream_t>&, unsigned gpus)> raw;
+  std::function<void(const std::vector<std::vector<std::uint32_t*>>&, const std::vector<cudaStream_t>&, unsigned gpus, Copies)>
+      raw;
   /// Runs through a space; `objs` are its objects in order.
   std::function<void(MultiGpuSpace&, const std::vector<shared_object<std::uint32_t>>&)> paged;
   /// Optional: checks sampled outputs of the single-GPU reference against a host computation from
@@ -387,8 +416,9 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
     w.objects.assign(2, std::vector<std::uint32_t>(n * n));
     fill_random(w.objects[0].data(), n * n, 11);
     w.output = 1;
+    w.read_only = {0};
     w.useful_bytes = 2 * n * n * 4;
-    w.raw = [n](const auto& p, const auto& streams, unsigned G) {
+    w.raw = [n](const auto& p, const auto& streams, unsigned G, Copies) {
       for (unsigned g = 0; g < G; ++g) {
         check(cudaSetDevice(g), "cudaSetDevice");
         transpose_kernel<<<1056, dim3(32, 8), 0, streams[g]>>>(raw_of<std::uint32_t>(p[g][0], n * n, g, G),
@@ -402,12 +432,13 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
     const std::uint64_t n = std::max<std::uint64_t>(64, static_cast<std::uint64_t>(std::sqrt(bytes / 8.0)));
     w.objects.assign(2, std::vector<std::uint32_t>(n * n));
     fill_random(w.objects[0].data(), n * n, 12);
-    w.output = sweeps % 2;
+    w.output = sweeps % 2;  // both grids are written (swapped every sweep): none is read-only
     w.useful_bytes = sweeps * 2 * n * n * 4;
-    w.raw = [n, barrier = device_word](const auto& p, const auto& streams, unsigned G) {
+    w.raw = [n, barrier = device_word](const auto& p, const auto& streams, unsigned G, Copies) {
       const auto kernel = stencil_kernel<Raw<std::uint32_t>>;
       const unsigned blocks = occupancy_blocks(reinterpret_cast<const void*>(kernel), 256, 0);
       check(cudaMemset(barrier, 0, sizeof(unsigned)), "barrier reset");
+      check(cudaDeviceSynchronize(), "barrier reset");  // before kernels on non-blocking streams
       for (unsigned g = 0; g < G; ++g) {
         check(cudaSetDevice(g), "cudaSetDevice");
         kernel<<<blocks, 256, 0, streams[g]>>>(raw_of<std::uint32_t>(p[g][0], n * n, g, G), raw_of<std::uint32_t>(p[g][1], n * n, g, G),
@@ -418,6 +449,7 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
       const auto kernel = stencil_kernel<shared_array<std::uint32_t>>;
       const unsigned blocks = occupancy_blocks(reinterpret_cast<const void*>(kernel), 256, s.device(0));
       check(cudaMemset(barrier, 0, sizeof(unsigned)), "barrier reset");
+      check(cudaDeviceSynchronize(), "barrier reset");  // before kernels on the space's streams
       s.launch(kernel, dim3(blocks), dim3(256), 0, o[0].on(0), o[1].on(0), n, sweeps, barrier, blocks * s.gpus());
     };
   } else if (name == "gemm") {
@@ -425,8 +457,9 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
     w.objects.assign(3, std::vector<std::uint32_t>(n * n));
     for (int m = 0; m < 2; ++m) fill_small_floats(w.objects[m], static_cast<std::uint64_t>(m));
     w.output = 2;
+    w.read_only = {0, 1};
     w.useful_bytes = 3 * n * n * 4;
-    w.raw = [n](const auto& p, const auto& streams, unsigned G) {
+    w.raw = [n](const auto& p, const auto& streams, unsigned G, Copies) {
       for (unsigned g = 0; g < G; ++g) {
         check(cudaSetDevice(g), "cudaSetDevice");
         gemm_kernel<<<264, 256, 0, streams[g]>>>(raw_of<float>(p[g][0], n * n, g, G), raw_of<float>(p[g][1], n * n, g, G),
@@ -445,8 +478,9 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
     for (std::uint64_t i = 0; i < v; ++i) x[i] = offsets[i + 1] > offsets[i] ? 1.0f / v / (offsets[i + 1] - offsets[i]) : 1.0f / v;
     w.objects[3].assign(v, 0);
     w.output = 2 + iterations % 2;
+    w.read_only = {0, 1};  // the graph; both rank arrays are written (swapped every iteration)
     w.useful_bytes = iterations * (graph.csr_bytes() + 2 * v * 4 + graph.directed_edges() * 4);
-    w.raw = [v](const auto& p, const auto& streams, unsigned G) {
+    w.raw = [v](const auto& p, const auto& streams, unsigned G, Copies) {
       for (unsigned it = 0; it < iterations; ++it) {
         for (unsigned g = 0; g < G; ++g) {
           check(cudaSetDevice(g), "cudaSetDevice");
@@ -478,6 +512,7 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
     w.objects[2].assign(v, sim::bfs_unreached);
     w.objects[2][root] = 0;
     w.output = 2;
+    w.read_only = {0, 1};  // the graph; depth is claimed into
     // The CPU reference (rmat.hpp's reference_bfs, independent of the kernels).
     std::vector<std::uint32_t> levels = sim::reference_bfs(offsets, w.objects[1], root, parallel_for);
     std::uint32_t deepest = 0;
@@ -498,7 +533,7 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
           return "bfs: depth[" + std::to_string(u) + "] = " + std::to_string(output[u]) + ", CPU BFS " + std::to_string(levels[u]);
       return {};
     };
-    w.raw = [v, reached_word = device_word](const auto& p, const auto& streams, unsigned G) {
+    w.raw = [v, reached_word = device_word](const auto& p, const auto& streams, unsigned G, Copies) {
       run_bfs_levels(reached_word, [&](std::uint32_t level) {
         for (unsigned g = 0; g < G; ++g) {
           check(cudaSetDevice(g), "cudaSetDevice");
@@ -539,20 +574,39 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
       w.objects[1].assign(taps * hw, 0);  // col
     }
     w.output = conv ? 4 : 1;
+    w.read_only = conv ? std::vector<std::size_t>{0, 1} : std::vector<std::size_t>{0};  // the image (and the filters)
     w.useful_bytes = 4 * (c.channels * hw + taps * hw) + (conv ? 4 * (k * taps + taps * hw + k * hw) + 2 * 4 * k * hw : 0);
     const auto channels = static_cast<std::uint32_t>(c.channels), height = static_cast<std::uint32_t>(c.height),
                width = static_cast<std::uint32_t>(c.width);
-    w.raw = [=](const auto& p, const auto& streams, unsigned G) {
-      // Stream order separates the phases on each GPU (each works on its own copies).
-      for (unsigned g = 0; g < G; ++g) {
-        check(cudaSetDevice(g), "cudaSetDevice");
-        const auto col = raw_of<float>(p[g][conv ? 2 : 1], taps * hw, g, G);
-        im2col_kernel<<<1056, 256, 0, streams[g]>>>(raw_of<float>(p[g][0], c.channels * hw, g, G), col, channels, height, width);
-        if (!conv) continue;
-        const auto out = raw_of<float>(p[g][3], k * hw, g, G);
-        gemm_kernel<<<264, 256, 0, streams[g]>>>(raw_of<float>(p[g][1], k * taps, g, G), col, out, k, hw, taps);
-        transpose_kernel<<<1056, dim3(32, 8), 0, streams[g]>>>(out, raw_of<float>(p[g][4], hw * k, g, G), k, hw);
-      }
+    w.raw = [=](const auto& p, const auto& streams, unsigned G, Copies copies) {
+      // Stream order separates the phases on each GPU, all the order its own copies need. On one
+      // shared copy a phase reads what other GPUs wrote in the one before (GEMM reads every row
+      // of col, the transpose other GPUs' tiles of out), so every GPU finishes a phase before
+      // any starts the next (as the paged form's launches do).
+      const auto each_gpu = [&](const auto& launch) {
+        for (unsigned g = 0; g < G; ++g) {
+          check(cudaSetDevice(g), "cudaSetDevice");
+          launch(g);
+        }
+      };
+      const auto phase_boundary = [&] {
+        if (copies == Copies::shared)
+          for (unsigned g = 0; g < G; ++g) check(cudaStreamSynchronize(streams[g]), "conv2d phase");
+      };
+      const auto col = [&](unsigned g) { return raw_of<float>(p[g][conv ? 2 : 1], taps * hw, g, G); };
+      const auto out = [&](unsigned g) { return raw_of<float>(p[g][3], k * hw, g, G); };
+      each_gpu([&](unsigned g) {
+        im2col_kernel<<<1056, 256, 0, streams[g]>>>(raw_of<float>(p[g][0], c.channels * hw, g, G), col(g), channels, height, width);
+      });
+      if (!conv) return;
+      phase_boundary();
+      each_gpu([&](unsigned g) {
+        gemm_kernel<<<264, 256, 0, streams[g]>>>(raw_of<float>(p[g][1], k * taps, g, G), col(g), out(g), k, hw, taps);
+      });
+      phase_boundary();
+      each_gpu([&](unsigned g) {
+        transpose_kernel<<<1056, dim3(32, 8), 0, streams[g]>>>(out(g), raw_of<float>(p[g][4], hw * k, g, G), k, hw);
+      });
     };
     // Host spot checks at 4096 sampled outputs: im2col exactly; conv2d against a direct
     // convolution in double, within taps x 2^-24 of the sum of the terms' magnitudes (the bound
@@ -604,6 +658,38 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
     usage("unknown workload " + name);
   }
   return w;
+}
+
+/// True when `footprint` fits in what each of the first `gpus` GPUs has free (fits_on_device's
+/// margin included); else says why on stderr. The uvm modes run in core only: oversubscribed
+/// managed memory can hang a GPU, and one GPU may end up holding every page.
+bool fits_on_every_gpu(unsigned gpus, const std::string& mode, std::uint64_t footprint) {
+  bool fits = true;
+  for (unsigned g = 0; g < gpus && fits; ++g) {
+    check(cudaSetDevice(g), "cudaSetDevice");
+    fits = fits_on_device(("warpvm-placement-bench: GPU " + std::to_string(g)).c_str(), mode, footprint);
+  }
+  check(cudaSetDevice(0), "cudaSetDevice");
+  if (!fits)
+    std::fprintf(stderr, "warpvm-placement-bench: the uvm modes run in core only (never oversubscribed); lower --bytes\n");
+  return fits;
+}
+
+/// Gives the driver a uvm mode's advice on the managed objects (after each fill: advice is sticky,
+/// so this only repeats it; the fill's host writes have collapsed any read-duplicated copies).
+void advise(const Workload& w, const std::vector<std::unique_ptr<Managed>>& objects, UvmAdvice advice, unsigned gpus) {
+  if (advice == UvmAdvice::read_mostly)
+    for (const std::size_t i : w.read_only)
+      // The location is ignored for ReadMostly.
+      check(cudaMemAdvise(objects[i]->as<void>(), objects[i]->bytes(), cudaMemAdviseSetReadMostly,
+                          cudaMemLocation{cudaMemLocationTypeDevice, 0}),
+            "cudaMemAdvise(SetReadMostly)");
+  if (advice == UvmAdvice::accessed_by)
+    for (const auto& o : objects)
+      for (unsigned g = 0; g < gpus; ++g)
+        check(cudaMemAdvise(o->as<void>(), o->bytes(), cudaMemAdviseSetAccessedBy,
+                            cudaMemLocation{cudaMemLocationTypeDevice, static_cast<int>(g)}),
+              "cudaMemAdvise(SetAccessedBy)");
 }
 
 /// Makes GPU 0's stream wait for every other GPU's, so that events on it time the whole phase.
@@ -674,7 +760,7 @@ int run(int argc, char** argv) {
           check(cudaMemcpy(bufs.back()->data, o.data(), o.size() * 4, cudaMemcpyHostToDevice), "upload");
           ptrs[0].push_back(bufs.back()->data);
         }
-        w.raw(ptrs, {streams[0]}, 1);
+        w.raw(ptrs, {streams[0]}, 1, Copies::per_gpu);
         check(cudaSetDevice(0), "cudaSetDevice");
         check(cudaStreamSynchronize(streams[0]), "reference run");
         check(cudaMemcpy(reference.data(), ptrs[0][w.output], reference.size() * 4, cudaMemcpyDeviceToHost), "download");
@@ -683,6 +769,13 @@ int run(int argc, char** argv) {
         const std::string wrong = w.check_reference(w.objects, reference);
         if (!wrong.empty()) throw std::runtime_error("the single-GPU reference is wrong: " + wrong);
       }
+      // A coherent mode's result (on the host) against the reference; a mismatch is said and counted.
+      const auto verify = [&](Record& r, const std::uint32_t* output) {
+        r.verified = std::memcmp(output, reference.data(), reference.size() * 4) == 0;
+        if (r.verified) return;
+        std::fprintf(stderr, "[%u GPUs] %s: %s: MISMATCH against the single-GPU reference\n", G, name.c_str(), r.mode.c_str());
+        mismatches += 1;
+      };
       for (const std::string& mode : a.out.modes)
       for (const std::uint32_t reset_threshold :
            mode == "oasis" ? a.reset_thresholds : std::vector<std::uint32_t>{detail::default_reset_threshold}) {
@@ -715,11 +808,33 @@ int run(int argc, char** argv) {
           }
           check(cudaSetDevice(0), "cudaSetDevice");
           r.seconds = time_runs(streams[0], a.out.repeats, upload, [&] {
-            w.raw(ptrs, streams, G);
+            w.raw(ptrs, streams, G, Copies::per_gpu);
             join_streams(streams, events);
           });
           r.verified = false;  // a bound, not a coherent program (see the file comment)
           r.extra["ideal_bound"] = 1;
+        } else if (const std::optional<UvmAdvice> advice = uvm_advice_of(mode)) {
+          if (!fits_on_every_gpu(G, mode, footprint)) continue;
+          // Each object allocated once; every GPU's pointers are the same managed ones.
+          std::vector<std::unique_ptr<Managed>> managed;
+          std::vector<std::uint32_t*> one_copy;
+          for (const auto& o : w.objects) {
+            managed.push_back(std::make_unique<Managed>(o.size() * 4));
+            one_copy.push_back(managed.back()->as<std::uint32_t>());
+          }
+          const std::vector<std::vector<std::uint32_t*>> ptrs(G, one_copy);
+          const auto fill = [&] {
+            for (std::size_t i = 0; i < w.objects.size(); ++i) managed[i]->assign(w.objects[i].data());
+            advise(w, managed, *advice, G);
+          };
+          const auto run_once = [&] {
+            w.raw(ptrs, streams, G, Copies::shared);
+            join_streams(streams, events);
+          };
+          r.seconds = time_runs(streams[0], a.out.repeats, fill, run_once);
+          // time_runs waited for the last run (every GPU's stream joins the first's).
+          verify(r, managed[w.output]->as<std::uint32_t>());
+          add_uvm_traffic(r, fill, run_once, a.out.uvm_counted_runs);
         } else {
           MultiGpuConfig config;
           for (unsigned g = 0; g < G; ++g) config.devices.push_back(static_cast<int>(g));
@@ -749,11 +864,7 @@ int run(int argc, char** argv) {
           // time_runs' last run is the one whose counters are left: one run's worth.
           sum = space.stats().total();
           space.flush();
-          r.verified = std::memcmp(objs[w.output].host().data(), reference.data(), reference.size() * 4) == 0;
-          if (!r.verified) {
-            std::fprintf(stderr, "[%u GPUs] %s: %s: MISMATCH against the single-GPU reference\n", G, name.c_str(), mode.c_str());
-            mismatches += 1;
-          }
+          verify(r, objs[w.output].host().data());
           add_stats(r, sum, 1.0);
         }
         recorder.write(r);

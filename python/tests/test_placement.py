@@ -89,6 +89,36 @@ def test_markdown_has_a_table_and_the_verdicts(tmp_path: Path) -> None:
     assert "(25.0% below it; its time 1.333x)" in text
 
 
+def uvm_record(workload: str, mode: str, seconds: float, **fields: Any) -> dict[str, Any]:
+    """A real-UVM point: the bench records no counter threshold for it."""
+    base = placement_record(workload, mode, seconds, **fields)
+    del base["counter_threshold"]
+    return base
+
+
+def test_uvm_runs_join_every_case_of_their_point_as_extra_columns(tmp_path: Path) -> None:
+    raw = run_records() + run_records(counter_threshold=1024) + run_records(gpus=2)
+    raw += [uvm_record("gemm", "uvm", 8.0), uvm_record("gemm", "uvm_read_mostly", 2.0)]
+    raw += [uvm_record("gemm", "uvm_accessed_by", 9.0, gpus=8)]  # no warpvm case at 8 GPUs: one of its own
+    records = load_records([write_jsonl(tmp_path / "r.jsonl", raw)])
+    cases = placement_cases(records)
+    assert [(c.gpus, c.counter_threshold) for c in cases] == [(4, 256), (4, 1024), (2, 256), (8, None)]
+    for case in cases[:2]:
+        assert case.seconds["gemm"] == SECONDS["gemm"] | {"uvm": 8.0, "uvm_read_mostly": 2.0}
+        assert case.policies[-2:] == ("uvm", "uvm_read_mostly")
+        assert case.oasis_speedup_over("on_touch") == pytest.approx({"gemm": 5.0, "conv2d": 2.0})
+    assert cases[2].policies == ("on_touch", "access_counter", "duplication", "oasis")
+    assert cases[3].seconds == {"gemm": {"uvm_accessed_by": 9.0}}
+    text = placement_markdown(records)
+    uvm_columns = "| uvm s | uvm_read_mostly s | oasis vs on_touch |"
+    assert uvm_columns in text
+    assert "| gemm | 1023.00 MiB | 5.0000 | 5.0000 | 4.0000 | 1.0000 | 8.0000 | 2.0000 | 5.00x |" in text
+    assert "| conv2d | 1023.00 MiB | 0.4000 | 0.5000 | 0.1500 | 0.2000 | - | - | 2.00x |" in text
+    assert "| gemm | 1023.00 MiB | - | - | - | - | 9.0000 | - | - |" in text
+    figure = plots.placement_figure(records)
+    assert figure is not None and len(figure.axes) == 3  # the 8-GPU case timed no on-touch
+
+
 def test_no_placement_section_or_plot_without_placement_records(tmp_path: Path) -> None:
     records = load_records([write_jsonl(tmp_path / "r.jsonl", [record()])])
     assert placement_markdown(records) == ""

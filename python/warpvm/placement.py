@@ -2,7 +2,9 @@
 
 A *case* is one scaling point: a device, a GPU count, a footprint scale and a counter threshold.
 Its workloads were run under some of the policies; the issue targets (OASIS's gain over
-on-touch, and its distance from the best uniform policy) are computed per case.
+on-touch, and its distance from the best uniform policy) are computed per case. Real-UVM runs
+(the uvm modes) have no counter threshold: they join every case of their device, GPU count and
+scale, as columns of their own.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from warpvm.results import Record, TextTable, format_bytes, latest_points, markd
 SUITE = "placement"
 UNIFORM_POLICIES = ("on_touch", "access_counter", "duplication")
 POLICIES = (*UNIFORM_POLICIES, "oasis")
+UVM_POLICIES = ("uvm", "uvm_read_mostly", "uvm_accessed_by")  # real UVM, in core: a reality check
 
 
 def scale_of(record: Record) -> int:
@@ -44,6 +47,12 @@ class PlacementCase:
     def label(self) -> str:
         threshold = "" if self.counter_threshold is None else f", counter threshold {self.counter_threshold}"
         return f"{self.device} x{self.gpus}, {format_bytes(self.scale_bytes)} per workload{threshold}"
+
+    @property
+    def policies(self) -> tuple[str, ...]:
+        """warpvm's policies, then the real-UVM modes that this case timed."""
+        timed = {p for times in self.seconds.values() for p in times}
+        return (*POLICIES, *(p for p in UVM_POLICIES if p in timed))
 
     def workloads(self, *policies: str) -> list[str]:
         """The workloads timed under every one of `policies`, in first-seen order."""
@@ -73,34 +82,45 @@ def arithmetic_and_geometric_mean(values: Iterable[float]) -> tuple[float, float
 def placement_cases(records: Iterable[Record]) -> list[PlacementCase]:
     """The cases of the placement suite's records (the latest record of each point). Sensitivity
     runs whose policy is not their mode (e.g. oasis_reset4) are left out; runs at another counter
-    threshold form cases of their own."""
+    threshold form cases of their own. A real-UVM run joins every case of its device, GPU count
+    and scale (a case of its own, without a threshold, if there is none)."""
     cases: dict[tuple[str, int, int, int | None], PlacementCase] = {}
-    points = [r for r in records if r.suite == SUITE and r.mode in POLICIES and r.policy == r.mode]
-    for r in latest_points(points):
-        if r.seconds is None:
-            continue
-        threshold = r.extra.get("counter_threshold")
-        key = (r.device, int(r.extra.get("gpus", 1)), scale_of(r), threshold)
-        case = cases.setdefault(key, PlacementCase(*key))
+    modes = (*POLICIES, *UVM_POLICIES)
+    points = [r for r in records if r.suite == SUITE and r.mode in modes and r.policy == r.mode]
+    timed = [r for r in latest_points(points) if r.seconds is not None]
+
+    def add(case: PlacementCase, r: Record) -> None:
         case.seconds.setdefault(r.workload, {})[r.mode] = r.seconds
         case.footprint[r.workload] = r.dataset_bytes
+
+    for r in timed:
+        if r.mode in POLICIES:
+            key = (r.device, int(r.extra.get("gpus", 1)), scale_of(r), r.extra.get("counter_threshold"))
+            add(cases.setdefault(key, PlacementCase(*key)), r)
+    for r in timed:
+        if r.mode in UVM_POLICIES:
+            point = (r.device, int(r.extra.get("gpus", 1)), scale_of(r))
+            joined = [case for key, case in cases.items() if key[:3] == point]
+            for case in joined or [cases.setdefault((*point, None), PlacementCase(*point, None))]:
+                add(case, r)
     return list(cases.values())
 
 
 def placement_table(case: PlacementCase) -> TextTable:
-    """Seconds per workload and policy, then OASIS's speed-up over on-touch and over the best
-    uniform policy (< 1: slower than it)."""
+    """Seconds per workload and policy (real UVM's columns where the case has them), then OASIS's
+    speed-up over on-touch and over the best uniform policy (< 1: slower than it)."""
     rows = []
     against_best = case.oasis_against_best_uniform()
     over_on_touch = case.oasis_speedup_over("on_touch")
+    policies = case.policies
     for workload, times in case.seconds.items():
-        cells = [f"{times[p]:.4f}" if p in times else "-" for p in POLICIES]
+        cells = [f"{times[p]:.4f}" if p in times else "-" for p in policies]
         gain = f"{over_on_touch[workload]:.2f}x" if workload in over_on_touch else "-"
         best = "-"
         if workload in against_best:
             best = f"{against_best[workload][1]:.3f} ({against_best[workload][0]})"
         rows.append((workload, format_bytes(case.footprint[workload]), *cells, gain, best))
-    seconds = tuple(f"{p} s" for p in POLICIES)
+    seconds = tuple(f"{p} s" for p in policies)
     headers = ("workload", "footprint", *seconds, "oasis vs on_touch", "oasis vs best uniform")
     return TextTable(case.label, headers, rows)
 

@@ -15,7 +15,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator, ScalarFormatter
 from matplotlib.typing import ColorType
 
-from warpvm.placement import POLICIES, placement_cases
+from warpvm.placement import POLICIES, UVM_POLICIES, placement_cases
 from warpvm.results import Record, format_fraction, latest_points
 
 Key = TypeVar("Key", bound=Hashable)
@@ -311,14 +311,15 @@ def plot_oversubscription(records: Iterable[Record], path: Path) -> Path | None:
 
 def placement_figure(records: Iterable[Record]) -> Figure | None:
     """Speed-up over uniform on-touch (time of on_touch / time of the policy) per workload and
-    placement policy, one panel per case (device, GPU count, footprint scale, counter threshold);
-    None without a case that timed on-touch and another policy."""
+    placement policy (and real-UVM mode, where timed), one panel per case (device, GPU count,
+    footprint scale, counter threshold); None without a case that timed on-touch and another policy."""
     cases = [
         c for c in placement_cases(records) if any(len(t) > 1 and "on_touch" in t for t in c.seconds.values())
     ]
     if not cases:
         return None
-    others = [p for p in POLICIES if p != "on_touch"]
+    timed = {p for c in cases for times in c.seconds.values() for p in times}
+    others = [p for p in POLICIES if p != "on_touch"] + [p for p in UVM_POLICIES if p in timed]
     colors = _palette(others)
     widest = max(len(c.workloads("on_touch")) for c in cases)
     figure = Figure(layout="constrained", figsize=(max(8.0, 1.4 * widest), 3.2 * len(cases)))

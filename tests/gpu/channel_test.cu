@@ -374,6 +374,7 @@ INSTANTIATE_TEST_SUITE_P(WaitModes, ChannelWorkloads,
                              case cw::WaitMode::pinned_flag: return std::string("pinned_flag");
                              case cw::WaitMode::naive: return std::string("naive");
                              case cw::WaitMode::atomic_wait: return std::string("atomic_wait");
+                             case cw::WaitMode::peer_flag: return std::string("peer_flag");  // GPU to GPU only
                            }
                            return std::string("unknown");
                          });
