@@ -90,18 +90,80 @@ __device__ void grid_barrier(unsigned* counter, unsigned total_blocks, unsigned 
   __syncthreads();
 }
 
+/// Cells a warp updates at a time: it stages their rows above and below and their own row (one
+/// more cell each side) in shared memory, a page's piece of each run under one hold, instead of
+/// taking a hold per element access (six per cell).
+constexpr unsigned stencil_chunk = 256;
+constexpr unsigned stencil_block_warps = 8;
+
+/// The warp copies elements [first, first + count) of `grid` to `to`, one span (one hold) per
+/// page the run touches.
 template <class Grid>
-__global__ void stencil_kernel(Grid a, Grid b, std::uint64_t n, unsigned sweeps, unsigned* barrier, unsigned total_blocks) {
-  const std::uint64_t r0 = n * a.gpu() / a.gpus(), r1 = n * (a.gpu() + 1) / a.gpus();
+__device__ void warp_read_run(const Grid& grid, std::uint64_t first, std::uint32_t count, std::uint32_t* to) {
+  const std::uint64_t per_page = grid.elements_per_page(), end = first + count;
+  for (std::uint64_t at = first; at < end;) {
+    const std::uint64_t page_end = (at / per_page + 1) * per_page;
+    const auto piece = static_cast<std::uint32_t>((end < page_end ? end : page_end) - at);
+    grid.template with_span<access::read>(at, piece, [&](const std::uint32_t* data) {
+      for (unsigned j = threadIdx.x % 32; j < piece; j += 32) to[at - first + j] = data[j];
+    });
+    at += piece;
+  }
+}
+
+/// The warp writes `from` into elements [first, first + count) of `grid`, one span per page.
+template <class Grid>
+__device__ void warp_write_run(const Grid& grid, std::uint64_t first, std::uint32_t count, const std::uint32_t* from) {
+  const std::uint64_t per_page = grid.elements_per_page(), end = first + count;
+  for (std::uint64_t at = first; at < end;) {
+    const std::uint64_t page_end = (at / per_page + 1) * per_page;
+    const auto piece = static_cast<std::uint32_t>((end < page_end ? end : page_end) - at);
+    grid.template with_span<access::read_write>(at, piece, [&](std::uint32_t* data) {
+      for (unsigned j = threadIdx.x % 32; j < piece; j += 32) data[j] = from[at - first + j];
+    });
+    at += piece;
+  }
+}
+
+/// Each GPU updates its rows' cells, a warp per chunk of stencil_chunk consecutive cells.
+template <class Grid>
+__global__ void __launch_bounds__(stencil_block_warps * 32)
+    stencil_kernel(Grid a, Grid b, std::uint64_t n, unsigned sweeps, unsigned* barrier, unsigned total_blocks) {
+  // Per warp: the row above, the chunk's own row with one cell each side, the row below, the result.
+  __shared__ std::uint32_t above[stencil_block_warps][stencil_chunk], middle[stencil_block_warps][stencil_chunk + 2],
+      below[stencil_block_warps][stencil_chunk], result[stencil_block_warps][stencil_chunk];
+  const unsigned w = threadIdx.x / 32;
+  const std::uint64_t cells = n * n, first = n * (n * a.gpu() / a.gpus()), end = n * (n * (a.gpu() + 1) / a.gpus());
+  const std::uint64_t chunks = (end - first + stencil_chunk - 1) / stencil_chunk;
+  const std::uint64_t warp = blockIdx.x * std::uint64_t{stencil_block_warps} + w, warps = std::uint64_t{gridDim.x} * stencil_block_warps;
   for (unsigned s = 0; s < sweeps; ++s) {
     const Grid& cur = s % 2 == 0 ? a : b;
     const Grid& next = s % 2 == 0 ? b : a;
-    for (std::uint64_t i = r0 * n + tid(); i < r1 * n; i += nthreads()) {
-      const std::uint64_t r = i / n, c = i % n;
-      std::uint32_t v = cur.load(i);
-      if (r > 0 && r + 1 < n && c > 0 && c + 1 < n)
-        v = v * 3 + cur.load(i - n) + cur.load(i + n) + cur.load(i - 1) + cur.load(i + 1);
-      next.store(i, v);
+    for (std::uint64_t c = warp; c < chunks; c += warps) {
+      const std::uint64_t i0 = first + c * stencil_chunk;
+      const auto count = static_cast<std::uint32_t>(end - i0 < stencil_chunk ? end - i0 : stencil_chunk);
+      // middle[k] is cell i0 - 1 + k; only interior cells read their neighbours, so each run is
+      // clipped to the grid.
+      const std::uint64_t lo = i0 > 0 ? i0 - 1 : 0, hi = i0 + count + 1 < cells ? i0 + count + 1 : cells;
+      warp_read_run(cur, lo, static_cast<std::uint32_t>(hi - lo), middle[w] + (lo + 1 - i0));
+      if (i0 + count > n) {  // above[k] is cell i0 + k - n, for the chunk's cells in row 1 and down
+        const std::uint64_t from = i0 > n ? i0 : n;
+        warp_read_run(cur, from - n, static_cast<std::uint32_t>(i0 + count - from), above[w] + (from - i0));
+      }
+      if (i0 < cells - n) {  // below[k] is cell i0 + k + n, for the cells above the last row
+        const std::uint64_t to = i0 + count < cells - n ? i0 + count : cells - n;
+        warp_read_run(cur, i0 + n, static_cast<std::uint32_t>(to - i0), below[w]);
+      }
+      __syncwarp();
+      for (unsigned j = threadIdx.x % 32; j < count; j += 32) {
+        const std::uint64_t i = i0 + j, r = i / n, col = i % n;
+        std::uint32_t v = middle[w][j + 1];
+        if (r > 0 && r + 1 < n && col > 0 && col + 1 < n) v = v * 3 + above[w][j] + below[w][j] + middle[w][j] + middle[w][j + 2];
+        result[w][j] = v;
+      }
+      __syncwarp();
+      warp_write_run(next, i0, count, result[w]);
+      __syncwarp();  // the next chunk's staging overwrites what this one's lanes read
     }
     grid_barrier(barrier, total_blocks, s);
   }
@@ -434,23 +496,44 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
     fill_random(w.objects[0].data(), n * n, 12);
     w.output = sweeps % 2;  // both grids are written (swapped every sweep): none is read-only
     w.useful_bytes = sweeps * 2 * n * n * 4;
+    // The sweeps on the CPU: the staged kernel's index arithmetic checked against the plain rule.
+    w.check_reference = [n](const std::vector<std::vector<std::uint32_t>>& objects,
+                            const std::vector<std::uint32_t>& output) -> std::string {
+      std::vector<std::uint32_t> cur = objects[0], next(n * n);
+      for (unsigned s = 0; s < sweeps; ++s) {
+        parallel_for(n, [&](std::uint64_t lo, std::uint64_t hi) {
+          for (std::uint64_t r = lo; r < hi; ++r)
+            for (std::uint64_t c = 0; c < n; ++c) {
+              const std::uint64_t i = r * n + c;
+              std::uint32_t v = cur[i];
+              if (r > 0 && r + 1 < n && c > 0 && c + 1 < n) v = v * 3 + cur[i - n] + cur[i + n] + cur[i - 1] + cur[i + 1];
+              next[i] = v;
+            }
+        });
+        std::swap(cur, next);
+      }
+      for (std::uint64_t i = 0; i < n * n; ++i)
+        if (output[i] != cur[i])
+          return "stencil2d: cell " + std::to_string(i) + " = " + std::to_string(output[i]) + ", CPU " + std::to_string(cur[i]);
+      return {};
+    };
     w.raw = [n, barrier = device_word](const auto& p, const auto& streams, unsigned G, Copies) {
       const auto kernel = stencil_kernel<Raw<std::uint32_t>>;
-      const unsigned blocks = occupancy_blocks(reinterpret_cast<const void*>(kernel), 256, 0);
+      const unsigned blocks = occupancy_blocks(reinterpret_cast<const void*>(kernel), stencil_block_warps * 32, 0);
       check(cudaMemset(barrier, 0, sizeof(unsigned)), "barrier reset");
       check(cudaDeviceSynchronize(), "barrier reset");  // before kernels on non-blocking streams
       for (unsigned g = 0; g < G; ++g) {
         check(cudaSetDevice(g), "cudaSetDevice");
-        kernel<<<blocks, 256, 0, streams[g]>>>(raw_of<std::uint32_t>(p[g][0], n * n, g, G), raw_of<std::uint32_t>(p[g][1], n * n, g, G),
+        kernel<<<blocks, stencil_block_warps * 32, 0, streams[g]>>>(raw_of<std::uint32_t>(p[g][0], n * n, g, G), raw_of<std::uint32_t>(p[g][1], n * n, g, G),
                                                n, sweeps, barrier, blocks * G);
       }
     };
     w.paged = [n, barrier = device_word](MultiGpuSpace& s, const auto& o) {
       const auto kernel = stencil_kernel<shared_array<std::uint32_t>>;
-      const unsigned blocks = occupancy_blocks(reinterpret_cast<const void*>(kernel), 256, s.device(0));
+      const unsigned blocks = occupancy_blocks(reinterpret_cast<const void*>(kernel), stencil_block_warps * 32, s.device(0));
       check(cudaMemset(barrier, 0, sizeof(unsigned)), "barrier reset");
       check(cudaDeviceSynchronize(), "barrier reset");  // before kernels on the space's streams
-      s.launch(kernel, dim3(blocks), dim3(256), 0, o[0].on(0), o[1].on(0), n, sweeps, barrier, blocks * s.gpus());
+      s.launch(kernel, dim3(blocks), dim3(stencil_block_warps * 32), 0, o[0].on(0), o[1].on(0), n, sweeps, barrier, blocks * s.gpus());
     };
   } else if (name == "gemm") {
     const std::uint64_t n = std::max<std::uint64_t>(64, static_cast<std::uint64_t>(std::sqrt(bytes / 12.0)) / 64 * 64);
