@@ -90,58 +90,59 @@ __device__ void grid_barrier(unsigned* counter, unsigned total_blocks, unsigned 
   __syncthreads();
 }
 
-/// Cells a warp updates at a time: it stages their rows above and below and their own row (one
-/// more cell each side) in shared memory, a page's piece of each run under one hold, instead of
-/// taking a hold per element access (six per cell).
-constexpr unsigned stencil_chunk = 256;
-constexpr unsigned stencil_block_warps = 8;
+/// Elements a warp works on at a time in stencil2d and im2col: it stages what they read in shared
+/// memory, a page's piece of each run under one hold, and writes them a page's piece at a time,
+/// instead of taking a hold per element access.
+constexpr unsigned warp_chunk = 256;
+constexpr unsigned chunk_block_warps = 8;  ///< warps per block of the chunked kernels
 
-/// The warp copies elements [first, first + count) of `grid` to `to`, one span (one hold) per
+/// The warp copies elements [first, first + count) of `array` to `to`, one span (one hold) per
 /// page the run touches.
-template <class Grid>
-__device__ void warp_read_run(const Grid& grid, std::uint64_t first, std::uint32_t count, std::uint32_t* to) {
-  const std::uint64_t per_page = grid.elements_per_page(), end = first + count;
+template <class Array>
+__device__ void warp_read_run(const Array& array, std::uint64_t first, std::uint32_t count, typename Array::value_type* to) {
+  const std::uint64_t per_page = array.elements_per_page(), end = first + count;
   for (std::uint64_t at = first; at < end;) {
     const std::uint64_t page_end = (at / per_page + 1) * per_page;
     const auto piece = static_cast<std::uint32_t>((end < page_end ? end : page_end) - at);
-    grid.template with_span<access::read>(at, piece, [&](const std::uint32_t* data) {
+    array.template with_span<access::read>(at, piece, [&](const typename Array::value_type* data) {
       for (unsigned j = threadIdx.x % 32; j < piece; j += 32) to[at - first + j] = data[j];
     });
     at += piece;
   }
 }
 
-/// The warp writes `from` into elements [first, first + count) of `grid`, one span per page.
-template <class Grid>
-__device__ void warp_write_run(const Grid& grid, std::uint64_t first, std::uint32_t count, const std::uint32_t* from) {
-  const std::uint64_t per_page = grid.elements_per_page(), end = first + count;
+/// The warp writes `from` into elements [first, first + count) of `array`, one span per page.
+template <class Array>
+__device__ void warp_write_run(const Array& array, std::uint64_t first, std::uint32_t count,
+                               const typename Array::value_type* from) {
+  const std::uint64_t per_page = array.elements_per_page(), end = first + count;
   for (std::uint64_t at = first; at < end;) {
     const std::uint64_t page_end = (at / per_page + 1) * per_page;
     const auto piece = static_cast<std::uint32_t>((end < page_end ? end : page_end) - at);
-    grid.template with_span<access::read_write>(at, piece, [&](std::uint32_t* data) {
+    array.template with_span<access::read_write>(at, piece, [&](typename Array::value_type* data) {
       for (unsigned j = threadIdx.x % 32; j < piece; j += 32) data[j] = from[at - first + j];
     });
     at += piece;
   }
 }
 
-/// Each GPU updates its rows' cells, a warp per chunk of stencil_chunk consecutive cells.
+/// Each GPU updates its rows' cells, a warp per chunk of warp_chunk consecutive cells.
 template <class Grid>
-__global__ void __launch_bounds__(stencil_block_warps * 32)
+__global__ void __launch_bounds__(chunk_block_warps * 32)
     stencil_kernel(Grid a, Grid b, std::uint64_t n, unsigned sweeps, unsigned* barrier, unsigned total_blocks) {
   // Per warp: the row above, the chunk's own row with one cell each side, the row below, the result.
-  __shared__ std::uint32_t above[stencil_block_warps][stencil_chunk], middle[stencil_block_warps][stencil_chunk + 2],
-      below[stencil_block_warps][stencil_chunk], result[stencil_block_warps][stencil_chunk];
+  __shared__ std::uint32_t above[chunk_block_warps][warp_chunk], middle[chunk_block_warps][warp_chunk + 2],
+      below[chunk_block_warps][warp_chunk], result[chunk_block_warps][warp_chunk];
   const unsigned w = threadIdx.x / 32;
   const std::uint64_t cells = n * n, first = n * (n * a.gpu() / a.gpus()), end = n * (n * (a.gpu() + 1) / a.gpus());
-  const std::uint64_t chunks = (end - first + stencil_chunk - 1) / stencil_chunk;
-  const std::uint64_t warp = blockIdx.x * std::uint64_t{stencil_block_warps} + w, warps = std::uint64_t{gridDim.x} * stencil_block_warps;
+  const std::uint64_t chunks = (end - first + warp_chunk - 1) / warp_chunk;
+  const std::uint64_t warp = blockIdx.x * std::uint64_t{chunk_block_warps} + w, warps = std::uint64_t{gridDim.x} * chunk_block_warps;
   for (unsigned s = 0; s < sweeps; ++s) {
     const Grid& cur = s % 2 == 0 ? a : b;
     const Grid& next = s % 2 == 0 ? b : a;
     for (std::uint64_t c = warp; c < chunks; c += warps) {
-      const std::uint64_t i0 = first + c * stencil_chunk;
-      const auto count = static_cast<std::uint32_t>(end - i0 < stencil_chunk ? end - i0 : stencil_chunk);
+      const std::uint64_t i0 = first + c * warp_chunk;
+      const auto count = static_cast<std::uint32_t>(end - i0 < warp_chunk ? end - i0 : warp_chunk);
       // middle[k] is cell i0 - 1 + k; only interior cells read their neighbours, so each run is
       // clipped to the grid.
       const std::uint64_t lo = i0 > 0 ? i0 - 1 : 0, hi = i0 + count + 1 < cells ? i0 + count + 1 : cells;
@@ -286,17 +287,40 @@ void run_bfs_levels(unsigned* reached, const std::function<void(std::uint32_t)>&
 // is image[c][y + r - 1][x + s - 1], 0 outside the image. Each GPU writes one contiguous part
 // of col (private writes) and reads the image planes it needs (shared only at part boundaries).
 template <class Img, class Col>
-__global__ void im2col_kernel(Img image, Col col, std::uint32_t channels, std::uint32_t height, std::uint32_t width) {
+__global__ void __launch_bounds__(chunk_block_warps * 32)
+    im2col_kernel(Img image, Col col, std::uint32_t channels, std::uint32_t height, std::uint32_t width) {
+  // Per warp: the image run its chunk's segment reads, and the chunk's values.
+  __shared__ float staged[chunk_block_warps][warp_chunk], values[chunk_block_warps][warp_chunk];
+  const unsigned w = threadIdx.x / 32;
   const std::uint64_t hw = std::uint64_t{height} * width, total = std::uint64_t{channels} * 9 * hw;
   const std::uint64_t begin = total * col.gpu() / col.gpus(), end = total * (col.gpu() + 1) / col.gpus();
-  for (std::uint64_t i = begin + tid(); i < end; i += nthreads()) {
-    const std::uint64_t row = i / hw, pixel = i % hw;
-    const std::uint64_t c = row / 9;
-    const long long y = static_cast<long long>(pixel / width) + static_cast<long long>(row % 9 / 3) - 1;
-    const long long x = static_cast<long long>(pixel % width) + static_cast<long long>(row % 3) - 1;
-    float v = 0.0f;
-    if (y >= 0 && y < height && x >= 0 && x < width) v = image.load(c * hw + static_cast<std::uint64_t>(y) * width + static_cast<std::uint64_t>(x));
-    col.store(i, v);
+  const std::uint64_t chunks = (end - begin + warp_chunk - 1) / warp_chunk;
+  const std::uint64_t warp = blockIdx.x * std::uint64_t{chunk_block_warps} + w, warps = std::uint64_t{gridDim.x} * chunk_block_warps;
+  for (std::uint64_t k = warp; k < chunks; k += warps) {
+    const std::uint64_t i0 = begin + k * warp_chunk;
+    const auto count = static_cast<std::uint32_t>(end - i0 < warp_chunk ? end - i0 : warp_chunk);
+    // Within one row of col (one channel and tap) the image index is the pixel plus a constant,
+    // so a segment of the chunk inside one row reads one run of the channel's plane.
+    for (std::uint64_t seg = i0; seg < i0 + count;) {
+      const std::uint64_t row = seg / hw, seg_end = i0 + count < (row + 1) * hw ? i0 + count : (row + 1) * hw;
+      const long long dy = static_cast<long long>(row % 9 / 3) - 1, dx = static_cast<long long>(row % 3) - 1;
+      const long long plane = static_cast<long long>(row / 9 * hw), offset = plane + dy * width + dx;
+      const long long first_read = static_cast<long long>(seg % hw) + offset;
+      const long long end_read = static_cast<long long>((seg_end - 1) % hw) + offset + 1, plane_end = plane + static_cast<long long>(hw);
+      const long long run_lo = first_read > plane ? first_read : plane, run_hi = end_read < plane_end ? end_read : plane_end;
+      if (run_hi > run_lo) warp_read_run(image, static_cast<std::uint64_t>(run_lo), static_cast<std::uint32_t>(run_hi - run_lo), staged[w]);
+      __syncwarp();
+      for (std::uint64_t i = seg + threadIdx.x % 32; i < seg_end; i += 32) {
+        const std::uint64_t pixel = i % hw;
+        const long long y = static_cast<long long>(pixel / width) + dy, x = static_cast<long long>(pixel % width) + dx;
+        // A pixel inside the image reads plane + y * width + x = pixel + offset, inside the run.
+        values[w][i - i0] = y >= 0 && y < height && x >= 0 && x < width ? staged[w][static_cast<long long>(pixel) + offset - run_lo] : 0.0f;
+      }
+      __syncwarp();  // the next segment's staging overwrites what this one's lanes read
+      seg = seg_end;
+    }
+    warp_write_run(col, i0, count, values[w]);
+    __syncwarp();
   }
 }
 
@@ -519,21 +543,21 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
     };
     w.raw = [n, barrier = device_word](const auto& p, const auto& streams, unsigned G, Copies) {
       const auto kernel = stencil_kernel<Raw<std::uint32_t>>;
-      const unsigned blocks = occupancy_blocks(reinterpret_cast<const void*>(kernel), stencil_block_warps * 32, 0);
+      const unsigned blocks = occupancy_blocks(reinterpret_cast<const void*>(kernel), chunk_block_warps * 32, 0);
       check(cudaMemset(barrier, 0, sizeof(unsigned)), "barrier reset");
       check(cudaDeviceSynchronize(), "barrier reset");  // before kernels on non-blocking streams
       for (unsigned g = 0; g < G; ++g) {
         check(cudaSetDevice(g), "cudaSetDevice");
-        kernel<<<blocks, stencil_block_warps * 32, 0, streams[g]>>>(raw_of<std::uint32_t>(p[g][0], n * n, g, G), raw_of<std::uint32_t>(p[g][1], n * n, g, G),
+        kernel<<<blocks, chunk_block_warps * 32, 0, streams[g]>>>(raw_of<std::uint32_t>(p[g][0], n * n, g, G), raw_of<std::uint32_t>(p[g][1], n * n, g, G),
                                                n, sweeps, barrier, blocks * G);
       }
     };
     w.paged = [n, barrier = device_word](MultiGpuSpace& s, const auto& o) {
       const auto kernel = stencil_kernel<shared_array<std::uint32_t>>;
-      const unsigned blocks = occupancy_blocks(reinterpret_cast<const void*>(kernel), stencil_block_warps * 32, s.device(0));
+      const unsigned blocks = occupancy_blocks(reinterpret_cast<const void*>(kernel), chunk_block_warps * 32, s.device(0));
       check(cudaMemset(barrier, 0, sizeof(unsigned)), "barrier reset");
       check(cudaDeviceSynchronize(), "barrier reset");  // before kernels on the space's streams
-      s.launch(kernel, dim3(blocks), dim3(stencil_block_warps * 32), 0, o[0].on(0), o[1].on(0), n, sweeps, barrier, blocks * s.gpus());
+      s.launch(kernel, dim3(blocks), dim3(chunk_block_warps * 32), 0, o[0].on(0), o[1].on(0), n, sweeps, barrier, blocks * s.gpus());
     };
   } else if (name == "gemm") {
     const std::uint64_t n = std::max<std::uint64_t>(64, static_cast<std::uint64_t>(std::sqrt(bytes / 12.0)) / 64 * 64);
@@ -679,7 +703,7 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
       const auto col = [&](unsigned g) { return raw_of<float>(p[g][conv ? 2 : 1], taps * hw, g, G); };
       const auto out = [&](unsigned g) { return raw_of<float>(p[g][3], k * hw, g, G); };
       each_gpu([&](unsigned g) {
-        im2col_kernel<<<1056, 256, 0, streams[g]>>>(raw_of<float>(p[g][0], c.channels * hw, g, G), col(g), channels, height, width);
+        im2col_kernel<<<1056, chunk_block_warps * 32, 0, streams[g]>>>(raw_of<float>(p[g][0], c.channels * hw, g, G), col(g), channels, height, width);
       });
       if (!conv) return;
       phase_boundary();
@@ -730,7 +754,7 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
     };
     w.paged = [=](MultiGpuSpace& s, const auto& o) {
       const auto col = as<float>(o[conv ? 2 : 1].on(0));
-      s.launch(im2col_kernel<shared_array<float>, shared_array<float>>, dim3(1056), dim3(256), 0, as<float>(o[0].on(0)), col,
+      s.launch(im2col_kernel<shared_array<float>, shared_array<float>>, dim3(1056), dim3(chunk_block_warps * 32), 0, as<float>(o[0].on(0)), col,
                channels, height, width);
       if (!conv) return;
       const auto out = as<float>(o[3].on(0));
