@@ -19,6 +19,7 @@
 #include "warpvm/sim/rmat.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -335,6 +336,7 @@ struct Args {
   std::vector<std::string> workloads{"transpose", "stencil2d", "gemm", "pagerank", "im2col", "conv2d"};
   std::vector<std::uint32_t> reset_thresholds{detail::default_reset_threshold};  ///< oasis: one run each
   std::uint32_t counter_threshold = detail::default_counter_threshold;
+  std::uint64_t page_bytes = MultiGpuConfig{}.page_bytes;  ///< the paged modes' page size
   Options out;  ///< --modes, --repeats, --out, --commit, --driver (parse_shared_option)
 };
 
@@ -342,8 +344,10 @@ struct Args {
   std::fprintf(stderr,
                "%s\nusage: warpvm-placement-bench [--gpus 2] [--bytes 1GiB] [--repeats 3] "
                "[--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d,bfs] [--modes on_touch,access_counter,duplication,oasis,ideal] "
-               "[--reset-thresholds 8] [--counter-threshold 256] [--uvm-counted-runs 1] [--out f.jsonl] [--commit SHA] [--driver VER]\n"
+               "[--reset-thresholds 8] [--counter-threshold 256] [--page-bytes 4KiB] [--uvm-counted-runs 1] [--out f.jsonl] [--commit SHA] [--driver VER]\n"
                "--reset-thresholds 4,8,32 runs oasis once per O-Table reset threshold (the paper's sensitivity study)\n"
+               "--page-bytes: the paged modes' page size (a power of two, at least 4 KiB; the paper's 4 KB against 2 MB study);\n"
+               "  records of another size than 4 KiB name their policy <mode>_page<bytes>\n"
                "--modes also takes uvm, uvm_read_mostly, uvm_accessed_by (not run by default): real UVM, the raw kernels on\n"
                "  every GPU over one cudaMallocManaged copy per object, data written on the host before every run; no advice,\n"
                "  ReadMostly on the objects the workload only reads, or AccessedBy every GPU on every object. In core only:\n"
@@ -373,6 +377,7 @@ Args parse(int argc, char** argv) {
         a.reset_thresholds.clear();
         for (const auto& t : tools::split_list(v)) a.reset_thresholds.push_back(static_cast<std::uint32_t>(std::stoul(t)));
       } else if (flag == "--counter-threshold") a.counter_threshold = static_cast<std::uint32_t>(std::stoul(v));
+      else if (flag == "--page-bytes") a.page_bytes = tools::parse_bytes(v);
       else usage("unknown option " + flag);
     } catch (const std::logic_error&) {
       usage("bad value for " + flag + ": " + v);
@@ -383,6 +388,7 @@ Args parse(int argc, char** argv) {
   for (const std::uint32_t t : a.reset_thresholds)
     if (t < 1 || t > detail::otable::max_reset_threshold) usage("reset thresholds must be in [1, 255]");
   if (a.counter_threshold < 1) usage("--counter-threshold must be at least 1");
+  if (a.page_bytes < 4096 || !std::has_single_bit(a.page_bytes)) usage("--page-bytes must be a power of two, at least 4 KiB");
   return a;
 }
 
@@ -949,6 +955,9 @@ int run(int argc, char** argv) {
           config.default_policy = policy_of(mode);
           config.reset_threshold = reset_threshold;
           config.counter_threshold = a.counter_threshold;
+          config.page_bytes = a.page_bytes;
+          r.extra["page_bytes"] = static_cast<double>(a.page_bytes);
+          if (a.page_bytes != MultiGpuConfig{}.page_bytes) r.policy += "_page" + std::to_string(a.page_bytes);
           r.extra["reset_threshold"] = reset_threshold;
           r.extra["counter_threshold"] = a.counter_threshold;
           MultiGpuSpace space(config);
