@@ -97,34 +97,38 @@ __device__ void grid_barrier(unsigned* counter, unsigned total_blocks, unsigned 
 constexpr unsigned warp_chunk = 256;
 constexpr unsigned chunk_block_warps = 8;  ///< warps per block of the chunked kernels
 
+/// f(at, piece) for the pieces [at, at + piece) of elements [first, end) that lie in one page
+/// each (`per_page` elements a page), in order: what one hold (with_span) can cover.
+template <class F>
+__device__ void for_each_page_piece(std::uint64_t per_page, std::uint64_t first, std::uint64_t end, F&& f) {
+  for (std::uint64_t at = first; at < end;) {
+    const std::uint64_t page_end = (at / per_page + 1) * per_page;
+    const auto piece = static_cast<std::uint32_t>((end < page_end ? end : page_end) - at);
+    f(at, piece);
+    at += piece;
+  }
+}
+
 /// The warp copies elements [first, first + count) of `array` to `to`, one span (one hold) per
 /// page the run touches.
 template <class Array>
 __device__ void warp_read_run(const Array& array, std::uint64_t first, std::uint32_t count, typename Array::value_type* to) {
-  const std::uint64_t per_page = array.elements_per_page(), end = first + count;
-  for (std::uint64_t at = first; at < end;) {
-    const std::uint64_t page_end = (at / per_page + 1) * per_page;
-    const auto piece = static_cast<std::uint32_t>((end < page_end ? end : page_end) - at);
+  for_each_page_piece(array.elements_per_page(), first, first + count, [&](std::uint64_t at, std::uint32_t piece) {
     array.template with_span<access::read>(at, piece, [&](const typename Array::value_type* data) {
       for (unsigned j = threadIdx.x % 32; j < piece; j += 32) to[at - first + j] = data[j];
     });
-    at += piece;
-  }
+  });
 }
 
 /// The warp writes `from` into elements [first, first + count) of `array`, one span per page.
 template <class Array>
 __device__ void warp_write_run(const Array& array, std::uint64_t first, std::uint32_t count,
                                const typename Array::value_type* from) {
-  const std::uint64_t per_page = array.elements_per_page(), end = first + count;
-  for (std::uint64_t at = first; at < end;) {
-    const std::uint64_t page_end = (at / per_page + 1) * per_page;
-    const auto piece = static_cast<std::uint32_t>((end < page_end ? end : page_end) - at);
+  for_each_page_piece(array.elements_per_page(), first, first + count, [&](std::uint64_t at, std::uint32_t piece) {
     array.template with_span<access::read_write>(at, piece, [&](typename Array::value_type* data) {
       for (unsigned j = threadIdx.x % 32; j < piece; j += 32) data[j] = from[at - first + j];
     });
-    at += piece;
-  }
+  });
 }
 
 /// Each GPU updates its rows' cells, a warp per chunk of warp_chunk consecutive cells.
@@ -212,13 +216,11 @@ __global__ void gemm_kernel(M A, M B, M C, std::uint64_t m, std::uint64_t n, std
 template <class Cl, class Visit>
 __device__ void for_each_neighbour(const Cl& columns, std::uint64_t per_page, std::uint64_t begin, std::uint64_t end,
                                    Visit&& visit) {
-  for (std::uint64_t e = begin; e < end;) {
-    const auto run = static_cast<std::uint32_t>(std::min(end - e, per_page - e % per_page));
+  for_each_page_piece(per_page, begin, end, [&](std::uint64_t e, std::uint32_t run) {
     columns.template with_span<access::read>(e, run, [&](const std::uint32_t* neighbours) {
       for (std::uint32_t j = 0; j < run; ++j) visit(neighbours[j]);
     });
-    e += run;
-  }
+  });
 }
 
 // ---- PageRank (pull) over an R-MAT CSR: x[u] = rank[u] / degree(u); one launch per iteration ----
@@ -268,12 +270,18 @@ __global__ void bfs_level_kernel(O offsets, Cl columns, D depth, std::uint64_t v
     cuda::atomic_ref<unsigned, cuda::thread_scope_system>(*reached).store(level + 1, cuda::std::memory_order_relaxed);
 }
 
+/// Zeroes `word` (on the first GPU) and waits: the kernels that read it run on non-blocking
+/// streams, which a memset on the legacy stream does not order.
+void zero_device_word(unsigned* word) {
+  check(cudaSetDevice(0), "cudaSetDevice");
+  check(cudaMemset(word, 0, sizeof(unsigned)), "device word reset");
+  check(cudaDeviceSynchronize(), "device word reset");
+}
+
 /// bfs's host loop: `launch_level(level)` launches one level's kernels and waits for them, for
 /// level 0, 1, ... until a level claims nothing (its kernels leave `reached` below level + 1).
 void run_bfs_levels(unsigned* reached, const std::function<void(std::uint32_t)>& launch_level) {
-  check(cudaSetDevice(0), "cudaSetDevice");
-  check(cudaMemset(reached, 0, sizeof(unsigned)), "bfs level flag reset");
-  check(cudaDeviceSynchronize(), "bfs level flag reset");  // before kernels on non-blocking streams
+  zero_device_word(reached);
   for (std::uint32_t level = 0;; ++level) {
     launch_level(level);
     unsigned seen = 0;
@@ -550,8 +558,7 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
     w.raw = [n, barrier = device_word](const auto& p, const auto& streams, unsigned G, Copies) {
       const auto kernel = stencil_kernel<Raw<std::uint32_t>>;
       const unsigned blocks = occupancy_blocks(reinterpret_cast<const void*>(kernel), chunk_block_warps * 32, 0);
-      check(cudaMemset(barrier, 0, sizeof(unsigned)), "barrier reset");
-      check(cudaDeviceSynchronize(), "barrier reset");  // before kernels on non-blocking streams
+      zero_device_word(barrier);
       for (unsigned g = 0; g < G; ++g) {
         check(cudaSetDevice(g), "cudaSetDevice");
         kernel<<<blocks, chunk_block_warps * 32, 0, streams[g]>>>(raw_of<std::uint32_t>(p[g][0], n * n, g, G), raw_of<std::uint32_t>(p[g][1], n * n, g, G),
@@ -561,8 +568,7 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
     w.paged = [n, barrier = device_word](MultiGpuSpace& s, const auto& o) {
       const auto kernel = stencil_kernel<shared_array<std::uint32_t>>;
       const unsigned blocks = occupancy_blocks(reinterpret_cast<const void*>(kernel), chunk_block_warps * 32, s.device(0));
-      check(cudaMemset(barrier, 0, sizeof(unsigned)), "barrier reset");
-      check(cudaDeviceSynchronize(), "barrier reset");  // before kernels on the space's streams
+      zero_device_word(barrier);
       s.launch(kernel, dim3(blocks), dim3(chunk_block_warps * 32), 0, o[0].on(0), o[1].on(0), n, sweeps, barrier, blocks * s.gpus());
     };
   } else if (name == "gemm") {
