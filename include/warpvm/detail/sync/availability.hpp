@@ -113,14 +113,18 @@ class AvailabilityBitmap {
   /// nothing) and returns 0.
   WARPVM_HD std::uint32_t merge(const std::uint64_t* source, TagWords span) const {
     if (span.empty() || span.end > words_required(tag_count_)) return 0;
+    // the span's tags: its words' bits, less the last word's tail past the last tag
+    const std::uint32_t first = span.first * tags_per_word;
+    const std::uint64_t end = std::uint64_t{span.end} * tags_per_word;
     std::uint32_t added = 0;
-    for (std::uint32_t w = span.first; w < span.end; ++w) {
-      const std::uint64_t valid = valid_bits(w);
-      const std::uint64_t incoming = source[w] & valid;
-      if (incoming == 0) continue;
-      const std::uint64_t before = word(w).fetch_or(incoming, cuda::std::memory_order_release);
-      added += static_cast<std::uint32_t>(cuda::std::popcount(incoming & ~before));
-    }
+    for_each_word(first, static_cast<std::uint32_t>((end < tag_count_ ? end : tag_count_) - first),
+                  [&](std::uint32_t w, std::uint64_t mask) {
+                    const std::uint64_t incoming = source[w] & mask;
+                    if (incoming != 0)
+                      added += static_cast<std::uint32_t>(cuda::std::popcount(
+                          incoming & ~word(w).fetch_or(incoming, cuda::std::memory_order_release)));
+                    return true;
+                  });
     return added;
   }
 
@@ -152,12 +156,6 @@ class AvailabilityBitmap {
   using word_atomic = cuda::atomic_ref<std::uint64_t, Scope>;
 
   [[nodiscard]] WARPVM_HD word_atomic word(std::uint32_t w) const { return word_atomic(words_[w]); }
-
-  /// The bits of word w that hold tags (all but the last word's tail).
-  [[nodiscard]] WARPVM_HD std::uint64_t valid_bits(std::uint32_t w) const {
-    const std::uint64_t past = std::uint64_t{tag_count_} - std::uint64_t{w} * tags_per_word;
-    return past >= tags_per_word ? ~std::uint64_t{0} : (std::uint64_t{1} << past) - 1;
-  }
 
   [[nodiscard]] WARPVM_HD bool in_range(std::uint32_t first, std::uint32_t count) const {
     return first <= tag_count_ && count <= tag_count_ - first;
