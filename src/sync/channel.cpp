@@ -19,6 +19,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace warpvm::detail {
@@ -42,7 +43,7 @@ class ChannelState {
   ChannelState& operator=(const ChannelState&) = delete;
 
   void publish(std::uint32_t first_tag, std::uint32_t tag_count);
-  void upload(std::uint64_t offset, const void* data, std::size_t bytes);
+  void write(std::uint64_t offset, const void* data, std::size_t bytes);  // into buffer, wherever it lives
   [[nodiscard]] channel_producer producer(int device) const;
   void synchronize();
   void reset();
@@ -112,8 +113,7 @@ class ChannelState {
   pinned_ptr<std::uint64_t> map_snapshot_;
   stream_ptr poll_stream_;  // apart from stream_: a poll does not wait behind data copies
   event_ptr map_copied_;
-  bool map_poll_in_flight_ = false;  // guarded by mutex_, like the rest below
-  TagWords map_poll_span_;
+  TagWords map_poll_span_;  // the words of the copy in flight; empty: none (guarded by mutex_, like the rest below)
 
   mutable std::mutex mutex_;  // held for each monitor pass, and by reset() and stats()
   std::vector<Pending> pending_;
@@ -232,7 +232,11 @@ void ChannelState::publish(std::uint32_t first_tag, std::uint32_t tag_count) {
                      ") reach past the channel's " + std::to_string(config.tag_count) + " tags");
 }
 
-void ChannelState::upload(std::uint64_t offset, const void* data, std::size_t bytes) {
+void ChannelState::write(std::uint64_t offset, const void* data, std::size_t bytes) {
+  if (host_buffer_) {
+    std::memcpy(buffer + offset, data, bytes);
+    return;
+  }
   const DeviceGuard on_device_guard(config.device);
   WARPVM_CUDA_TRY(cudaMemcpyAsync(buffer + offset, data, bytes, cudaMemcpyDefault, upload_stream_.get()));
   WARPVM_CUDA_TRY(cudaStreamSynchronize(upload_stream_.get()));  // in the buffer before the tags are set
@@ -420,25 +424,24 @@ bool ChannelState::step() {
 }
 
 void ChannelState::absorb_device_map(bool& busy) {
-  if (!map_poll_in_flight_) return;
+  if (map_poll_span_.empty()) return;
   const cudaError_t copied = cudaEventQuery(map_copied_.get());
   if (copied == cudaErrorNotReady) return;
   WARPVM_CUDA_TRY(copied);
-  map_poll_in_flight_ = false;
+  const TagWords span = std::exchange(map_poll_span_, TagWords{});
   // The copy is complete, so the snapshot holds words the copy engine read after the kernels'
   // system-scope release ORs that set them: their data is written (docs/channels.md).
-  const std::uint32_t learnt = dab_.merge(map_snapshot_.get(), map_poll_span_);
+  const std::uint32_t learnt = dab_.merge(map_snapshot_.get(), span);
   stats_.map_tags += learnt;
   if (learnt != 0) busy = true;
 }
 
 void ChannelState::poll_device_map(TagWords missing) {
-  if (map_poll_in_flight_ || missing.empty()) return;
+  if (!map_poll_span_.empty() || missing.empty()) return;
   WARPVM_CUDA_TRY(cudaMemcpyAsync(map_snapshot_.get() + missing.first, device_map_.get() + missing.first,
                                   std::size_t{missing.count()} * sizeof(std::uint64_t), cudaMemcpyDeviceToHost,
                                   poll_stream_.get()));
   WARPVM_CUDA_TRY(cudaEventRecord(map_copied_.get(), poll_stream_.get()));
-  map_poll_in_flight_ = true;
   map_poll_span_ = missing;
   ++stats_.map_polls;
 }
@@ -561,7 +564,7 @@ void ChannelState::reset() {
                                         sizeof(std::uint64_t),
                                     poll_stream_.get()));
     WARPVM_CUDA_TRY(cudaStreamSynchronize(poll_stream_.get()));
-    map_poll_in_flight_ = false;
+    map_poll_span_ = {};
   }
 }
 
@@ -586,8 +589,7 @@ void channel::publish(std::uint32_t first_tag, std::uint32_t tag_count, std::uin
                  ErrorKind::invalid_argument,
                  "channel::publish: " + std::to_string(bytes) + " B at offset " + std::to_string(offset) +
                      " reach past the buffer of " + std::to_string(state_->config.buffer_bytes) + " B");
-  if (state_->config.buffer_device < 0) std::memcpy(state_->buffer + offset, data, bytes);
-  else state_->upload(offset, data, bytes);
+  state_->write(offset, data, bytes);
   state_->publish(first_tag, tag_count);
 }
 
