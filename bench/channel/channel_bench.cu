@@ -438,6 +438,48 @@ struct Timing {
   bool verified = true;
 };
 
+/// Device memory for cw::Stamps on the current GPU: the lives of `warps` warps and up to
+/// `capacity` waits of each of `waiting` warps (the stamps' wait rows).
+class DeviceStamps {
+ public:
+  DeviceStamps(std::uint64_t warps, std::uint64_t waiting, std::uint32_t capacity)
+      : lives_(warps * 3), waits_(waiting * capacity * 2), counts_(waiting), waiting_(waiting), capacity_(capacity) {}
+
+  [[nodiscard]] cw::Stamps view() const { return {lives_.data, waits_.data, counts_.data, capacity_}; }
+  /// Before a run: no waits recorded yet.
+  void clear() const { check(cudaMemset(counts_.data, 0, waiting_ * 4), "cudaMemset stamps"); }
+
+  /// Warps [0, warps) of the last run, as timelines; warp w's waits are those of wait row
+  /// `row_of(w)` (none when it is past the rows the run has, min(warps, waiting)).
+  template <class RowOf>
+  [[nodiscard]] std::vector<WarpTimeline> read(std::uint64_t warps, RowOf row_of) const {
+    const std::uint64_t rows = std::min(warps, waiting_);
+    std::vector<unsigned long long> lives(warps * 3), waits(rows * capacity_ * 2);
+    std::vector<std::uint32_t> counts(rows);
+    check(cudaMemcpy(lives.data(), lives_.data, lives.size() * 8, cudaMemcpyDeviceToHost), "stamps");
+    check(cudaMemcpy(waits.data(), waits_.data, waits.size() * 8, cudaMemcpyDeviceToHost), "stamps");
+    check(cudaMemcpy(counts.data(), counts_.data, counts.size() * 4, cudaMemcpyDeviceToHost), "stamps");
+    std::vector<WarpTimeline> timelines;
+    timelines.reserve(warps);
+    for (std::uint64_t w = 0; w < warps; ++w) {
+      const unsigned long long* life = lives.data() + w * 3;
+      WarpTimeline t{{life[0], life[1]}, static_cast<std::uint32_t>(life[2]), (life[2] >> 32) != 0, {}};
+      if (const std::uint64_t row = row_of(w); row < rows)
+        for (std::uint32_t j = 0; j < std::min(counts[row], capacity_); ++j)
+          t.waits.push_back({waits[(row * capacity_ + j) * 2], waits[(row * capacity_ + j) * 2 + 1]});
+      timelines.push_back(std::move(t));
+    }
+    return timelines;
+  }
+
+ private:
+  DeviceBuffer<unsigned long long> lives_;  ///< [warps][3]
+  DeviceBuffer<unsigned long long> waits_;  ///< [waiting][capacity][2]
+  DeviceBuffer<std::uint32_t> counts_;      ///< [waiting]
+  std::uint64_t waiting_;
+  std::uint32_t capacity_;
+};
+
 /// Runs one workload in every mode with the same buffers, channel and stamps.
 class Harness {
  public:
@@ -460,9 +502,7 @@ class Harness {
     flags_ = std::make_unique<PinnedArray>(std::uint64_t{w.tags()} * 4);
     check(cudaMalloc(&scratch_, std::uint64_t{consumer_blocks} * block_warps * scratch_bytes_), "cudaMalloc scratch");
     check(cudaMalloc(&compute_out_, std::uint64_t{max_warps_} * 32 * 4), "cudaMalloc compute_out");
-    check(cudaMalloc(&lives_, std::uint64_t{max_warps_} * 3 * 8), "cudaMalloc stamps");
-    check(cudaMalloc(&waits_, std::uint64_t{max_warps_} * wait_capacity_ * 2 * 8), "cudaMalloc stamps");
-    check(cudaMalloc(&wait_counts_, std::uint64_t{max_warps_} * 4), "cudaMalloc stamps");
+    stamps_ = std::make_unique<DeviceStamps>(max_warps_, max_warps_, wait_capacity_);
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     check(cudaEventCreate(&begin_), "cudaEventCreate");
     check(cudaEventCreate(&end_), "cudaEventCreate");
@@ -470,9 +510,6 @@ class Harness {
   ~Harness() {
     cudaFree(scratch_);
     cudaFree(compute_out_);
-    cudaFree(lives_);
-    cudaFree(waits_);
-    cudaFree(wait_counts_);
     cudaEventDestroy(begin_);
     cudaEventDestroy(end_);
     cudaStreamDestroy(stream_);
@@ -487,7 +524,7 @@ class Harness {
     if (mode == WaitMode::channel) ch_->reset();
     std::memset(flags_->as<void>(), 0, flags_->bytes());
     w_.prepare();
-    check(cudaMemset(wait_counts_, 0, std::uint64_t{warps} * 4), "cudaMemset stamps");
+    stamps_->clear();
     check(cudaDeviceSynchronize(), "sync");
     void* pinned_dev = nullptr;
     void* flags_dev = nullptr;
@@ -495,7 +532,7 @@ class Harness {
     check(cudaHostGetDevicePointer(&flags_dev, flags_->as<void>(), 0), "cudaHostGetDevicePointer");
     const cw::Launch l{cw::Source{mode, ch_->device(), static_cast<const std::byte*>(pinned_dev),
                                   static_cast<std::uint32_t*>(flags_dev), scratch_, scratch_bytes_,
-                                  cw::Stamps{lives_, waits_, wait_counts_, wait_capacity_}},
+                                  stamps_->view()},
                        consumer_blocks, s_.compute_iters, compute_out_, consumers_only, compute_only};
     check(cudaEventRecord(begin_, stream_), "cudaEventRecord");
     w_.launch(l, blocks, stream_);
@@ -519,23 +556,12 @@ class Harness {
     float ms = 0;
     check(cudaEventElapsedTime(&ms, begin_, end_), "cudaEventElapsedTime");
 
-    std::vector<unsigned long long> lives(std::uint64_t{warps} * 3), waits(std::uint64_t{warps} * wait_capacity_ * 2);
-    std::vector<std::uint32_t> counts(warps);
-    check(cudaMemcpy(lives.data(), lives_, lives.size() * 8, cudaMemcpyDeviceToHost), "stamps");
-    check(cudaMemcpy(waits.data(), waits_, waits.size() * 8, cudaMemcpyDeviceToHost), "stamps");
-    check(cudaMemcpy(counts.data(), wait_counts_, counts.size() * 4, cudaMemcpyDeviceToHost), "stamps");
-    std::vector<WarpTimeline> timelines;
+    std::vector<WarpTimeline> timelines = stamps_->read(warps, [](std::uint64_t w) { return w; });
+    std::erase_if(timelines, [&](const WarpTimeline& t) { return t.consumer ? compute_only : consumers_only; });
     unsigned long long first = ~0ull, last = 0;
-    for (std::uint64_t wi = 0; wi < warps; ++wi) {
-      const unsigned long long* life = lives.data() + wi * 3;
-      const bool consumer = (life[2] >> 32) != 0;
-      if ((consumer && compute_only) || (!consumer && consumers_only)) continue;
-      first = std::min(first, life[0]);
-      last = std::max(last, life[1]);
-      WarpTimeline t{{life[0], life[1]}, static_cast<std::uint32_t>(life[2]), consumer, {}};
-      for (std::uint32_t i = 0; i < std::min(counts[wi], wait_capacity_); ++i)
-        t.waits.push_back({waits[(wi * wait_capacity_ + i) * 2], waits[(wi * wait_capacity_ + i) * 2 + 1]});
-      timelines.push_back(std::move(t));
+    for (const WarpTimeline& t : timelines) {
+      first = std::min<unsigned long long>(first, t.life.begin);
+      last = std::max<unsigned long long>(last, t.life.end);
     }
     Timing t;
     t.seconds = ms / 1e3;
@@ -554,11 +580,9 @@ class Harness {
   std::uint32_t compute_blocks_ = 0, max_warps_ = 0, wait_capacity_ = 1, scratch_bytes_ = 0;
   std::unique_ptr<channel> ch_;
   std::unique_ptr<PinnedArray> pinned_, flags_;
+  std::unique_ptr<DeviceStamps> stamps_;
   std::byte* scratch_ = nullptr;
   std::uint32_t* compute_out_ = nullptr;
-  unsigned long long* lives_ = nullptr;
-  unsigned long long* waits_ = nullptr;
-  std::uint32_t* wait_counts_ = nullptr;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t begin_ = nullptr, end_ = nullptr;
 };
@@ -771,14 +795,13 @@ class Stencil2GpuRunner {
       // Blocks wait for their neighbours and the other GPU: all must be resident at once.
       gpu.blocks = std::min(rows_ / cw::stencil_min_rows_per_block, static_cast<std::uint32_t>(per_sm * sms));
       if (gpu.blocks == 0) throw std::runtime_error("stencil2gpu: the kernel does not fit on GPU " + std::to_string(g));
-      const std::uint64_t warps = std::uint64_t{gpu.blocks} * block_warps;
       check(cudaMalloc(&gpu.cells, 2 * half_ * 4), "cudaMalloc stencil cells");
       check(cudaMalloc(&gpu.progress, std::uint64_t{gpu.blocks} * 4), "cudaMalloc stencil progress");
       check(cudaMalloc(&gpu.halo, 2ull * s.stencil_side * 4), "cudaMalloc stencil halo");
       check(cudaMalloc(&gpu.published, 4), "cudaMalloc stencil flag");
-      check(cudaMalloc(&gpu.lives, warps * 3 * 8), "cudaMalloc stamps");
-      check(cudaMalloc(&gpu.waits, std::uint64_t{block_warps} * s.stencil_iterations * 2 * 8), "cudaMalloc stamps");
-      check(cudaMalloc(&gpu.wait_counts, std::uint64_t{block_warps} * 4), "cudaMalloc stamps");
+      // lives of every warp, waits of the cut block's only
+      gpu.stamps = std::make_unique<DeviceStamps>(std::uint64_t{gpu.blocks} * block_warps, block_warps,
+                                                  s.stencil_iterations);
       check(cudaStreamCreateWithFlags(&gpu.stream, cudaStreamNonBlocking), "cudaStreamCreate");
       check(cudaEventCreate(&gpu.begin), "cudaEventCreate");
       check(cudaEventCreate(&gpu.end), "cudaEventCreate");
@@ -808,9 +831,7 @@ class Stencil2GpuRunner {
       cudaFree(gpu.progress);
       cudaFree(gpu.halo);
       cudaFree(gpu.published);
-      cudaFree(gpu.lives);
-      cudaFree(gpu.waits);
-      cudaFree(gpu.wait_counts);
+      gpu.stamps.reset();
       cudaEventDestroy(gpu.begin);
       cudaEventDestroy(gpu.end);
       cudaStreamDestroy(gpu.stream);
@@ -830,7 +851,7 @@ class Stencil2GpuRunner {
       check(cudaMemset(gpu.progress, 0, std::uint64_t{gpu.blocks} * 4), "cudaMemset stencil progress");
       check(cudaMemset(gpu.halo, 0, 2ull * side * 4), "cudaMemset stencil halo");
       check(cudaMemset(gpu.published, 0, 4), "cudaMemset stencil flag");
-      check(cudaMemset(gpu.wait_counts, 0, std::uint64_t{block_warps} * 4), "cudaMemset stamps");
+      gpu.stamps->clear();
       *managed_published_[gpu.device]->as<std::uint32_t>() = 0;
     }
     for (Gpu& gpu : gpus_) {
@@ -852,7 +873,7 @@ class Stencil2GpuRunner {
                               other.halo,
                               naive ? managed_published_[gpu.device]->as<std::uint32_t>() : gpu.published,
                               naive ? managed_published_[other.device]->as<std::uint32_t>() : other.published,
-                              cw::Stamps{gpu.lives, gpu.waits, gpu.wait_counts, s_.stencil_iterations}};
+                              gpu.stamps->view()};
       const OnDevice on(gpu.device);
       check(cudaEventRecord(gpu.begin, gpu.stream), "cudaEventRecord");
       cw::stencil2gpu_kernel<<<gpu.blocks, block_threads, 0, gpu.stream>>>(k);
@@ -899,9 +920,7 @@ class Stencil2GpuRunner {
     std::uint32_t* progress = nullptr;   ///< [blocks]
     std::uint32_t* halo = nullptr;       ///< [2][side]
     std::uint32_t* published = nullptr;  ///< peer_flag, atomic_wait
-    unsigned long long* lives = nullptr;
-    unsigned long long* waits = nullptr;  ///< the cut block's warps only
-    std::uint32_t* wait_counts = nullptr;
+    std::unique_ptr<DeviceStamps> stamps;
     cudaStream_t stream = nullptr;
     cudaEvent_t begin = nullptr, end = nullptr;
     std::unique_ptr<channel> ch;     ///< consumers on this GPU, buffer on the other
@@ -927,21 +946,11 @@ class Stencil2GpuRunner {
 
   /// GPU `gpu`'s warps, their SM ids set apart from the other GPU's (wait_metrics groups by SM).
   void add_timelines(const Gpu& gpu, std::vector<WarpTimeline>& timelines) const {
-    const std::uint64_t warps = std::uint64_t{gpu.blocks} * block_warps;
-    std::vector<unsigned long long> lives(warps * 3), waits(std::uint64_t{block_warps} * s_.stencil_iterations * 2);
-    std::vector<std::uint32_t> counts(block_warps);
-    check(cudaMemcpy(lives.data(), gpu.lives, lives.size() * 8, cudaMemcpyDeviceToHost), "stamps");
-    check(cudaMemcpy(waits.data(), gpu.waits, waits.size() * 8, cudaMemcpyDeviceToHost), "stamps");
-    check(cudaMemcpy(counts.data(), gpu.wait_counts, counts.size() * 4, cudaMemcpyDeviceToHost), "stamps");
     const std::uint64_t cut_block = gpu.device == 0 ? gpu.blocks - 1 : 0;
-    for (std::uint64_t w = 0; w < warps; ++w) {
-      const unsigned long long* life = lives.data() + w * 3;
-      WarpTimeline t{{life[0], life[1]}, static_cast<std::uint32_t>(life[2]) + (static_cast<std::uint32_t>(gpu.device) << 16), (life[2] >> 32) != 0, {}};
-      if (w / block_warps == cut_block) {
-        const std::uint64_t i = w % block_warps;
-        for (std::uint32_t j = 0; j < std::min(counts[i], s_.stencil_iterations); ++j)
-          t.waits.push_back({waits[(i * s_.stencil_iterations + j) * 2], waits[(i * s_.stencil_iterations + j) * 2 + 1]});
-      }
+    // only the cut block's warps wait: wait rows 0 to 7
+    auto row_of = [&](std::uint64_t w) { return w / block_warps == cut_block ? w % block_warps : ~std::uint64_t{0}; };
+    for (WarpTimeline& t : gpu.stamps->read(std::uint64_t{gpu.blocks} * block_warps, row_of)) {
+      t.sm += static_cast<std::uint32_t>(gpu.device) << 16;
       timelines.push_back(std::move(t));
     }
   }
