@@ -702,21 +702,6 @@ constexpr int stencil_gpus = 2;
 /// spins, the channel's), which only atomic_wait's libcu++ wait does not have.
 constexpr double stencil_host_deadline_s = 60;
 
-/// Makes `device` current for a scope.
-class OnDevice {
- public:
-  explicit OnDevice(int device) {
-    check(cudaGetDevice(&previous_), "cudaGetDevice");
-    check(cudaSetDevice(device), "cudaSetDevice");
-  }
-  ~OnDevice() { cudaSetDevice(previous_); }
-  OnDevice(const OnDevice&) = delete;
-  OnDevice& operator=(const OnDevice&) = delete;
-
- private:
-  int previous_ = 0;
-};
-
 /// Why GPUs 0 and 1 cannot run stencil2gpu at all (empty: they can).
 std::string stencil_gpus_missing() {
   int visible = 0;
@@ -784,9 +769,7 @@ class Stencil2GpuRunner {
       Gpu& gpu = gpus_[g];
       gpu.device = g;
       const OnDevice on(g);
-      const cudaError_t peer = cudaDeviceEnablePeerAccess(1 - g, 0);  // stores into the other GPU's halo
-      if (peer == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();
-      else check(peer, "cudaDeviceEnablePeerAccess");
+      enable_peer_access(g, 1 - g);  // stores into the other GPU's halo
       int sms = 0, per_sm = 0;
       check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g), "cudaDeviceGetAttribute");
       check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reinterpret_cast<const void*>(&cw::stencil2gpu_kernel),

@@ -124,6 +124,24 @@ class Recorder {
 
 void check(cudaError_t status, const char* what);
 
+/// Makes `device` current for a scope, then the caller's device again.
+class OnDevice {
+ public:
+  explicit OnDevice(int device) {
+    check(cudaGetDevice(&previous_), "cudaGetDevice");
+    check(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~OnDevice() { cudaSetDevice(previous_); }
+  OnDevice(const OnDevice&) = delete;
+  OnDevice& operator=(const OnDevice&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+/// Lets kernels on GPU `from` reach GPU `to`'s memory (nothing to do when they already can).
+void enable_peer_access(int from, int to);
+
 /// Device memory for `count` T, freed on scope exit.
 template <class T>
 struct DeviceBuffer {

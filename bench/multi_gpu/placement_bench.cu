@@ -853,11 +853,8 @@ int run(int argc, char** argv) {
     std::vector<cudaEvent_t> events(G);
     for (unsigned g = 0; g < G; ++g) {
       check(cudaSetDevice(g), "cudaSetDevice");
-      for (unsigned h = 0; h < G; ++h) {
-        if (h == g) continue;
-        const cudaError_t e = cudaDeviceEnablePeerAccess(h, 0);
-        if (e == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError(); else check(e, "cudaDeviceEnablePeerAccess");
-      }
+      for (unsigned h = 0; h < G; ++h)
+        if (h != g) enable_peer_access(static_cast<int>(g), static_cast<int>(h));
       check(cudaStreamCreateWithFlags(&streams[g], cudaStreamNonBlocking), "cudaStreamCreate");
       check(cudaEventCreateWithFlags(&events[g], cudaEventDisableTiming), "cudaEventCreate");
     }
