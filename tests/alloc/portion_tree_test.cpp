@@ -50,6 +50,50 @@ struct Reference {
   }
 };
 
+/// A random sequence on a tree beside the reference: the portions live in it, and how many lie
+/// in each VABlock. Each step checks the tree against the reference.
+struct RandomRun {
+  RandomRun(PortionTree& t, std::uint32_t vablocks)
+      : tree(t), ref{std::vector<bool>(std::size_t{vablocks} * 32, false)}, live_in(vablocks, 0) {}
+  PortionTree& tree;
+  Reference ref;
+  std::vector<Portion> live;
+  std::vector<std::uint32_t> live_in;  ///< live portions per VABlock
+
+  /// A request of up to 2 MB, placed where the reference places it (refused where it has no
+  /// room) as a warptree of Algorithm 2's size whose reservation stays in its VABlock.
+  void allocate(std::mt19937_64& rng) {
+    const std::uint64_t bytes = 1 + rng() % (std::uint64_t{64 * kb} << (rng() % 6));  // up to 2 MB
+    const unsigned height = PortionTree::reserved_height(PortionTree::warptree_height(bytes));
+    const std::uint64_t reserved_blocks = std::uint64_t{1} << height;
+    const std::uint64_t expected = ref.place(reserved_blocks);
+    const Portion p = tree.allocate(bytes);
+    ASSERT_EQ(p.offset, expected == no_offset ? no_offset : expected * block) << bytes;
+    if (!p.ok()) return;
+    ASSERT_GE(p.bytes, bytes);
+    ASSERT_LT(p.bytes / 2, std::max<std::uint64_t>(bytes, block));
+    ASSERT_EQ(p.reserved_bytes, reserved_blocks * block);
+    ASSERT_EQ(p.offset / vablock_bytes, (p.offset + p.reserved_bytes - 1) / vablock_bytes);
+    ref.assign(expected, reserved_blocks, true);
+    ++live_in[p.offset / vablock_bytes];
+    live.push_back(p);
+  }
+  /// Releases a live portion picked at random, if there is one.
+  void release(std::mt19937_64& rng) {
+    if (live.empty()) return;
+    const std::size_t i = rng() % live.size();
+    ASSERT_TRUE(tree.release(live[i].offset));
+    ref.assign(live[i].offset / block, live[i].reserved_bytes / block, false);
+    --live_in[live[i].offset / vablock_bytes];
+    live[i] = live.back();
+    live.pop_back();
+  }
+  /// Every block is free in the tree exactly where it is in the reference.
+  void expect_same_blocks() const {
+    for (std::uint64_t b = 0; b < ref.reserved.size(); ++b) ASSERT_EQ(tree.is_free(b * block), !ref.reserved[b]) << b;
+  }
+};
+
 TEST(PortionTree, WarptreeSizesFollowAlgorithm2) {
   // S = 2^ceil(log2(M / 64 KB)) x 64 KB, h = ceil(log2(M / 64 KB)) + 1 (within the VABlock).
   struct Case {
@@ -151,33 +195,15 @@ TEST(PortionTree, MatchesReferenceOverRandomSequences) {
     SCOPED_TRACE(vablocks);
     std::mt19937_64 rng(vablocks);
     Tree t(vablocks);
-    Reference ref{std::vector<bool>(std::size_t{vablocks} * 32, false)};
-    std::vector<Portion> live;
+    RandomRun run(t.tree, vablocks);
     for (int step = 0; step < 20000; ++step) {
-      if (rng() % 8 < 5) {
-        const std::uint64_t bytes = 1 + rng() % (std::uint64_t{64 * kb} << (rng() % 6));  // up to 2 MB
-        const unsigned height = PortionTree::reserved_height(PortionTree::warptree_height(bytes));
-        const std::uint64_t reserved_blocks = std::uint64_t{1} << height;
-        const std::uint64_t expected = ref.place(reserved_blocks);
-        const Portion p = t.tree.allocate(bytes);
-        ASSERT_EQ(p.offset, expected == no_offset ? no_offset : expected * block) << bytes;
-        if (!p.ok()) continue;
-        ASSERT_GE(p.bytes, bytes);
-        ASSERT_LT(p.bytes / 2, std::max<std::uint64_t>(bytes, block));
-        ASSERT_EQ(p.reserved_bytes, reserved_blocks * block);
-        ASSERT_EQ(p.offset / vablock_bytes, (p.offset + p.reserved_bytes - 1) / vablock_bytes);
-        ref.assign(expected, reserved_blocks, true);
-        live.push_back(p);
-      } else if (!live.empty()) {
-        const std::size_t i = rng() % live.size();
-        ASSERT_TRUE(t.tree.release(live[i].offset));
-        ref.assign(live[i].offset / block, live[i].reserved_bytes / block, false);
-        live[i] = live.back();
-        live.pop_back();
-      }
-      ASSERT_EQ(t.tree.free_bytes(), ref.free_blocks() * block);
+      if (rng() % 8 < 5)
+        ASSERT_NO_FATAL_FAILURE(run.allocate(rng));
+      else
+        ASSERT_NO_FATAL_FAILURE(run.release(rng));
+      ASSERT_EQ(t.tree.free_bytes(), run.ref.free_blocks() * block);
     }
-    for (std::uint64_t b = 0; b < ref.reserved.size(); ++b) ASSERT_EQ(t.tree.is_free(b * block), !ref.reserved[b]) << b;
+    ASSERT_NO_FATAL_FAILURE(run.expect_same_blocks());
   }
 }
 
@@ -223,14 +249,12 @@ TEST(PortionTree, OpeningAndClosingMatchesReferenceOverRandomSequences) {
     std::mt19937_64 rng(vablocks + 100);
     std::vector<std::uint64_t> storage(PortionTree::storage_words(vablocks));
     PortionTree tree(storage.data(), storage.size(), vablocks, vablocks / 2);
-    Reference ref{std::vector<bool>(std::size_t{vablocks} * 32, false)};
+    RandomRun run(tree, vablocks);
     std::vector<bool> open(vablocks, false);
-    std::vector<std::uint32_t> live_in(vablocks, 0);  // portions per VABlock
     for (std::uint32_t v = 0; v < vablocks; ++v) {
       open[v] = v < vablocks / 2;
-      if (!open[v]) ref.assign(std::uint64_t{v} * 32, 32, true);
+      if (!open[v]) run.ref.assign(std::uint64_t{v} * 32, 32, true);
     }
-    std::vector<Portion> live;
     std::uint64_t opened = 0, closed = 0;
     for (int step = 0; step < 20000; ++step) {
       const std::uint64_t op = rng() % 16;
@@ -240,41 +264,27 @@ TEST(PortionTree, OpeningAndClosingMatchesReferenceOverRandomSequences) {
         if (!open[v]) {
           open[v] = true;
           ++opened;
-          ref.assign(std::uint64_t{v} * 32, 32, false);
+          run.ref.assign(std::uint64_t{v} * 32, 32, false);
         }
       } else if (op < 4) {
         const auto v = static_cast<std::uint32_t>(rng() % vablocks);
-        const bool closes = open[v] && live_in[v] == 0;
+        const bool closes = open[v] && run.live_in[v] == 0;
         ASSERT_EQ(tree.close_vablock(v), closes);
         if (closes) {
           open[v] = false;
           ++closed;
-          ref.assign(std::uint64_t{v} * 32, 32, true);
+          run.ref.assign(std::uint64_t{v} * 32, 32, true);
         }
       } else if (op < 10) {
-        const std::uint64_t bytes = 1 + rng() % (std::uint64_t{64 * kb} << (rng() % 6));
-        const std::uint64_t reserved_blocks = std::uint64_t{1}
-                                              << PortionTree::reserved_height(PortionTree::warptree_height(bytes));
-        const std::uint64_t expected = ref.place(reserved_blocks);
-        const Portion p = tree.allocate(bytes);
-        ASSERT_EQ(p.offset, expected == no_offset ? no_offset : expected * block) << bytes;
-        if (!p.ok()) continue;
-        ref.assign(expected, reserved_blocks, true);
-        ++live_in[p.offset / vablock_bytes];
-        live.push_back(p);
-      } else if (!live.empty()) {
-        const std::size_t i = rng() % live.size();
-        ASSERT_TRUE(tree.release(live[i].offset));
-        ref.assign(live[i].offset / block, live[i].reserved_bytes / block, false);
-        --live_in[live[i].offset / vablock_bytes];
-        live[i] = live.back();
-        live.pop_back();
+        ASSERT_NO_FATAL_FAILURE(run.allocate(rng));
+      } else {
+        ASSERT_NO_FATAL_FAILURE(run.release(rng));
       }
-      ASSERT_EQ(tree.free_bytes(), ref.free_blocks() * block);
+      ASSERT_EQ(tree.free_bytes(), run.ref.free_blocks() * block);
     }
     EXPECT_GT(opened, 10u);
     EXPECT_GT(closed, 10u);
-    for (std::uint64_t b = 0; b < ref.reserved.size(); ++b) ASSERT_EQ(tree.is_free(b * block), !ref.reserved[b]) << b;
+    ASSERT_NO_FATAL_FAILURE(run.expect_same_blocks());
   }
 }
 
