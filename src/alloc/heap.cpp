@@ -79,7 +79,8 @@ Heap::Heap(Runtime& runtime, HeapOptions options) : state_(std::make_unique<Stat
   WARPVM_EXPECTS(detail::is_power_of_two(options.ring_slots), ErrorKind::invalid_argument,
                  "HeapOptions::ring_slots must be a power of two, not " + std::to_string(options.ring_slots));
   const std::uint64_t segments = (options.capacity_bytes + segment_bytes - 1) / segment_bytes;
-  // heap_ptr keeps a region's 64 KB block in 32 bits; the OR tree has at most 2^31 segments.
+  // heap_ptr keeps a region's 64 KB block in 32 bits, which also keeps the segments within
+  // PortionTree::max_vablocks (HeapSpace's PortionTree spans them all; the OR tree takes more).
   WARPVM_EXPECTS(segments * segment_bytes / detail::basic_block_bytes <= ~std::uint32_t{0}, ErrorKind::invalid_argument,
                  "a Heap holds at most 256 TiB");
   options.capacity_bytes = segments * segment_bytes;
