@@ -46,8 +46,7 @@ inline WarpRegions place_warp_regions(std::uint64_t capacity_bytes, HeapLayout l
   const std::uint64_t segments = (capacity_bytes + detail::vablock_bytes - 1) / detail::vablock_bytes;
   const detail::HeapShares shares = detail::heap_shares(segments * detail::vablock_bytes, 0, false, 0);
   const auto portion_vablocks = static_cast<std::uint32_t>(shares.portion_bytes / detail::vablock_bytes);
-  std::vector<std::uint64_t> storage(
-      detail::HeapSpace::storage_words(static_cast<std::uint32_t>(segments), portion_vablocks));
+  std::vector<std::uint64_t> storage(detail::HeapSpace::storage_words(static_cast<std::uint32_t>(segments)));
   detail::HeapSpace space(storage.data(), storage.size(), static_cast<std::uint32_t>(segments), portion_vablocks);
   const std::uint64_t lane_bytes = heap_lane_bytes(bytes);
   WarpRegions placed;
@@ -94,7 +93,7 @@ inline std::uint64_t touched_page_bytes(const std::vector<heap_ptr>& ptrs, std::
 /// The capacity of a heap without the fast path that fits every warp of `threads` threads
 /// asking `bytes` each: their regions in whole 2 MB segments, and as much again, at most 4 GiB,
 /// for the PortionSpace that heap_shares puts in front of them (regions under 2 MB go there,
-/// or take a segment of their own where it is full).
+/// or into an arena, a free segment the PortionSpace grows into, where it is full).
 inline std::uint64_t heap_bytes_for(HeapLayout layout, std::uint64_t threads, std::uint64_t bytes) {
   const std::uint64_t lane_bytes = heap_lane_bytes(bytes);
   const std::uint64_t warps = (threads + detail::warp_lanes - 1) / detail::warp_lanes;

@@ -9,7 +9,7 @@ HeapService::HeapService(HeapSlot* slots, std::uint32_t capacity, std::uint32_t 
                          std::uint32_t portion_vablocks)
     : slots_(slots),
       capacity_(capacity),
-      storage_(HeapSpace::storage_words(segments, portion_vablocks)),
+      storage_(HeapSpace::storage_words(segments)),
       space_(storage_.data(), storage_.size(), segments, portion_vablocks) {
   batch_.reserve(batch_limit);
   thread_ = std::thread([this] { run(); });

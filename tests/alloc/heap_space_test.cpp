@@ -27,7 +27,7 @@ constexpr std::uint64_t blocks_per_segment = vablock_bytes / basic_block_bytes;
 
 struct Space {
   Space(std::uint32_t segments, std::uint32_t portion_vablocks)
-      : storage(HeapSpace::storage_words(segments, portion_vablocks)),
+      : storage(HeapSpace::storage_words(segments)),
         space(storage.data(), storage.size(), segments, portion_vablocks) {}
   std::vector<std::uint64_t> storage;
   HeapSpace space;
@@ -92,6 +92,13 @@ struct Model {
   [[nodiscard]] std::uint64_t reserved_bytes() const {
     std::uint64_t n = 0;
     for (const auto& [offset, bytes] : live) n += bytes;
+    return n;
+  }
+  /// Segments past the PortionSpace that are neither arenas nor reserved.
+  [[nodiscard]] std::uint64_t free_segments() const {
+    std::uint64_t n = 0;
+    for (std::uint64_t first = portion_blocks; first < reserved.size(); first += blocks_per_segment)
+      n += !holds_portions(first) && run_free(first, blocks_per_segment) ? 1 : 0;
     return n;
   }
 };
@@ -175,7 +182,7 @@ TEST(HeapSpace, FullPortionSpacePlacesSmallRegionsInArenasAndGivesThemBack) {
 }
 
 TEST(HeapSpace, InvalidShapesServeNothing) {
-  std::vector<std::uint64_t> storage(HeapSpace::storage_words(4, 2));
+  std::vector<std::uint64_t> storage(HeapSpace::storage_words(4));
   HeapSpace too_many_portions(storage.data(), storage.size(), 1, 2);
   EXPECT_FALSE(too_many_portions.allocate(64 * kb).ok());
   HeapSpace too_little_storage(storage.data(), 3, 4, 2);
@@ -213,6 +220,7 @@ TEST(HeapSpace, RandomAllocFreeMatchesTheModel) {
       }
       ASSERT_EQ(s.space.reserved_bytes(), model.reserved_bytes());
       ASSERT_EQ(s.space.arena_bytes(), model.arenas.size() * vablock_bytes) << "step " << step;
+      ASSERT_EQ(s.space.free_segment_bytes(), model.free_segments() * vablock_bytes) << "step " << step;
       peak_arenas = std::max<std::uint64_t>(peak_arenas, model.arenas.size());
     }
     EXPECT_GT(peak_arenas, (segments - portions) / 4) << "the sequence grew the PortionSpace";

@@ -72,7 +72,6 @@ struct Replay {
 struct LiveRegion {
   std::uint64_t offset, reserved, requested;
   std::uint32_t lanes_live;  ///< lanes still holding their part
-  bool in_segments;          ///< placed in whole segments of the OR tree, not in the PortionTree
 };
 
 /// The benchmark's steps, each thread's free or allocation as random_step does it, every
@@ -82,15 +81,14 @@ Replay replay(const Workload& w) {
   const auto segments = static_cast<std::uint32_t>(w.heap_bytes / vablock_bytes);
   const HeapShares shares = heap_shares(w.heap_bytes, w.portion_bytes, true, w.small_bytes);
   const auto portion_vablocks = static_cast<std::uint32_t>(shares.portion_bytes / vablock_bytes);
-  std::vector<std::uint64_t> storage(HeapSpace::storage_words(segments, portion_vablocks));
+  std::vector<std::uint64_t> storage(HeapSpace::storage_words(segments));
   HeapSpace space(storage.data(), storage.size(), segments, portion_vablocks);
   // The Heap sets its small area aside from the same space first (HeapService::reserve).
   EXPECT_TRUE(shares.small_bytes == 0 || space.allocate(shares.small_bytes).ok());
   Replay r;
   r.small_area = shares.small_bytes;
   r.region_space = w.heap_bytes - shares.small_bytes;
-  const std::uint64_t segments_for_regions = (w.heap_bytes - shares.small_bytes - shares.portion_bytes) / vablock_bytes;
-  std::uint64_t segments_used = 0, live_requested = 0, held_requested = 0, small_live = 0;
+  std::uint64_t live_requested = 0, held_requested = 0, small_live = 0;
 
   constexpr std::uint32_t no_region = ~std::uint32_t{0};
   const std::uint64_t slot_count = w.threads * w.slots;
@@ -106,7 +104,6 @@ Replay replay(const Workload& w) {
     } else if (LiveRegion& region = regions[slot_region[i]]; --region.lanes_live == 0) {
       // The lane that frees a region's last part posts its release (heap_free), not before.
       EXPECT_EQ(space.release(region.offset), region.reserved);
-      if (region.in_segments) segments_used -= region.reserved / vablock_bytes;
       held_requested -= region.requested;
       unused_regions.push_back(slot_region[i]);
     }
@@ -142,15 +139,14 @@ Replay replay(const Workload& w) {
       const HeapRegion placed = space.allocate(bytes);
       if (!placed.ok()) {
         r.refused += lanes;
-        const std::uint64_t free_segments = segments_for_regions - segments_used - space.arena_bytes() / vablock_bytes;
-        if ((bytes + vablock_bytes - 1) / vablock_bytes <= free_segments) r.refused_fragmented += lanes;
+        if ((bytes + vablock_bytes - 1) / vablock_bytes * vablock_bytes <= space.free_segment_bytes())
+          r.refused_fragmented += lanes;
         for (const std::uint64_t i : group) slot_bytes[i] = 0;  // the slot stays empty
         continue;
       }
       const Placement where = placed.offset < shares.portion_bytes ? in_portion_space
                               : bytes < vablock_bytes              ? in_arena
                                                                    : whole_segments;
-      if (where == whole_segments) segments_used += placed.reserved_bytes / vablock_bytes;
       if (bytes < vablock_bytes &&
           placed.reserved_bytes !=
               basic_block_bytes << PortionTree::reserved_height(PortionTree::warptree_height(bytes)))
@@ -168,7 +164,7 @@ Replay replay(const Workload& w) {
         index = unused_regions.back();
         unused_regions.pop_back();
       }
-      regions[index] = LiveRegion{placed.offset, placed.reserved_bytes, requested, lanes, where == whole_segments};
+      regions[index] = LiveRegion{placed.offset, placed.reserved_bytes, requested, lanes};
       for (const std::uint64_t i : group) slot_region[i] = index;
       live_requested += requested;
       held_requested += requested;

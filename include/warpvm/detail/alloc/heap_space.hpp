@@ -67,10 +67,9 @@ inline constexpr std::uint64_t paper_portion_bytes = std::uint64_t{PortionTree::
 /// return false, and neither changes anything.
 class HeapSpace {
  public:
-  /// Words of storage for `segments` segments of which `portion_vablocks` are the PortionSpace
-  /// (the PortionTree spans all of them, so only `segments` matters).
-  [[nodiscard]] WARPVM_HD static constexpr std::size_t storage_words(std::uint32_t segments,
-                                                                     std::uint32_t /*portion_vablocks*/) {
+  /// Words of storage for `segments` segments (the PortionTree spans all of them, so the
+  /// PortionSpace's share does not matter).
+  [[nodiscard]] WARPVM_HD static constexpr std::size_t storage_words(std::uint32_t segments) {
     return OrTree::storage_words(segments) + PortionTree::storage_words(segments) + segments + 2;
   }
 
@@ -80,7 +79,7 @@ class HeapSpace {
   WARPVM_HD HeapSpace(std::uint64_t* storage, std::size_t words, std::uint32_t segments, std::uint32_t portion_vablocks)
       : segments_tree_(nullptr, 0, 0), portions_(nullptr, 0, 0) {
     if (storage == nullptr || segments == 0 || segments > PortionTree::max_vablocks || portion_vablocks > segments ||
-        words < storage_words(segments, portion_vablocks))
+        words < storage_words(segments))
       return;
     const std::size_t tree_words = OrTree::storage_words(segments);
     const std::size_t portion_words = PortionTree::storage_words(segments);
@@ -106,6 +105,10 @@ class HeapSpace {
   /// Bytes of the segments lent to the PortionTree as arenas now.
   [[nodiscard]] WARPVM_HD std::uint64_t arena_bytes() const {
     return runs_ == nullptr ? 0 : *arenas_ * vablock_bytes;
+  }
+  /// Bytes of the segments the OR tree has free: neither the PortionSpace, an arena nor a run.
+  [[nodiscard]] WARPVM_HD std::uint64_t free_segment_bytes() const {
+    return std::uint64_t{segments_tree_.free_segments()} * vablock_bytes;
   }
   /// Bytes in live regions' reservations (padding included; an arena's unreserved blocks not).
   [[nodiscard]] WARPVM_HD std::uint64_t reserved_bytes() const { return runs_ == nullptr ? 0 : *used_; }
