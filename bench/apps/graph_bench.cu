@@ -71,6 +71,10 @@ struct GraphOptions {
   [[nodiscard]] bool balanced() const { return balanced_chunk != 0; }
   [[nodiscard]] bool wants(App app) const { return std::find(apps.begin(), apps.end(), app) != apps.end(); }
   [[nodiscard]] bool loaded() const { return !graph_file.empty(); }
+  /// --generator uniform's graph: R-MAT's sizes and seed.
+  [[nodiscard]] sim::UniformParams uniform_graph() const {
+    return {.scale = graph.scale, .edge_factor = graph.edge_factor, .seed = graph.seed};
+  }
 };
 
 const char* const all_modes =
@@ -165,7 +169,7 @@ GraphOptions parse(int argc, char** argv) {
   if (o.loaded() && generator_flags) usage("--graph-file loads a graph: --generator, --scale and --edge-factor do not apply");
   if (!o.graph_cache.empty() && !o.loaded()) usage("--graph-cache needs --graph-file (the file it stands for)");
   try {
-    if (o.uniform) sim::UniformParams{.scale = o.graph.scale, .edge_factor = o.graph.edge_factor, .seed = o.graph.seed}.validate();
+    if (o.uniform) o.uniform_graph().validate();
     else o.graph.validate();
   } catch (const std::invalid_argument& e) {
     usage(e.what());
@@ -206,9 +210,6 @@ HostGraph read_cache(const std::string& path) {
 /// assume a symmetric graph; written to --graph-cache when one is named).
 HostGraph make_graph(const GraphOptions& o) {
   const auto start = std::chrono::steady_clock::now();
-  const auto pfor = [](std::uint64_t n, const std::function<void(std::uint64_t, std::uint64_t)>& body) {
-    parallel_for(n, body);
-  };
   auto timed = [&](HostGraph g, const char* verb) {
     char took[64];
     std::snprintf(took, sizeof took, ", %s in %.1f s", verb, seconds_since(start));
@@ -218,15 +219,15 @@ HostGraph make_graph(const GraphOptions& o) {
   const std::string seed = std::to_string(o.graph.seed);
   if (!o.loaded() && !o.uniform) {
     HostGraph g(o.graph.vertices(), o.graph.directed_edges());
-    sim::build_rmat_csr(o.graph, g.offset_span(), g.column_span(), pfor);
+    sim::build_rmat_csr(o.graph, g.offset_span(), g.column_span(), parallel_for);
     g.origin = "R-MAT scale " + std::to_string(o.graph.scale) + ", edge factor " + std::to_string(o.graph.edge_factor) +
                ", seed " + seed;
     return timed(std::move(g), "generated");
   }
   if (!o.loaded()) {
-    const sim::UniformParams p{.scale = o.graph.scale, .edge_factor = o.graph.edge_factor, .seed = o.graph.seed};
+    const sim::UniformParams p = o.uniform_graph();
     HostGraph g(p.vertices(), p.directed_edges());
-    sim::build_uniform_csr(p, g.offset_span(), g.column_span(), pfor);
+    sim::build_uniform_csr(p, g.offset_span(), g.column_span(), parallel_for);
     g.origin = "uniform scale " + std::to_string(p.scale) + ", edge factor " + std::to_string(p.edge_factor) + ", seed " + seed;
     return timed(std::move(g), "generated");
   }
@@ -372,9 +373,7 @@ class GraphBench {
 
   /// The weights (into pinned memory), the roots, and each task's reference result.
   void generate() {
-    const ParallelFor pfor = [](std::uint64_t n, const std::function<void(std::uint64_t, std::uint64_t)>& body) {
-      parallel_for(n, body);
-    };
+    const ParallelFor pfor = parallel_for;
     const std::span<const std::uint64_t> offsets(host_offsets(), n_ + 1);
     const std::span<const std::uint32_t> columns(host_columns(), m_);
     if (weights_) sim::fill_edge_weights(offsets, columns, std::span(weights_->as<std::uint32_t>(), m_), seed(), pfor);
@@ -724,11 +723,10 @@ class GraphBench {
 
   /// The uvm preset with a cache of whole 2 MB chunks for each of the app's objects.
   Config uvm_config(App app) const {
-    // The chunk table's objects are empty without --balanced: no chunks of cache for them.
-    return app == App::sssp ? uvm_preset_config({offsets_bytes(), columns_bytes(), columns_bytes(), values_bytes(),
-                                                 chunk_offsets_bytes(), vertex_chunks_bytes()}, 1.0)
-                            : uvm_preset_config({offsets_bytes(), columns_bytes(), values_bytes(), chunk_offsets_bytes(),
-                                                 vertex_chunks_bytes()}, 1.0);
+    // An object of 0 bytes (the weights but for SSSP, the chunk table without --balanced) takes
+    // no chunk of the cache.
+    return uvm_preset_config({offsets_bytes(), columns_bytes(), app == App::sssp ? columns_bytes() : 0, values_bytes(),
+                              chunk_offsets_bytes(), vertex_chunks_bytes()}, 1.0);
   }
 
   /// The app's tasks through warpvm: the graph as objects over the pinned host copies
