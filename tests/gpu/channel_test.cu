@@ -506,9 +506,8 @@ void run_with_kernel_producer(channel& ch, int producer_device, const Workload& 
   DeviceVector<unsigned long long> mismatches(1);
   TestStream consumer_stream;
   CurrentDevice on_producer_device(producer_device);
-  DeviceVector<std::uint32_t> device_order(tags);
+  const DeviceVector device_order(order);
   DeviceVector<unsigned long long> refused(1);
-  WARPVM_CUDA_TRY(cudaMemcpy(device_order.get(), order.data(), tags * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
   TestStream producer_stream;
   // Load the producer now: under CUDA's lazy module loading (the default) a kernel's first launch
   // can wait for the running kernels to end, here the consumers waiting for it (a deadlock).

@@ -55,6 +55,11 @@ class DeviceVector {
     WARPVM_CUDA_TRY(cudaMalloc(&data_, n * sizeof(T)));
     WARPVM_CUDA_TRY(cudaMemset(data_, 0, n * sizeof(T)));
   }
+  /// A copy of `contents`.
+  explicit DeviceVector(const std::vector<T>& contents) : size_(contents.size()) {
+    WARPVM_CUDA_TRY(cudaMalloc(&data_, size_ * sizeof(T)));
+    WARPVM_CUDA_TRY(cudaMemcpy(data_, contents.data(), size_ * sizeof(T), cudaMemcpyHostToDevice));
+  }
   ~DeviceVector() { cudaFree(data_); }
   DeviceVector(const DeviceVector&) = delete;
   DeviceVector& operator=(const DeviceVector&) = delete;

@@ -203,10 +203,8 @@ void expect_raw_bfs_matches(const std::uint64_t* offsets, const std::uint32_t* c
 
 TEST_F(Graph500Bfs, RawKernelOnDeviceMemoryMatchesReference) {
   const Graph& g = graph();
-  DeviceVector<std::uint64_t> offsets(g.offsets.size());
-  DeviceVector<std::uint32_t> columns(g.columns.size());
-  WARPVM_CUDA_TRY(cudaMemcpy(offsets.get(), g.offsets.data(), g.offsets.size() * 8, cudaMemcpyHostToDevice));
-  WARPVM_CUDA_TRY(cudaMemcpy(columns.get(), g.columns.data(), g.columns.size() * 4, cudaMemcpyHostToDevice));
+  const DeviceVector offsets(g.offsets);
+  const DeviceVector columns(g.columns);
   expect_raw_bfs_matches(offsets.get(), columns.get(), sm_count() * 8);
 }
 
@@ -345,11 +343,8 @@ class GraphCcSssp : public Graph500Bfs {};
 
 TEST_F(GraphCcSssp, RawKernelsOnDeviceMemoryMatchReferences) {
   const Graph& g = graph();
-  DeviceVector<std::uint64_t> offsets(g.offsets.size());
-  DeviceVector<std::uint32_t> columns(g.columns.size()), weights(g.weights.size());
-  WARPVM_CUDA_TRY(cudaMemcpy(offsets.get(), g.offsets.data(), g.offsets.size() * 8, cudaMemcpyHostToDevice));
-  WARPVM_CUDA_TRY(cudaMemcpy(columns.get(), g.columns.data(), g.columns.size() * 4, cudaMemcpyHostToDevice));
-  WARPVM_CUDA_TRY(cudaMemcpy(weights.get(), g.weights.data(), g.weights.size() * 4, cudaMemcpyHostToDevice));
+  const DeviceVector offsets(g.offsets);
+  const DeviceVector columns(g.columns), weights(g.weights);
   expect_raw_cc_and_sssp_match(offsets.get(), columns.get(), weights.get(), sm_count() * 8);
 }
 
@@ -503,14 +498,8 @@ class GraphBalanced : public Graph500Bfs {};
 TEST_F(GraphBalanced, RawKernelsOnDeviceMemoryMatchReferences) {
   const Graph& g = graph();
   const Balanced& b = balanced();
-  DeviceVector<std::uint64_t> offsets(g.offsets.size()), chunk_offsets(b.csr.chunk_offsets.size());
-  DeviceVector<std::uint32_t> columns(g.columns.size()), weights(g.weights.size()), vertex_chunks(b.first_chunks.size());
-  WARPVM_CUDA_TRY(cudaMemcpy(offsets.get(), g.offsets.data(), g.offsets.size() * 8, cudaMemcpyHostToDevice));
-  WARPVM_CUDA_TRY(cudaMemcpy(columns.get(), g.columns.data(), g.columns.size() * 4, cudaMemcpyHostToDevice));
-  WARPVM_CUDA_TRY(cudaMemcpy(weights.get(), g.weights.data(), g.weights.size() * 4, cudaMemcpyHostToDevice));
-  WARPVM_CUDA_TRY(cudaMemcpy(chunk_offsets.get(), b.csr.chunk_offsets.data(), b.csr.chunk_offsets.size() * 8,
-                             cudaMemcpyHostToDevice));
-  WARPVM_CUDA_TRY(cudaMemcpy(vertex_chunks.get(), b.first_chunks.data(), b.first_chunks.size() * 4, cudaMemcpyHostToDevice));
+  const DeviceVector offsets(g.offsets), chunk_offsets(b.csr.chunk_offsets);
+  const DeviceVector columns(g.columns), weights(g.weights), vertex_chunks(b.first_chunks);
   const apps::RawChunkTable chunks{chunk_offsets.get(), vertex_chunks.get()};
   expect_raw_bfs_matches(offsets.get(), columns.get(), sm_count() * 8, &chunks);
   expect_raw_cc_and_sssp_match(offsets.get(), columns.get(), weights.get(), sm_count() * 8, &chunks);
