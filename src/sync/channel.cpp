@@ -118,6 +118,7 @@ class ChannelState {
   mutable std::mutex mutex_;  // held for each monitor pass, and by reset() and stats()
   std::vector<Pending> pending_;
   std::vector<std::size_t> ready_;  // indices into pending_, this pass
+  std::vector<bool> taken_;          // per pending_ entry: served in this pass (kept for its capacity)
   std::vector<InFlight> in_flight_;
   std::vector<std::uint32_t> woken_;
   ChannelStats stats_;
@@ -411,11 +412,11 @@ bool ChannelState::step() {
   flush_run();
   if (woken_.empty()) return busy;
 
-  std::vector<bool> taken(pending_.size(), false);
-  for (std::size_t k = 0; k < next; ++k) taken[ready_[k]] = true;
+  taken_.assign(pending_.size(), false);
+  for (std::size_t k = 0; k < next; ++k) taken_[ready_[k]] = true;
   std::size_t kept = 0;
   for (std::size_t i = 0; i < pending_.size(); ++i)
-    if (!taken[i]) pending_[kept++] = pending_[i];
+    if (!taken_[i]) pending_[kept++] = pending_[i];
   pending_.resize(kept);
   post_answers();
   ++stats_.passes;
