@@ -5,8 +5,8 @@
 // one depth array, on the first GPU, that the others update with peer atomics: on separate
 // copies no GPU would see the vertices the others claim, and the frontier needs them). Data starts on the
 // host (drop_cached() before every run); every warpvm result is checked against the same kernel
-// run on one GPU over plain device memory (exit status 1 if any differs; im2col and conv2d's
-// reference is itself spot-checked against a host computation). The real-UVM modes (uvm,
+// run on one GPU over plain device memory (exit status 1 if any differs; im2col's, conv2d's and
+// gemm's reference is itself spot-checked against a host computation). The real-UVM modes (uvm,
 // uvm_read_mostly, uvm_accessed_by; in core only) run the reference's kernels on every GPU over
 // one cudaMallocManaged copy of each object, written on the host before every run: coherent
 // programs, checked like the paged modes. JSON Lines out (docs/benchmarks.md), progress on stderr.
@@ -175,38 +175,88 @@ __global__ void __launch_bounds__(chunk_block_warps * 32)
   }
 }
 
-// ---- GEMM: C (m x n) = A (m x k) x B (k x n), fp32, every size a multiple of 64; 64 x 64 tiles ----
-// of C dealt to the GPUs round-robin, 4 x 4 per thread (256 threads). A warp loads a 64-element
-// tile row (256 B, inside one page: rows and tile offsets are multiples of 64 elements) under one
-// hold (with_span) instead of one hold per 32 elements.
-template <class M>
-__global__ void gemm_kernel(M A, M B, M C, std::uint64_t m, std::uint64_t n, std::uint64_t k_size) {
-  __shared__ float as[64][65], bs[64][65];
-  const std::uint64_t row_tiles = m / 64, col_tiles = n / 64, k_tiles = k_size / 64;
-  const unsigned tx = threadIdx.x % 16, ty = threadIdx.x / 16, lane = threadIdx.x % 32;
-  for (std::uint64_t t = blockIdx.x; t < row_tiles * col_tiles; t += gridDim.x) {
-    if (t % C.gpus() != C.gpu()) continue;
-    const std::uint64_t ti = t / col_tiles, tj = t % col_tiles;
-    float acc[4][4] = {};
-    for (std::uint64_t k = 0; k < k_tiles; ++k) {
-      for (unsigned r = threadIdx.x / 32; r < 64; r += blockDim.x / 32) {
-        A.template with_span<access::read>((ti * 64 + r) * k_size + k * 64, 64, [&](const float* row) {
-          as[r][lane] = row[lane];
-          as[r][lane + 32] = row[lane + 32];
-        });
-        B.template with_span<access::read>((k * 64 + r) * n + tj * 64, 64, [&](const float* row) {
-          bs[r][lane] = row[lane];
-          bs[r][lane + 32] = row[lane + 32];
-        });
-      }
-      __syncthreads();
-      for (unsigned kk = 0; kk < 64; ++kk)
-        for (unsigned i = 0; i < 4; ++i)
-          for (unsigned j = 0; j < 4; ++j) acc[i][j] += as[ty * 4 + i][kk] * bs[kk][tx * 4 + j];
-      __syncthreads();
+// ---- GEMM: C (m x n) = A (m x k) x B (k x n), fp32; m and k multiples of 64, n of 256 ----
+// 64 x 256 tiles of C, tile t on GPU t % gpus() (round-robin: each GPU writes its own tiles),
+// 256 threads with 8 x 8 elements each. Per 64-element k step the block stages A's 64 x 64 tile
+// and B's 64 x 256 tile in shared memory, each warp its own 8 rows of both, one hold per row (A's
+// 256 B and B's 1 KB rows start at multiples of their length, so each lies in one page), and
+// C's tile goes back the same way, a 1 KB row per hold. That is 128 holds per 64 x 256 x 64
+// multiply-adds, where 64 x 64 tiles took 128 per 64 x 64 x 64 (and a store per element of C):
+// 4x fewer.
+constexpr unsigned gemm_tile_rows = 64, gemm_tile_cols = 256, gemm_k_step = 64;
+constexpr unsigned gemm_threads = 256, gemm_rows_per_warp = gemm_tile_rows / (gemm_threads / 32);
+constexpr unsigned gemm_cols_per_lane = gemm_tile_cols / 32;
+/// A's tile then B's (which holds C's tile after the last k step), above the 48 KB static limit.
+constexpr std::size_t gemm_shared_bytes = (gemm_tile_rows + gemm_tile_cols) * gemm_k_step * sizeof(float);
+// A warp stages row r of both tiles, and C's tile takes B's place.
+static_assert(gemm_tile_rows == gemm_k_step, "gemm_kernel's tiles need as many rows as k steps");
+
+/// The warp copies rows first_row .. first_row + gemm_rows_per_warp - 1 of a tile between `array`
+/// and shared memory (row r at tile + r * width; 16-byte aligned): row r is elements
+/// [origin + r * stride, + width) of `array`, which must lie in one page. Read: into `tile`;
+/// read_write: out of it. Four lanes per row, so the warp's holds (one per row) are taken together
+/// (access_page serves the pages of a warp's lanes at once) instead of one after another as
+/// warp_read_run's would be.
+template <unsigned width, access A, class Array>
+__device__ void warp_copy_tile_rows(const Array& array, std::uint64_t origin, std::uint64_t stride, unsigned first_row,
+                                    float* tile) {
+  constexpr unsigned lanes_per_row = 32 / gemm_rows_per_warp;
+  static_assert(width % (4 * lanes_per_row) == 0, "each lane copies whole float4s");
+  const unsigned r = first_row + threadIdx.x % 32 / lanes_per_row, part = threadIdx.x % lanes_per_row;
+  float* const row = tile + r * width;
+  array.template with_span<A>(origin + r * stride, width, [&](auto* data) {
+    for (unsigned j = part * 4; j < width; j += lanes_per_row * 4) {
+      if constexpr (A == access::read)
+        *reinterpret_cast<float4*>(row + j) = *reinterpret_cast<const float4*>(data + j);
+      else
+        *reinterpret_cast<float4*>(data + j) = *reinterpret_cast<const float4*>(row + j);
     }
-    for (unsigned i = 0; i < 4; ++i)
-      for (unsigned j = 0; j < 4; ++j) C.store((ti * 64 + ty * 4 + i) * n + tj * 64 + tx * 4 + j, acc[i][j]);
+  });
+}
+
+template <class M>
+__global__ void __launch_bounds__(gemm_threads, 2)
+    gemm_kernel(M A, M B, M C, std::uint64_t m, std::uint64_t n, std::uint64_t k_size) {
+  extern __shared__ float4 gemm_shared[];  // float4: the tile rows' copies are 16-byte accesses
+  float* const a_tile = reinterpret_cast<float*>(gemm_shared);  // [64][64]
+  float* const b_tile = a_tile + gemm_tile_rows * gemm_k_step;  // [64][256], then C's [64][256]
+  // A warp owns tile rows first_row .. first_row + 7: it stages those rows of A, B and C and
+  // computes C's. A lane's columns are lane + 32 j: the warp's reads of A's tile are broadcasts,
+  // its reads and writes of B's and C's consecutive words (no bank conflicts).
+  const unsigned lane = threadIdx.x % 32, first_row = threadIdx.x / 32 * gemm_rows_per_warp;
+  const std::uint64_t col_tiles = n / gemm_tile_cols, tiles = m / gemm_tile_rows * col_tiles;
+  for (std::uint64_t t = C.gpu() + blockIdx.x * std::uint64_t{C.gpus()}; t < tiles; t += std::uint64_t{gridDim.x} * C.gpus()) {
+    const std::uint64_t row0 = t / col_tiles * gemm_tile_rows, col0 = t % col_tiles * gemm_tile_cols;
+    float acc[gemm_rows_per_warp][gemm_cols_per_lane] = {};
+    for (std::uint64_t k0 = 0; k0 < k_size; k0 += gemm_k_step) {
+      warp_copy_tile_rows<gemm_k_step, access::read>(A, row0 * k_size + k0, k_size, first_row, a_tile);
+      warp_copy_tile_rows<gemm_tile_cols, access::read>(B, k0 * n + col0, n, first_row, b_tile);
+      __syncthreads();
+      // Unrolled by 4, a row's four values of A become one 16-byte shared load (ld.shared.v4).
+#pragma unroll 4
+      for (unsigned kk = 0; kk < gemm_k_step; ++kk) {
+        float a[gemm_rows_per_warp], b[gemm_cols_per_lane];
+#pragma unroll
+        for (unsigned i = 0; i < gemm_rows_per_warp; ++i) a[i] = a_tile[(first_row + i) * gemm_k_step + kk];
+#pragma unroll
+        for (unsigned j = 0; j < gemm_cols_per_lane; ++j) b[j] = b_tile[kk * gemm_tile_cols + lane + 32 * j];
+#pragma unroll
+        for (unsigned i = 0; i < gemm_rows_per_warp; ++i)
+#pragma unroll
+          for (unsigned j = 0; j < gemm_cols_per_lane; ++j) acc[i][j] += a[i] * b[j];
+      }
+      __syncthreads();  // every warp is done with both tiles before they are restaged
+    }
+    // The warp's rows of C into its own rows of B's tile, then out; a warp only ever stages its
+    // own rows, so the warp's barriers order these with the next tile's staging.
+    float* const c_tile = b_tile;
+#pragma unroll
+    for (unsigned i = 0; i < gemm_rows_per_warp; ++i)
+#pragma unroll
+      for (unsigned j = 0; j < gemm_cols_per_lane; ++j) c_tile[(first_row + i) * gemm_tile_cols + lane + 32 * j] = acc[i][j];
+    __syncwarp();
+    warp_copy_tile_rows<gemm_tile_cols, access::read_write>(C, row0 * n + col0, n, first_row, c_tile);
+    __syncwarp();
   }
 }
 
@@ -450,11 +500,30 @@ shared_array<T> as(const shared_array<std::uint32_t>& a) {
   return a.template as<T>();
 }
 
-unsigned occupancy_blocks(const void* kernel, int block, int device) {
+unsigned occupancy_blocks(const void* kernel, int block, int device, std::size_t shared_bytes = 0) {
   int per_sm = 0, sms = 0;
-  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block, 0), "occupancy");
+  check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block, shared_bytes), "occupancy");
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "SM count");
   return static_cast<unsigned>(std::max(1, per_sm) * sms);
+}
+
+/// Checks gemm_kernel's shape and lets gemm_kernel<M> use its dynamic shared memory (above the
+/// 48 KB default: an attribute of each device's copy of the kernel) on devices 0 .. gpus - 1, the
+/// benchmark's GPUs in every mode; returns the blocks to launch per GPU.
+template <class M>
+unsigned prepare_gemm(unsigned gpus, std::uint64_t m, std::uint64_t n, std::uint64_t k) {
+  if (m % gemm_tile_rows != 0 || n % gemm_tile_cols != 0 || k % gemm_k_step != 0)
+    throw std::invalid_argument("gemm_kernel: C " + std::to_string(m) + " x " + std::to_string(n) + ", k " + std::to_string(k) +
+                                ": m and k must be multiples of " + std::to_string(gemm_tile_rows) + ", n of " +
+                                std::to_string(gemm_tile_cols));
+  const auto kernel = reinterpret_cast<const void*>(gemm_kernel<M>);
+  for (unsigned g = 0; g < gpus; ++g) {
+    check(cudaSetDevice(static_cast<int>(g)), "cudaSetDevice");
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(gemm_shared_bytes)),
+          "cudaFuncSetAttribute(gemm_kernel)");
+  }
+  check(cudaSetDevice(0), "cudaSetDevice");
+  return occupancy_blocks(kernel, gemm_threads, 0, gemm_shared_bytes);
 }
 
 /// Floats in [-1, 1), multiples of 1/512 (so every product of two is exact in fp32), from `salt`.
@@ -465,19 +534,22 @@ void fill_small_floats(std::vector<std::uint32_t>& words, std::uint64_t salt) {
   });
 }
 
-/// conv2d's shape: `channels` input planes of height x width (a multiple of 8 each way, so that
-/// height x width is a multiple of 64), `filters` 3 x 3 filters, "same" zero padding.
+/// conv2d's shape: `channels` input planes of height x width (square, its side a multiple of
+/// `side_step`), `filters` 3 x 3 filters, "same" zero padding.
 struct ConvShape {
   std::uint64_t channels = conv_channels, filters = conv_filters, height = 8, width = 8;
   [[nodiscard]] std::uint64_t pixels() const { return height * width; }
   [[nodiscard]] std::uint64_t taps() const { return channels * 9; }  ///< im2col's rows, GEMM's k
-  /// The smallest square image (side a multiple of 8) whose objects take at least `bytes`, where
-  /// `words_per_pixel` counts the objects' 32-bit words per pixel and `fixed_words` the rest.
-  static ConvShape at_least(std::uint64_t bytes, std::uint64_t words_per_pixel, std::uint64_t fixed_words) {
+  /// The smallest square image (side a multiple of `side_step`) whose objects take at least
+  /// `bytes`, where `words_per_pixel` counts the objects' 32-bit words per pixel and `fixed_words`
+  /// the rest.
+  static ConvShape at_least(std::uint64_t bytes, std::uint64_t words_per_pixel, std::uint64_t fixed_words,
+                            std::uint64_t side_step) {
     ConvShape c;
     const double pixels = std::max(0.0, (static_cast<double>(bytes) / 4.0 - static_cast<double>(fixed_words)) /
                                             static_cast<double>(words_per_pixel));
-    c.height = c.width = std::max<std::uint64_t>(8, static_cast<std::uint64_t>(std::ceil(std::sqrt(pixels) / 8.0)) * 8);
+    c.height = c.width = std::max<std::uint64_t>(
+        side_step, static_cast<std::uint64_t>(std::ceil(std::sqrt(pixels) / static_cast<double>(side_step))) * side_step);
     return c;
   }
 };
@@ -572,22 +644,51 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
       s.launch(kernel, dim3(blocks), dim3(chunk_block_warps * 32), 0, o[0].on(0), o[1].on(0), n, sweeps, barrier, blocks * s.gpus());
     };
   } else if (name == "gemm") {
-    const std::uint64_t n = std::max<std::uint64_t>(64, static_cast<std::uint64_t>(std::sqrt(bytes / 12.0)) / 64 * 64);
+    const std::uint64_t n = std::max<std::uint64_t>(
+        gemm_tile_cols, static_cast<std::uint64_t>(std::sqrt(bytes / 12.0)) / gemm_tile_cols * gemm_tile_cols);
     w.objects.assign(3, std::vector<std::uint32_t>(n * n));
     for (int m = 0; m < 2; ++m) fill_small_floats(w.objects[m], static_cast<std::uint64_t>(m));
     w.output = 2;
     w.read_only = {0, 1};
     w.useful_bytes = 3 * n * n * 4;
+    // Host spot checks at 4096 sampled elements, exact: every product of two inputs is exact in
+    // fp32 (fill_small_floats), so a fused multiply-add rounds as a separate add does, and the
+    // host's fp32 sum in the kernel's order (k ascending, from 0) is the kernel's, bit for bit.
+    w.check_reference = [n](const std::vector<std::vector<std::uint32_t>>& objects,
+                            const std::vector<std::uint32_t>& output) -> std::string {
+      const auto* a = reinterpret_cast<const float*>(objects[0].data());
+      const auto* b = reinterpret_cast<const float*>(objects[1].data());
+      const auto* c = reinterpret_cast<const float*>(output.data());
+      constexpr std::uint64_t samples = 4096;
+      std::vector<float> expected(samples);
+      const auto element = [&](std::uint64_t sample) { return sim::mix64(sample + 77) % (n * n); };
+      parallel_for(samples, [&](std::uint64_t lo, std::uint64_t hi) {
+        for (std::uint64_t s = lo; s < hi; ++s) {
+          const std::uint64_t row = element(s) / n, col = element(s) % n;
+          float sum = 0;
+          for (std::uint64_t i = 0; i < n; ++i) sum += a[row * n + i] * b[i * n + col];
+          expected[s] = sum;
+        }
+      });
+      for (std::uint64_t s = 0; s < samples; ++s)
+        if (const std::uint64_t i = element(s); c[i] != expected[s])
+          return "gemm: C[" + std::to_string(i / n) + "][" + std::to_string(i % n) + "] = " + std::to_string(c[i]) +
+                 ", host " + std::to_string(expected[s]);
+      return {};
+    };
     w.raw = [n](const auto& p, const auto& streams, unsigned G, Copies) {
+      const unsigned blocks = prepare_gemm<Raw<float>>(G, n, n, n);
       for (unsigned g = 0; g < G; ++g) {
         check(cudaSetDevice(g), "cudaSetDevice");
-        gemm_kernel<<<264, 256, 0, streams[g]>>>(raw_of<float>(p[g][0], n * n, g, G), raw_of<float>(p[g][1], n * n, g, G),
-                                                 raw_of<float>(p[g][2], n * n, g, G), n, n, n);
+        gemm_kernel<<<blocks, gemm_threads, gemm_shared_bytes, streams[g]>>>(
+            raw_of<float>(p[g][0], n * n, g, G), raw_of<float>(p[g][1], n * n, g, G), raw_of<float>(p[g][2], n * n, g, G), n, n, n);
+        check(cudaGetLastError(), "gemm launch");
       }
     };
     w.paged = [n](MultiGpuSpace& s, const auto& o) {
-      s.launch(gemm_kernel<shared_array<float>>, dim3(264), dim3(256), 0, as<float>(o[0].on(0)), as<float>(o[1].on(0)),
-               as<float>(o[2].on(0)), n, n, n);
+      const unsigned blocks = prepare_gemm<shared_array<float>>(s.gpus(), n, n, n);
+      s.launch(gemm_kernel<shared_array<float>>, dim3(blocks), dim3(gemm_threads), gemm_shared_bytes, as<float>(o[0].on(0)),
+               as<float>(o[1].on(0)), as<float>(o[2].on(0)), n, n, n);
     };
   } else if (name == "pagerank") {
     const auto [graph, offsets] = rmat_objects(w, bytes, 2);
@@ -677,8 +778,10 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
     // objects' patterns changing between them (col: private writes, then shared reads; out:
     // written by several GPUs per page, then shared reads). im2col alone is its first phase.
     const bool conv = name == "conv2d";
-    const ConvShape c = conv ? ConvShape::at_least(bytes, 10 * conv_channels + 2 * conv_filters, conv_filters * 9 * conv_channels)
-                             : ConvShape::at_least(bytes, 10 * conv_channels, 0);
+    // Sides: multiples of 16 for conv2d (its GEMM's n, height x width, a multiple of the 256-column
+    // tile), of 8 for im2col (as before: its shapes unchanged).
+    const ConvShape c = conv ? ConvShape::at_least(bytes, 10 * conv_channels + 2 * conv_filters, conv_filters * 9 * conv_channels, 16)
+                             : ConvShape::at_least(bytes, 10 * conv_channels, 0, 8);
     const std::uint64_t hw = c.pixels(), taps = c.taps(), k = c.filters;
     w.objects.resize(conv ? 5 : 2);
     w.objects[0].resize(c.channels * hw);  // the image
@@ -719,8 +822,11 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
       });
       if (!conv) return;
       phase_boundary();
+      const unsigned gemm_blocks = prepare_gemm<Raw<float>>(G, k, hw, taps);
       each_gpu([&](unsigned g) {
-        gemm_kernel<<<264, 256, 0, streams[g]>>>(raw_of<float>(p[g][1], k * taps, g, G), col(g), out(g), k, hw, taps);
+        gemm_kernel<<<gemm_blocks, gemm_threads, gemm_shared_bytes, streams[g]>>>(raw_of<float>(p[g][1], k * taps, g, G), col(g),
+                                                                                 out(g), k, hw, taps);
+        check(cudaGetLastError(), "gemm launch");
       });
       phase_boundary();
       each_gpu([&](unsigned g) {
@@ -770,7 +876,9 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
                channels, height, width);
       if (!conv) return;
       const auto out = as<float>(o[3].on(0));
-      s.launch(gemm_kernel<shared_array<float>>, dim3(264), dim3(256), 0, as<float>(o[1].on(0)), col, out, k, hw, taps);
+      const unsigned gemm_blocks = prepare_gemm<shared_array<float>>(s.gpus(), k, hw, taps);
+      s.launch(gemm_kernel<shared_array<float>>, dim3(gemm_blocks), dim3(gemm_threads), gemm_shared_bytes, as<float>(o[1].on(0)),
+               col, out, k, hw, taps);
       s.launch(transpose_kernel<shared_array<float>>, dim3(1056), dim3(32, 8), 0, out, as<float>(o[4].on(0)), k, hw);
     };
   } else {
