@@ -5,13 +5,14 @@
 // one depth array, on the first GPU, that the others update with peer atomics: on separate
 // copies no GPU would see the vertices the others claim, and the frontier needs them). Data starts on the
 // host (drop_cached() before every run); every warpvm result is checked against the same kernel
-// run on one GPU over plain device memory (exit status 1 if any differs; im2col's, conv2d's and
-// gemm's reference is itself spot-checked against a host computation). The real-UVM modes (uvm,
-// uvm_read_mostly, uvm_accessed_by; in core only) run the reference's kernels on every GPU over
-// one cudaMallocManaged copy of each object, written on the host before every run: coherent
-// programs, checked like the paged modes. JSON Lines out (docs/benchmarks.md), progress on stderr.
+// run on one GPU over plain device memory (exit status 1 if any differs; the reference itself is
+// checked against a host computation for stencil2d, bfs, im2col, conv2d and gemm (sampled) and fft).
+// The real-UVM modes (uvm, uvm_read_mostly, uvm_accessed_by; in core only) run the reference's
+// kernels on every GPU over one cudaMallocManaged copy of each object, written on the host before
+// every run: coherent programs, checked like the paged modes. JSON Lines out (docs/benchmarks.md),
+// progress on stderr.
 //
-//   warpvm-placement-bench --gpus 2 --bytes 1GiB --repeats 3 [--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d,bfs]
+//   warpvm-placement-bench --gpus 2 --bytes 1GiB --repeats 3 [--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d,bfs,fft]
 //                          [--modes on_touch,access_counter,duplication,oasis,ideal,uvm,uvm_read_mostly,uvm_accessed_by] [--out f.jsonl]
 
 #include "../micro/bench_support.cuh"
@@ -21,10 +22,12 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <complex>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <numbers>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -91,9 +94,9 @@ __device__ void grid_barrier(unsigned* counter, unsigned total_blocks, unsigned 
   __syncthreads();
 }
 
-/// Elements a warp works on at a time in stencil2d and im2col: it stages what they read in shared
-/// memory, a page's piece of each run under one hold, and writes them a page's piece at a time,
-/// instead of taking a hold per element access.
+/// Elements a warp works on at a time in stencil2d, im2col and fft: it stages what they read in
+/// shared memory, a page's piece of each run under one hold, and writes them a page's piece at a
+/// time, instead of taking a hold per element access.
 constexpr unsigned warp_chunk = 256;
 constexpr unsigned chunk_block_warps = 8;  ///< warps per block of the chunked kernels
 
@@ -172,6 +175,67 @@ __global__ void __launch_bounds__(chunk_block_warps * 32)
       __syncwarp();  // the next chunk's staging overwrites what this one's lanes read
     }
     grid_barrier(barrier, total_blocks, s);
+  }
+}
+
+// ---- FFT: the forward DFT of n = 2^k complex floats, radix-2 Stockham (out of place and ----
+// self-sorting: no bit reversal): stages t = 0 .. k-1 in one kernel, each reading one object and writing the other,
+// a barrier across every GPU's blocks between them (as stencil2d's sweeps). In stage t (span
+// s = 2^t) output o = 2sp + hs + q (q < s, h the half) is x[sp + q] + x[sp + q + n/2] when h = 0,
+// else (x[sp + q] - x[sp + q + n/2]) exp(-2 pi i ps / n). Each GPU writes a contiguous share of
+// the outputs, a warp per chunk of warp_chunk; a chunk reads two runs of x, half of them written
+// by another GPU in the stage before (all of x in the last log2(gpus) stages).
+template <class Vec>
+__global__ void __launch_bounds__(chunk_block_warps * 32)
+    fft_kernel(Vec a, Vec b, std::uint64_t n, unsigned stages, unsigned* barrier, unsigned total_blocks) {
+  // Per warp: the chunk's inputs from the lower and the upper half of x; then its outputs in low.
+  __shared__ float2 low[chunk_block_warps][warp_chunk], high[chunk_block_warps][warp_chunk];
+  constexpr unsigned per_lane = warp_chunk / 32;
+  const unsigned w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // Shares in whole chunks (n is a multiple of warp_chunk), so every chunk starts at a multiple of it.
+  const std::uint64_t chunks = n / warp_chunk, first = chunks * a.gpu() / a.gpus(), end = chunks * (a.gpu() + 1) / a.gpus();
+  const std::uint64_t warp = blockIdx.x * std::uint64_t{chunk_block_warps} + w, warps = std::uint64_t{gridDim.x} * chunk_block_warps;
+  const float inverse_n = 1.0f / static_cast<float>(n);  // exact: n is a power of two
+  for (unsigned t = 0; t < stages; ++t) {
+    const Vec& x = t % 2 == 0 ? a : b;
+    const Vec& y = t % 2 == 0 ? b : a;
+    const std::uint64_t s = std::uint64_t{1} << t;
+    for (std::uint64_t c = first + warp; c < end; c += warps) {
+      const std::uint64_t o0 = c * warp_chunk;
+      // A chunk inside one half of a 2s block reads warp_chunk consecutive inputs from each half
+      // of x; a chunk of whole blocks (2s <= warp_chunk) half as many, each feeding two outputs.
+      const std::uint64_t i0 = s >= warp_chunk ? o0 % s + s * (o0 / (2 * s)) : o0 / 2;
+      const std::uint32_t run = s >= warp_chunk ? warp_chunk : warp_chunk / 2;
+      warp_read_run(x, i0, run, low[w]);
+      warp_read_run(x, i0 + n / 2, run, high[w]);
+      __syncwarp();
+      float2 out[per_lane];
+#pragma unroll
+      for (unsigned k = 0; k < per_lane; ++k) {
+        const std::uint64_t o = o0 + lane + 32 * k, p = o / (2 * s), input = s * p + o % s - i0;
+        const float2 u = low[w][input], v = high[w][input];
+        if (o % (2 * s) < s) {
+          out[k] = make_float2(u.x + v.x, u.y + v.y);
+          continue;
+        }
+        // exp(-2 pi i ps / n): 2ps < n is exact as a float below 2^24, rounded above (the same
+        // twiddle in every mode).
+        float sine, cosine;
+        sincospif(-static_cast<float>(2 * p * s) * inverse_n, &sine, &cosine);
+        const float re = u.x - v.x, im = u.y - v.y;
+        // Explicitly rounded: no product contracted into an FMA, in any instantiation, so every
+        // mode computes the reference's bits.
+        out[k] = make_float2(__fsub_rn(__fmul_rn(re, cosine), __fmul_rn(im, sine)),
+                             __fadd_rn(__fmul_rn(re, sine), __fmul_rn(im, cosine)));
+      }
+      __syncwarp();  // every lane has read its inputs before low takes the outputs
+#pragma unroll
+      for (unsigned k = 0; k < per_lane; ++k) low[w][lane + 32 * k] = out[k];
+      __syncwarp();
+      warp_write_run(y, o0, warp_chunk, low[w]);
+      __syncwarp();  // the next chunk's staging overwrites what this one's lanes wrote out
+    }
+    grid_barrier(barrier, total_blocks, t);
   }
 }
 
@@ -387,6 +451,7 @@ constexpr unsigned sweeps = 4;      ///< stencil2d sweeps inside its one kernel
 constexpr std::uint64_t conv_channels = 64;  ///< conv2d's input planes (9 x 64 = 576 GEMM k, a multiple of 64)
 constexpr std::uint64_t conv_filters = 64;   ///< conv2d's output planes (GEMM m)
 constexpr unsigned iterations = 3;  ///< pagerank launches
+constexpr std::uint64_t min_fft_points = 4096;  ///< fft's smallest n: 16 chunks, a share for up to 16 GPUs
 
 struct Args {
   std::vector<unsigned> gpus{2};
@@ -401,8 +466,9 @@ struct Args {
 [[noreturn]] void usage(const std::string& m) {
   std::fprintf(stderr,
                "%s\nusage: warpvm-placement-bench [--gpus 2] [--bytes 1GiB] [--repeats 3] "
-               "[--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d,bfs] [--modes on_touch,access_counter,duplication,oasis,ideal] "
+               "[--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d,bfs,fft] [--modes on_touch,access_counter,duplication,oasis,ideal] "
                "[--reset-thresholds 8] [--counter-threshold 256] [--page-bytes 4KiB] [--uvm-counted-runs 1] [--out f.jsonl] [--commit SHA] [--driver VER]\n"
+               "bfs and fft are not run by default (fft: a 1D complex FFT of the largest 2^k points that fit --bytes)\n"
                "--reset-thresholds 4,8,32 runs oasis once per O-Table reset threshold (the paper's sensitivity study)\n"
                "--page-bytes: the paged modes' page size (a power of two, at least 4 KiB; the paper's 4 KB against 2 MB study);\n"
                "  records of another size than 4 KiB name their policy <mode>_page<bytes>\n"
@@ -534,6 +600,35 @@ void fill_small_floats(std::vector<std::uint32_t>& words, std::uint64_t salt) {
   });
 }
 
+/// The forward DFT of `x` (its size a power of two) in double: iterative radix-2 Cooley-Tukey
+/// after a bit-reversal permutation, another algorithm than fft_kernel's Stockham stages.
+std::vector<std::complex<double>> host_fft(const std::vector<std::complex<double>>& x) {
+  const std::uint64_t n = x.size();
+  const auto bits = static_cast<unsigned>(std::countr_zero(n));
+  std::vector<std::complex<double>> y(n), twiddle(n / 2);
+  parallel_for(n / 2, [&](std::uint64_t lo, std::uint64_t hi) {
+    for (std::uint64_t k = lo; k < hi; ++k)
+      twiddle[k] = std::polar(1.0, -2.0 * std::numbers::pi * static_cast<double>(k) / static_cast<double>(n));
+  });
+  parallel_for(n, [&](std::uint64_t lo, std::uint64_t hi) {
+    for (std::uint64_t i = lo; i < hi; ++i) {
+      std::uint64_t reversed = 0;
+      for (unsigned bit = 0; bit < bits; ++bit) reversed |= (i >> bit & 1) << (bits - 1 - bit);
+      y[reversed] = x[i];
+    }
+  });
+  for (std::uint64_t half = 1; half < n; half *= 2)
+    parallel_for(n / 2, [&](std::uint64_t lo, std::uint64_t hi) {
+      for (std::uint64_t butterfly = lo; butterfly < hi; ++butterfly) {
+        const std::uint64_t j = butterfly % half, i = butterfly / half * 2 * half + j;
+        const std::complex<double> odd = twiddle[j * (n / (2 * half))] * y[i + half];
+        y[i + half] = y[i] - odd;
+        y[i] += odd;
+      }
+    });
+  return y;
+}
+
 /// conv2d's shape: `channels` input planes of height x width (square, its side a multiple of
 /// `side_step`), `filters` 3 x 3 filters, "same" zero padding.
 struct ConvShape {
@@ -642,6 +737,66 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
       const unsigned blocks = occupancy_blocks(reinterpret_cast<const void*>(kernel), chunk_block_warps * 32, s.device(0));
       zero_device_word(barrier);
       s.launch(kernel, dim3(blocks), dim3(chunk_block_warps * 32), 0, o[0].on(0), o[1].on(0), n, sweeps, barrier, blocks * s.gpus());
+    };
+  } else if (name == "fft") {
+    // Two objects of n complex floats (n a power of two, 16 n bytes at most --bytes): the input,
+    // and the other half of the stages' ping-pong. Stage t writes object (t + 1) % 2, so both are
+    // written (none is read-only) and the result is in object stages % 2.
+    const std::uint64_t n = std::max<std::uint64_t>(min_fft_points, std::bit_floor(bytes / 16));
+    const auto stages = static_cast<unsigned>(std::countr_zero(n));
+    w.objects.assign(2, std::vector<std::uint32_t>(2 * n, 0));
+    fill_small_floats(w.objects[0], 31);
+    w.output = stages % 2;
+    w.useful_bytes = stages * 2 * n * 8;
+    // Every bin against host_fft, within 16 log2(n) 2^-24 ||x||_2: Higham's norm-wise bound for
+    // a radix-2 FFT (Accuracy and Stability of Numerical Algorithms, Thm 24.2: ||error||_2 <=
+    // log2(n) eta ||X||_2, eta about 6 u plus sincospif's few u, taken as 16 u) spread over the n
+    // bins (||X||_2 = sqrt(n) ||x||_2). Rounding errors spread evenly: an fp32 emulation of the
+    // kernel's arithmetic peaks at about 0.6 log2(n) u ||x||_2 (docs/placement.md, FFT).
+    w.check_reference = [n, stages](const std::vector<std::vector<std::uint32_t>>& objects,
+                                    const std::vector<std::uint32_t>& output) -> std::string {
+      const auto* input = reinterpret_cast<const float*>(objects[0].data());
+      const auto* result = reinterpret_cast<const float*>(output.data());
+      std::vector<std::complex<double>> x(n);
+      double norm_squared = 0;
+      for (std::uint64_t i = 0; i < n; ++i) {
+        x[i] = {input[2 * i], input[2 * i + 1]};
+        norm_squared += std::norm(x[i]);
+      }
+      const std::vector<std::complex<double>> spectrum = host_fft(x);
+      const double bound = 16.0 * stages * std::ldexp(1.0, -24) * std::sqrt(norm_squared);
+      double worst_squared = 0;
+      for (std::uint64_t k = 0; k < n; ++k) {
+        const double error_squared = std::norm(std::complex<double>(result[2 * k], result[2 * k + 1]) - spectrum[k]);
+        if (!(error_squared <= bound * bound))  // NaN too
+          return "fft: bin " + std::to_string(k) + " = (" + std::to_string(result[2 * k]) + ", " +
+                 std::to_string(result[2 * k + 1]) + "), host FFT (" + std::to_string(spectrum[k].real()) + ", " +
+                 std::to_string(spectrum[k].imag()) + ")";
+        worst_squared = std::max(worst_squared, error_squared);
+      }
+      std::fprintf(stderr, "fft: %llu points, largest bin error %.3g (bound %.3g)\n", static_cast<unsigned long long>(n),
+                   std::sqrt(worst_squared), bound);
+      return {};
+    };
+    // Stages are ordered across GPUs by the barrier (system scope): on one shared copy too.
+    w.raw = [n, stages, barrier = device_word](const auto& p, const auto& streams, unsigned G, Copies) {
+      const auto kernel = fft_kernel<Raw<float2>>;
+      const unsigned blocks = occupancy_blocks(reinterpret_cast<const void*>(kernel), chunk_block_warps * 32, 0);
+      zero_device_word(barrier);
+      for (unsigned g = 0; g < G; ++g) {
+        check(cudaSetDevice(g), "cudaSetDevice");
+        kernel<<<blocks, chunk_block_warps * 32, 0, streams[g]>>>(raw_of<float2>(p[g][0], 2 * n, g, G),
+                                                                  raw_of<float2>(p[g][1], 2 * n, g, G), n, stages, barrier,
+                                                                  blocks * G);
+        check(cudaGetLastError(), "fft launch");
+      }
+    };
+    w.paged = [n, stages, barrier = device_word](MultiGpuSpace& s, const auto& o) {
+      const auto kernel = fft_kernel<shared_array<float2>>;
+      const unsigned blocks = occupancy_blocks(reinterpret_cast<const void*>(kernel), chunk_block_warps * 32, s.device(0));
+      zero_device_word(barrier);
+      s.launch(kernel, dim3(blocks), dim3(chunk_block_warps * 32), 0, as<float2>(o[0].on(0)), as<float2>(o[1].on(0)), n,
+               stages, barrier, blocks * s.gpus());
     };
   } else if (name == "gemm") {
     const std::uint64_t n = std::max<std::uint64_t>(
