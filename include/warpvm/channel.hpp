@@ -238,6 +238,9 @@ class channel {
   /// frees all staging. Producer kernels must have ended too (on a peer GPU as well).
   void reset();
 
+  /// Safe while consumers wait: in direct mode it copies the warps' counters on the channel's
+  /// own stream, which no kernel uses, so it never waits for a kernel (but raises a CUDA error
+  /// once a kernel on the consumers' GPU has failed).
   [[nodiscard]] ChannelStats stats() const;
   [[nodiscard]] const ChannelConfig& config() const;
 

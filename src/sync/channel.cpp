@@ -563,7 +563,8 @@ void ChannelState::raise_device_error() {
     case ChannelFault::wait_timeout:
       kind = ErrorKind::no_progress;
       what << "channel: for " << config.watchdog_seconds << " s warp " << warp << " waited for tags [" << first_tag
-           << ", " << first_tag + value << "), never all published (or the monitor stopped)";
+           << ", " << first_tag + value << "), never all published";
+      if (!config.direct) what << " (or the monitor stopped)";  // direct mode has no monitor
       break;
     case ChannelFault::post_timeout:
       kind = ErrorKind::no_progress;
