@@ -7,7 +7,7 @@
 //   halo   a 3D cube whose six face halos the host produces every iteration (channel_workloads.cuh)
 //   stencil2gpu  GPU to GPU: a 2D stencil on a grid split between GPUs 0 and 1, each GPU producing
 //          its boundary row for the other every iteration (channel_workloads.cuh; its own runner
-//          below, with the modes channel, peer_flag, naive and atomic_wait described there)
+//          below, with the modes channel, channel_direct, peer_flag, naive and atomic_wait)
 //
 // In every CPU-to-GPU kernel, compute blocks run independent work (an integer hash chain) next to the
 // consumer blocks, so there is something to hide waiting behind. Four ways to meet the data:
@@ -27,7 +27,9 @@
 //                 flag (libcu++'s device wait: loads with an exponential nanosleep backoff)
 //
 // GPU to GPU, peer_flag replaces pinned_flag: the producing kernel stores its row into the other
-// GPU's memory over NVLink, then a flag there, on which lane 0 of each consumer warp spins.
+// GPU's memory over NVLink, then a flag there, on which lane 0 of each consumer warp spins; and
+// channel_direct is the channel in direct mode: consumer warps poll the device availability map
+// in their own GPU's memory and read the row in place, no host monitor involved.
 //
 // JSON Lines (bench/micro's Recorder), one record per workload, mode and consumer count; the
 // metrics (overlap_efficiency, wait_share, monitor shares) are defined in docs/channels.md.
@@ -70,6 +72,7 @@ const char* mode_name(WaitMode m) {
     case WaitMode::naive: return "naive";
     case WaitMode::atomic_wait: return "atomic_wait";
     case WaitMode::peer_flag: return "peer_flag";
+    case WaitMode::channel_direct: return "channel_direct";
   }
   return "?";
 }
@@ -93,6 +96,9 @@ struct Setup {
   // stencil2gpu
   std::uint32_t stencil_side = 4096;
   std::uint32_t stencil_iterations = 300;
+  /// channel_direct: the buffers on the consuming GPU (the producer's row stores cross NVLink,
+  /// the consumers read locally, peer_flag's traffic) instead of the producing one (as `channel`)
+  bool stencil_direct_buffer_on_consumer = false;
 };
 
 /// What a workload adds to the shared harness: its consumer kernel, its producer, its check.
@@ -599,6 +605,8 @@ void add_served(ChannelStats& into, const ChannelStats& before, const ChannelSta
   into.answer_stall_seconds += after.answer_stall_seconds - before.answer_stall_seconds;
   into.map_polls += after.map_polls - before.map_polls;
   into.map_tags += after.map_tags - before.map_tags;
+  into.direct_acquires += after.direct_acquires - before.direct_acquires;
+  into.direct_parked += after.direct_parked - before.direct_parked;
   into.largest_batch = std::max(into.largest_batch, after.largest_batch);
 }
 
@@ -620,14 +628,15 @@ void describe_monitor(Record& r, const ChannelStats& served, double monitor_seco
   r.extra["monitor_copy_call_share"] = served.copy_call_seconds / monitor_seconds;
 }
 
-/// Speedups over naive polling and against the best baseline (every mode but the channel),
+/// Speedups over naive polling and against the best baseline (every mode but the channel ones),
 /// where those modes ran.
 void add_speedups(std::vector<Record>& records) {
   double naive = 0, best_baseline = 0;
   for (const Record& r : records) {
     const double sec = median(r.seconds);
     if (r.mode == "naive") naive = sec;
-    if (r.mode != "channel") best_baseline = best_baseline == 0 ? sec : std::min(best_baseline, sec);
+    const bool channel_mode = r.mode == "channel" || r.mode == "channel_direct";
+    if (!channel_mode) best_baseline = best_baseline == 0 ? sec : std::min(best_baseline, sec);
   }
   for (Record& r : records) {
     const double sec = median(r.seconds);
@@ -696,7 +705,8 @@ std::vector<Record> measure(Workload& w, const Setup& setup, int sms, const std:
 
 // ---- stencil2gpu: GPU to GPU (its own runner: the harness above is one GPU's) ---------------
 
-constexpr WaitMode stencil_modes[] = {WaitMode::channel, WaitMode::peer_flag, WaitMode::naive, WaitMode::atomic_wait};
+constexpr WaitMode stencil_modes[] = {WaitMode::channel, WaitMode::channel_direct, WaitMode::peer_flag, WaitMode::naive,
+                                      WaitMode::atomic_wait};
 constexpr int stencil_gpus = 2;
 /// The host gives up on a run after this long: past the kernels' own watchdogs (10 s for the
 /// spins, the channel's), which only atomic_wait's libcu++ wait does not have.
@@ -718,7 +728,7 @@ std::string stencil_gpus_missing() {
 std::string stencil_mode_missing(WaitMode mode) {
   for (int g = 0; g < stencil_gpus; ++g) {
     int supported = 0;
-    if (mode == WaitMode::channel) {  // kernels OR their tags into the other GPU's map
+    if (cw::uses_channel(mode)) {  // kernels OR their tags into the other GPU's map
       check(cudaDeviceGetP2PAttribute(&supported, cudaDevP2PAttrNativeAtomicSupported, g, 1 - g),
             "cudaDeviceGetP2PAttribute");
       if (supported == 0) return "no native peer atomics from GPU " + std::to_string(g);
@@ -754,11 +764,13 @@ std::vector<std::uint32_t> stencil_reference(std::vector<std::uint32_t> grid, st
 }
 
 /// stencil2gpu on GPUs 0 and 1: each GPU's half of the grid, halo, flags, stamps and (channel
-/// mode) its channel, kept across modes and repeats. GPU g's channel has its consumers on g and
-/// its buffer on the other GPU, whose kernel writes it and publishes into g's device map.
+/// modes) its channels, kept across modes and repeats. GPU g's channels have their consumers on
+/// g and their buffer on the other GPU (channel_direct with --stencil-direct-buffer consumer: on
+/// g), whose kernel writes it and publishes into g's device map; one with the host monitor
+/// (`channel`), one in direct mode (`channel_direct`), each made only when its mode runs.
 class Stencil2GpuRunner {
  public:
-  Stencil2GpuRunner(const Setup& s, bool with_channels)
+  Stencil2GpuRunner(const Setup& s, const std::vector<WaitMode>& modes)
       : s_(s), rows_(s.stencil_side / 2), half_(std::uint64_t{rows_} * s.stencil_side) {
     initial_.resize(std::uint64_t{s.stencil_side} * s.stencil_side);
     fill_random(initial_.data(), initial_.size(), s.seed + 2);
@@ -790,10 +802,12 @@ class Stencil2GpuRunner {
       check(cudaEventCreate(&gpu.end), "cudaEventCreate");
       managed_published_[g] = std::make_unique<Managed>(sizeof(std::uint32_t));  // naive: one allocation each
     }
-    if (with_channels) {
-      const std::uint32_t slice_bytes = s.stencil_side / block_warps * 4;
+    const std::uint32_t slice_bytes = s.stencil_side / block_warps * 4;
+    for (const WaitMode mode : modes) {
+      if (!cw::uses_channel(mode)) continue;
+      const int kind = channel_kind(mode);
       for (int g = 0; g < stencil_gpus; ++g)
-        gpus_[g].ch = std::make_unique<channel>(ChannelConfig{
+        gpus_[g].ch[kind] = std::make_unique<channel>(ChannelConfig{
             .buffer_bytes = std::uint64_t{s.stencil_iterations} * s.stencil_side * 4,  // one row per state
             .tag_count = s.stencil_iterations,
             .staging_page_bytes = 4096,
@@ -802,13 +816,14 @@ class Stencil2GpuRunner {
             .watchdog_seconds = static_cast<double>(cw::stencil_watchdog_ns) / 1e9,
             .device = g,
             .device_producers = true,
-            .buffer_device = 1 - g});
-      for (int g = 0; g < stencil_gpus; ++g) gpus_[g].to_neighbour = gpus_[1 - g].ch->producer(g);
+            .buffer_device = mode == WaitMode::channel_direct && s.stencil_direct_buffer_on_consumer ? g : 1 - g,
+            .direct = mode == WaitMode::channel_direct});
+      for (int g = 0; g < stencil_gpus; ++g) gpus_[g].to_neighbour[kind] = gpus_[1 - g].ch[kind]->producer(g);
     }
   }
   ~Stencil2GpuRunner() {
     for (Gpu& gpu : gpus_) {
-      gpu.ch.reset();  // its monitor first: it copies from the other GPU's memory
+      for (auto& ch : gpu.ch) ch.reset();  // the monitors first: they copy from the other GPU's memory
       const OnDevice on(gpu.device);
       cudaFree(gpu.cells);
       cudaFree(gpu.progress);
@@ -826,8 +841,17 @@ class Stencil2GpuRunner {
   /// One run in `mode` on both GPUs; `seconds` is the longer of the two kernels' event times.
   Timing run(WaitMode mode) {
     const std::uint32_t side = s_.stencil_side;
+    const bool channel_mode = cw::uses_channel(mode);
+    const int kind = channel_kind(mode);
     for (Gpu& gpu : gpus_) {  // both GPUs are idle: the previous run ended on both
-      if (mode == WaitMode::channel) gpu.ch->reset();
+      if (channel_mode) {
+        channel& ch = *gpu.ch[kind];
+        ch.reset();
+        // Rows left by the previous run would hold the same values: poison them, so that a row
+        // read before its producer wrote it shows as a wrong result in every run.
+        const OnDevice on_buffer(ch.config().buffer_device);
+        check(cudaMemset(ch.buffer().data(), 0xff, ch.buffer().size()), "cudaMemset channel buffer");
+      }
       const OnDevice on(gpu.device);
       check(cudaMemcpy(gpu.cells, initial_.data() + gpu.device * half_, half_ * 4, cudaMemcpyHostToDevice),
             "stencil cells");
@@ -850,8 +874,8 @@ class Stencil2GpuRunner {
                               gpu.device == 0,
                               gpu.cells,
                               gpu.progress,
-                              gpu.ch ? gpu.ch->device() : channel_handle{},
-                              gpu.to_neighbour,
+                              channel_mode ? gpu.ch[kind]->device() : channel_handle{},
+                              channel_mode ? gpu.to_neighbour[kind] : channel_producer{},
                               gpu.halo,
                               other.halo,
                               naive ? managed_published_[gpu.device]->as<std::uint32_t>() : gpu.published,
@@ -864,8 +888,8 @@ class Stencil2GpuRunner {
       check(cudaEventRecord(gpu.end, gpu.stream), "cudaEventRecord");
     }
     wait_for_kernels();
-    if (mode == WaitMode::channel)
-      for (Gpu& gpu : gpus_) gpu.ch->synchronize();  // a channel's device failure, with its message
+    if (channel_mode)
+      for (Gpu& gpu : gpus_) gpu.ch[kind]->synchronize();  // a channel's device failure, with its message
 
     Timing t;
     std::vector<WarpTimeline> timelines;
@@ -886,11 +910,12 @@ class Stencil2GpuRunner {
     return t;
   }
 
-  /// Both channels' counters, summed.
+  /// Every channel's counters, summed (one mode runs at a time, so a difference is that mode's).
   [[nodiscard]] ChannelStats channel_stats() const {
     ChannelStats sum{};
     for (const Gpu& gpu : gpus_)
-      if (gpu.ch) add_served(sum, ChannelStats{}, gpu.ch->stats());
+      for (const auto& ch : gpu.ch)
+        if (ch) add_served(sum, ChannelStats{}, ch->stats());
     return sum;
   }
   [[nodiscard]] std::uint32_t blocks(int gpu) const { return gpus_[gpu].blocks; }
@@ -906,9 +931,13 @@ class Stencil2GpuRunner {
     std::unique_ptr<DeviceStamps> stamps;
     cudaStream_t stream = nullptr;
     cudaEvent_t begin = nullptr, end = nullptr;
-    std::unique_ptr<channel> ch;     ///< consumers on this GPU, buffer on the other
-    channel_producer to_neighbour;  ///< the other GPU's channel, for this GPU's kernel
+    /// Consumers on this GPU (buffer: see the class); by channel_kind: host monitor, direct mode.
+    std::unique_ptr<channel> ch[2];
+    channel_producer to_neighbour[2];  ///< the other GPU's channels, for this GPU's kernel
   };
+
+  /// Index into Gpu::ch of a channel mode.
+  static int channel_kind(WaitMode mode) { return mode == WaitMode::channel_direct ? 1 : 0; }
 
   /// Until both kernels ended, failed or not (the caller's checks report a failure): when one
   /// fails, the other stops at its watchdog. Past the deadline a kernel may spin forever, and
@@ -972,9 +1001,8 @@ std::vector<Record> measure_stencil2gpu(const Setup& setup, const std::vector<Wa
     else
       modes.push_back(mode);
   }
-  const bool with_channels = std::find(modes.begin(), modes.end(), WaitMode::channel) != modes.end();
   if (modes.empty()) return {};
-  Stencil2GpuRunner runner(setup, with_channels);
+  Stencil2GpuRunner runner(setup, modes);
   std::vector<Record> records;
   for (const WaitMode mode : modes) {
     std::fprintf(stderr, "stencil2gpu: %s\n", mode_name(mode));
@@ -1019,6 +1047,11 @@ std::vector<Record> measure_stencil2gpu(const Setup& setup, const std::vector<Wa
       describe_monitor(r, served, kernel_seconds * stencil_gpus);
       r.extra["map_polls_per_request"] =
           static_cast<double>(served.map_polls) / static_cast<double>(std::max<std::uint64_t>(served.requests, 1));
+    } else if (mode == WaitMode::channel_direct) {  // no monitor: the warps' own counters
+      r.extra["direct_acquires"] = static_cast<double>(served.direct_acquires);
+      r.extra["direct_buffer_on_consumer"] = setup.stencil_direct_buffer_on_consumer ? 1 : 0;
+      r.extra["direct_parked_share"] = static_cast<double>(served.direct_parked) /
+                                       static_cast<double>(std::max<std::uint64_t>(served.direct_acquires, 1));
     }
     records.push_back(std::move(r));
   }
@@ -1029,7 +1062,8 @@ std::vector<Record> measure_stencil2gpu(const Setup& setup, const std::vector<Wa
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
                "%s\nusage: warpvm-channel-bench [--workloads tiles,cg,halo (or any of tiles,cg,halo,stencil2gpu)]\n"
-               "  [--modes channel,pinned_flag,peer_flag,naive,atomic_wait (each workload runs those it has)]\n"
+               "  [--modes channel,channel_direct,pinned_flag,peer_flag,naive,atomic_wait (each workload runs those it "
+               "has)]\n"
                "  [--seed N (default: random)]\n"
                "  [--compute-blocks 0 (two per SM)] [--compute-iters 500000] [--repeats 5] [--out file.jsonl]\n"
                "  [--commit SHA] [--driver VER]\n"
@@ -1037,8 +1071,10 @@ std::vector<Record> measure_stencil2gpu(const Setup& setup, const std::vector<Wa
                "         [--consumer-threads-sweep 64,1024,16384,262144,1048576]\n"
                "  cg:    [--cg-rows 131072] [--cg-rows-per-warp 256] [--cg-iterations 50]\n"
                "  halo:  [--halo-side 64] [--halo-iterations 100]\n"
-               "  stencil2gpu (GPU to GPU, GPUs 0 and 1; modes channel, peer_flag, naive, atomic_wait):\n"
-               "         [--stencil-side 4096 (a multiple of 64)] [--stencil-iterations 300]\n",
+               "  stencil2gpu (GPU to GPU, GPUs 0 and 1; modes channel, channel_direct, peer_flag, naive, atomic_wait):\n"
+               "         [--stencil-side 4096 (a multiple of 64)] [--stencil-iterations 300]\n"
+               "         [--stencil-direct-buffer producer (channel_direct: the rows in the producing GPU's memory, "
+               "as channel) | consumer]\n",
                message);
   std::exit(2);
 }
@@ -1057,7 +1093,7 @@ int main(int argc, char** argv) {
   Options options;
   options.suite = "channel";
   options.repeats = 5;
-  options.modes = {"channel", "pinned_flag", "peer_flag", "naive", "atomic_wait"};
+  options.modes = {"channel", "channel_direct", "pinned_flag", "peer_flag", "naive", "atomic_wait"};
   Setup setup;
   setup.seed = std::random_device{}();
   std::vector<std::string> workloads{"tiles", "cg", "halo"};
@@ -1086,6 +1122,10 @@ int main(int argc, char** argv) {
       else if (flag == "--halo-iterations") setup.halo_iterations = to_u32(flag, value);
       else if (flag == "--stencil-side") setup.stencil_side = to_u32(flag, value);
       else if (flag == "--stencil-iterations") setup.stencil_iterations = to_u32(flag, value);
+      else if (flag == "--stencil-direct-buffer") {
+        if (value != "producer" && value != "consumer") usage("--stencil-direct-buffer is producer or consumer");
+        setup.stencil_direct_buffer_on_consumer = value == "consumer";
+      }
       else usage(("unknown option " + flag).c_str());
     }
   } catch (const std::logic_error&) {  // std::stoul and friends

@@ -36,7 +36,13 @@ enum class WaitMode : std::uint32_t {
   naive,        ///< the paper's Algorithm 1: per block, __syncthreads, thread 0 spins, __syncthreads
   atomic_wait,  ///< lane 0 calls cuda::atomic_ref<..., thread_scope_system>::wait on each flag
   peer_flag,    ///< GPU to GPU: lane 0 of each warp spins on a flag in its GPU's memory that the peer stores
+  channel_direct,  ///< GPU to GPU: warpvm::channel in direct mode: acquire polls the device map, reads in place
 };
+
+/// Whether the mode meets the data through a warpvm::channel (host monitor or direct).
+__host__ __device__ constexpr bool uses_channel(WaitMode mode) {
+  return mode == WaitMode::channel || mode == WaitMode::channel_direct;
+}
 
 constexpr std::uint32_t block_threads = 256;
 constexpr std::uint32_t block_warps = block_threads / 32;
@@ -480,14 +486,15 @@ constexpr std::uint32_t stencil_min_rows_per_block = 4;
 /// and consumes the other's. Block b owns local rows [b rows / blocks, (b + 1) rows / blocks);
 /// the block that owns the cut row (the cut block) does the exchange, one column slice per warp.
 struct Stencil2Gpu {
-  WaitMode mode;  ///< channel, peer_flag, naive or atomic_wait
+  WaitMode mode;  ///< channel, channel_direct, peer_flag, naive or atomic_wait
   std::uint32_t side, iterations;
   bool neighbour_below;     ///< GPU 0: the other half lies below its last row; GPU 1: above its first
   std::uint32_t* cells;     ///< this GPU, [2][side / 2][side]: iteration k reads cells[k % 2]
   std::uint32_t* progress;  ///< this GPU, [blocks]: iterations each block has finished
-  // channel: the cut row of state k (the grid after k iterations) at k * side words, tag k
-  channel_handle from_neighbour;  ///< this GPU's channel: its buffer is in the neighbour's memory
-  channel_producer to_neighbour;  ///< the neighbour's channel: its buffer is in this GPU's memory
+  // channel, channel_direct: the cut row of state k (the grid after k iterations) at k * side
+  // words, tag k
+  channel_handle from_neighbour;  ///< this GPU's channel
+  channel_producer to_neighbour;  ///< the neighbour's channel: its buffer (in this GPU's memory but see --stencil-direct-buffer)
   // peer_flag, naive, atomic_wait: the neighbour stores its cut row of state k into halo[k % 2],
   // then k + 1 into *published (the count of its rows there so far)
   const std::uint32_t* halo;           ///< this GPU, [2][side]
@@ -529,9 +536,10 @@ __device__ inline void stencil_wait_published(const Stencil2Gpu& s, std::uint32_
 }
 
 /// The cut block's thread: its value `v` of column x in the cut row of state `state`, for the
-/// neighbour (its channel's buffer in this GPU's memory, or the neighbour's halo over NVLink).
+/// neighbour (its channel's buffer, in this GPU's memory or, channel_direct with the buffer on
+/// the consumer, over NVLink; or the neighbour's halo over NVLink).
 __device__ inline void stencil_send(const Stencil2Gpu& s, std::uint32_t state, std::uint32_t x, std::uint32_t v) {
-  if (s.mode == WaitMode::channel)
+  if (uses_channel(s.mode))
     reinterpret_cast<std::uint32_t*>(s.to_neighbour.buffer())[std::uint64_t{state} * s.side + x] = v;
   else
     s.neighbour_halo[std::uint64_t{state % 2} * s.side + x] = v;
@@ -540,7 +548,7 @@ __device__ inline void stencil_send(const Stencil2Gpu& s, std::uint32_t state, s
 /// Thread 0 of the cut block, after a __syncthreads that follows every stencil_send of `state`:
 /// announces the row (release at system scope, cumulative over the block's stores).
 __device__ inline void stencil_announce(const Stencil2Gpu& s, std::uint32_t state) {
-  if (s.mode == WaitMode::channel) {
+  if (uses_channel(s.mode)) {
     if (!s.to_neighbour.publish(state, 1)) __trap();  // tags are the states: cannot be past the last
   } else {
     cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(*s.neighbour_published)
@@ -620,7 +628,7 @@ __global__ void __launch_bounds__(block_threads) stencil2gpu_kernel(Stencil2Gpu 
       const std::uint32_t* other = nullptr;  // the other GPU's cut row of state k, from column `base`
       std::uint32_t base = 0;
       cuda::std::optional<channel_data> grant;
-      if (s.mode == WaitMode::channel) {
+      if (uses_channel(s.mode)) {  // channel_direct: the slice in place, in the neighbour's memory
         grant.emplace(s.from_neighbour.acquire(k, 1, slice * 4, (std::uint64_t{k} * side + first_column) * 4));
         other = grant->as<std::uint32_t>();
         base = first_column;
@@ -637,7 +645,8 @@ __global__ void __launch_bounds__(block_threads) stencil2gpu_kernel(Stencil2Gpu 
       }
       s.stamps.wait(warp_in_block, began, detail::global_timer_ns());
       for (std::uint32_t x = first_column + lane; x < first_column + slice; x += 32) {
-        // staging (channel) is read with plain loads; the halo, rewritten by the peer, from L2
+        // the channel's data (staging, or the neighbour's row in place) is read with plain loads;
+        // the halo, rewritten by the peer, from L2
         const std::uint32_t h = grant ? other[x - base] : __ldcg(other + x);
         const std::uint32_t v = stencil_cell(cur, rows, side, cut, x, s.neighbour_below ? 0u : h, s.neighbour_below ? h : 0u);
         next[std::uint64_t{cut} * side + x] = v;

@@ -38,6 +38,8 @@
 ///     if (threadIdx.x == 0) (void)p.publish(tag, 1);       // after the block's writes
 ///   }
 /// @endcode
+/// With `.direct = true` too, consumer warps poll that map themselves and read the buffer in
+/// place: no host work on the critical path (docs/channels.md, "Direct mode").
 
 #include "warpvm/detail/sync/availability.hpp"
 #include "warpvm/detail/sync/channel_view.hpp"
@@ -60,7 +62,7 @@ struct ChannelConfig {
   std::uint32_t tag_count = 1u << 16;        ///< availability tags
   std::uint32_t staging_page_bytes = 4096;   ///< granule of the staging area
   std::uint32_t staging_pages = 4096;        ///< staging area in device memory: pages x page bytes
-  std::uint32_t max_warps = 1u << 16;        ///< consumer warps a launch may have (global warp ids)
+  std::uint32_t max_warps = 1u << 16;        ///< consumer warps a launch may have (global warp ids; any in direct mode)
   double watchdog_seconds = 20.0;            ///< a warp waiting longer records an error and traps
   int device = 0;                            ///< the consumers' GPU (staging, waiter words, monitor)
   /// Kernels publish too (channel::producer): a device-side availability map in `device`'s
@@ -71,6 +73,14 @@ struct ChannelConfig {
   /// too, over PCIe); a GPU index, that GPU's memory (kernels there write it; the monitor copies
   /// from it over NVLink, or locally when it is `device`).
   int buffer_device = -1;
+  /// Direct mode (docs/channels.md, "Direct mode"): needs `device_producers` and a buffer in GPU
+  /// memory. A consumer warp's acquire polls the device availability map itself (in `device`'s
+  /// memory: local polls) and returns the producers' buffer in place (read over NVLink when it is
+  /// on a peer): no request, no monitor thread, no staging copy, nothing to recycle. Tags are
+  /// published by kernels only (host `publish` is refused). Opt-in: reads in place cross NVLink
+  /// at every load, where a consumer that reads its data many times may prefer the local copy
+  /// the monitor makes; and it leaves the monitor path measurable on the same workload.
+  bool direct = false;
 };
 
 /// Counters kept by the monitor.
@@ -87,10 +97,16 @@ struct ChannelStats {
   double answer_stall_seconds = 0;  ///< of which waiting for an answer slot (see answer_stalls)
   std::uint64_t map_polls = 0;      ///< copies of the device-side availability map (device_producers)
   std::uint64_t map_tags = 0;       ///< tags the monitor learnt from them
+  // Direct mode: the monitor's counters above stay zero; these are kept by the consumer warps in
+  // device memory, and stats() copies them (a snapshot while a kernel runs).
+  std::uint64_t direct_acquires = 0;  ///< acquires served in place
+  std::uint64_t direct_parked = 0;    ///< of which found a tag missing at their first poll and slept
 };
 
 /// What one warp acquired: `bytes` of data in device memory, readable with plain loads by every
-/// lane until release().
+/// lane until release() (in direct mode, the producers' buffer itself, possibly a peer GPU's:
+/// read it with plain or `__ldcg` loads, not `__ldg`, whose non-coherent path assumes data
+/// read-only for the whole kernel).
 class channel_data {
  public:
   [[nodiscard]] WARPVM_HD const std::byte* data() const { return data_; }
@@ -101,8 +117,11 @@ class channel_data {
   }
 #if defined(__CUDACC__)
   /// Warp-collective (the lanes that acquired): the warp is done reading; the data may be
-  /// overwritten afterwards. Call it once per acquire, before the warp acquires again.
-  __device__ void release() const { detail::channel_release(released_, seq_); }
+  /// overwritten afterwards. Call it once per acquire, before the warp acquires again. Nothing to
+  /// do in direct mode (no staging to recycle).
+  __device__ void release() const {
+    if (released_ != nullptr) detail::channel_release(released_, seq_);
+  }
 #endif
 
  private:
@@ -110,7 +129,7 @@ class channel_data {
   WARPVM_HD channel_data(const std::byte* data, std::uint32_t* released, std::uint32_t bytes, std::uint32_t seq)
       : data_(data), released_(released), bytes_(bytes), seq_(seq) {}
   const std::byte* data_;
-  std::uint32_t* released_;  ///< the warp's release word (mapped pinned host memory)
+  std::uint32_t* released_;  ///< the warp's release word (mapped pinned host memory); null in direct mode
   std::uint32_t bytes_;
   std::uint32_t seq_;
 };
@@ -124,13 +143,14 @@ class channel_handle {
 #if defined(__CUDACC__)
   /// Warp-collective: every active lane passes the same arguments. Returns, once tags
   /// [first_tag, first_tag + tag_count) are all published, `bytes` of the producers' buffer from
-  /// `source_offset`, copied into device memory. Parks the warp (not spinning) meanwhile. A warp
+  /// `source_offset`, copied into device memory (direct mode: in place in the producers' buffer).
+  /// Parks the warp (not spinning) meanwhile. A warp
   /// holds one acquisition at a time: release() it before acquiring again. Past the channel's
   /// watchdog, or on bad arguments, records an error and traps (channel::synchronize raises it).
   __device__ channel_data acquire(std::uint32_t first_tag, std::uint32_t tag_count, std::uint32_t bytes,
                                   std::uint64_t source_offset) const {
     const detail::ChannelGrant grant = detail::channel_acquire(view_, first_tag, tag_count, bytes, source_offset);
-    return channel_data(grant.data, view_.released + grant.warp, bytes, grant.seq);
+    return channel_data(grant.data, grant.released, bytes, grant.seq);
   }
 #endif
 
@@ -201,11 +221,12 @@ class channel {
 
   /// Marks tags [first_tag, first_tag + tag_count) available: the data they name must be in
   /// buffer() already (this call orders those writes before any copy the monitor makes).
-  /// Thread-safe. Each tag is published once until reset().
+  /// Thread-safe. Each tag is published once until reset(). Refused in direct mode (kernels
+  /// publish there, through producer()).
   void publish(std::uint32_t first_tag, std::uint32_t tag_count);
 
   /// Copies `bytes` from `data` to buffer() at `offset` (wherever the buffer lives), then
-  /// publishes the tags.
+  /// publishes the tags. Refused in direct mode.
   void publish(std::uint32_t first_tag, std::uint32_t tag_count, std::uint64_t offset, const void* data,
                std::size_t bytes);
 
@@ -214,9 +235,12 @@ class channel {
   void synchronize();
 
   /// Between kernels: clears every tag (the device map's too), forgets waiting requests and
-  /// frees all staging.
+  /// frees all staging. Producer kernels must have ended too (on a peer GPU as well).
   void reset();
 
+  /// Safe while consumers wait: in direct mode it copies the warps' counters on the channel's
+  /// own stream, which no kernel uses, so it never waits for a kernel (but raises a CUDA error
+  /// once a kernel on the consumers' GPU has failed).
   [[nodiscard]] ChannelStats stats() const;
   [[nodiscard]] const ChannelConfig& config() const;
 

@@ -47,10 +47,7 @@ class ChannelState {
   [[nodiscard]] channel_producer producer(int device) const;
   void synchronize();
   void reset();
-  [[nodiscard]] ChannelStats stats() const {
-    const std::lock_guard lock(mutex_);
-    return stats_;
-  }
+  [[nodiscard]] ChannelStats stats() const;
 
   ChannelConfig config;
   ChannelView view{};
@@ -83,6 +80,7 @@ class ChannelState {
   void absorb_device_map(bool& busy);
   void poll_device_map(TagWords missing);
   void raise_device_error();
+  void expect_host_publishing() const;
 
   stream_ptr stream_;
   pinned_ptr<std::byte> host_buffer_;    // buffer_device < 0
@@ -103,6 +101,7 @@ class ChannelState {
   pinned_ptr<std::byte> answer_snapshots_;  // answer_slots x (offsets, then served words)
   event_ptr answer_copied_[answer_slots];
   std::uint32_t next_answer_slot_ = 0;
+  device_ptr<std::uint64_t> direct_counts_;  // direct mode: ChannelView::direct_counts
   pinned_ptr<ChannelErrorRecord> error_;
   device_ptr<std::uint32_t> error_claim_;
   std::vector<StagingTreeNode> tree_nodes_;
@@ -147,6 +146,9 @@ ChannelState::ChannelState(const ChannelConfig& cfg)
   WARPVM_CUDA_TRY(cudaGetDeviceCount(&devices));
   WARPVM_EXPECTS(cfg.buffer_device >= -1 && cfg.buffer_device < devices, ErrorKind::invalid_config,
                  "buffer_device must be -1 (pinned host memory) or a GPU index below " + std::to_string(devices));
+  WARPVM_EXPECTS(!cfg.direct || (cfg.device_producers && cfg.buffer_device >= 0), ErrorKind::invalid_config,
+                 "ChannelConfig::direct needs device_producers and the producers' buffer in GPU memory "
+                 "(buffer_device >= 0): the consumers poll the device map and read the buffer in place");
   const DeviceGuard on_device_guard(cfg.device);
 
   auto make_stream = [] {
@@ -166,9 +168,31 @@ ChannelState::ChannelState(const ChannelConfig& cfg)
       device_buffer_ = make_device_zeroed<std::byte>(cfg.buffer_bytes, "the channel's producer buffer");
     }
     buffer = device_buffer_.get();
-    upload_stream_ = make_stream();
-    // The monitor's copies read the buffer over NVLink, not through host memory.
+    if (!cfg.direct) upload_stream_ = make_stream();  // direct mode: kernels publish, host publish is refused
+    // The monitor's copies (direct mode: the consumers) read the buffer over NVLink, not through host memory.
     if (cfg.buffer_device != cfg.device) enable_peer_access(cfg.device, cfg.buffer_device, "channel (buffer_device)");
+  }
+  error_ = make_pinned_zeroed<ChannelErrorRecord>(1, cudaHostAllocMapped, "the channel's error record");
+  error_claim_ = make_device_zeroed<std::uint32_t>(1, "the channel's error claim");
+  if (cfg.device_producers) {
+    device_map_ = make_device_zeroed<std::uint64_t>(AvailabilityBitmap<>::words_required(cfg.tag_count),
+                                                    "the channel's device availability map");
+    poll_stream_ = make_stream();
+  }
+  view.error = on_device(error_.get());
+  view.error_claim = error_claim_.get();
+  view.watchdog_ns = static_cast<std::uint64_t>(cfg.watchdog_seconds * 1e9);
+  view.buffer_bytes = cfg.buffer_bytes;
+  view.tag_count = cfg.tag_count;
+  if (cfg.direct) {
+    // The warps poll the map and read the buffer themselves: no queue, staging, waiter words or
+    // monitor thread.
+    direct_counts_ = make_device_zeroed<std::uint64_t>(direct_count_slots, "the channel's direct-mode counters");
+    view.direct_map = device_map_.get();
+    view.direct_buffer = device_buffer_.get();
+    view.direct_counts = direct_counts_.get();
+    WARPVM_CUDA_TRY(cudaDeviceSynchronize());  // the zero fills are done before any kernel reads them
+    return;
   }
   const std::uint32_t capacity = std::max(2u, std::bit_ceil(cfg.max_warps));  // a warp posts one request at a time
   slots_ = make_pinned_zeroed<RequestSlot>(capacity, cudaHostAllocMapped, "the channel's request queue");
@@ -189,13 +213,9 @@ ChannelState::ChannelState(const ChannelConfig& cfg)
     WARPVM_CUDA_TRY(cudaEventCreateWithFlags(&created_event, cudaEventDisableTiming));
     copied.reset(created_event);
   }
-  error_ = make_pinned_zeroed<ChannelErrorRecord>(1, cudaHostAllocMapped, "the channel's error record");
-  error_claim_ = make_device_zeroed<std::uint32_t>(1, "the channel's error claim");
   if (cfg.device_producers) {
-    const std::uint32_t map_words = AvailabilityBitmap<>::words_required(cfg.tag_count);
-    device_map_ = make_device_zeroed<std::uint64_t>(map_words, "the channel's device availability map");
-    map_snapshot_ = make_pinned_zeroed<std::uint64_t>(map_words, cudaHostAllocDefault, "device map (host copy)");
-    poll_stream_ = make_stream();
+    map_snapshot_ = make_pinned_zeroed<std::uint64_t>(AvailabilityBitmap<>::words_required(cfg.tag_count),
+                                                      cudaHostAllocDefault, "device map (host copy)");
     cudaEvent_t created_event = nullptr;
     WARPVM_CUDA_TRY(cudaEventCreateWithFlags(&created_event, cudaEventDisableTiming));
     map_copied_.reset(created_event);
@@ -209,31 +229,34 @@ ChannelState::ChannelState(const ChannelConfig& cfg)
   view.offsets = offsets_.get();
   view.released = on_device(released_.get());
   view.staging = staging_.get();
-  view.error = on_device(error_.get());
-  view.error_claim = error_claim_.get();
-  view.watchdog_ns = static_cast<std::uint64_t>(cfg.watchdog_seconds * 1e9);
-  view.buffer_bytes = cfg.buffer_bytes;
   view.staging_bytes = staging_bytes;
   view.queue_capacity = capacity;
   view.waiters = cfg.max_warps;
-  view.tag_count = cfg.tag_count;
   WARPVM_CUDA_TRY(cudaDeviceSynchronize());  // the zero fills are done before any kernel reads them
   thread_ = std::thread([this] { run(); });
 }
 
 ChannelState::~ChannelState() {
   stop_.store(true);
-  thread_.join();
+  if (thread_.joinable()) thread_.join();  // none in direct mode
   cudaDeviceSynchronize();  // kernels may still use what is freed next; nothing to do about an error
 }
 
+void ChannelState::expect_host_publishing() const {
+  WARPVM_EXPECTS(!config.direct, ErrorKind::invalid_config,
+                 "channel::publish: a direct-mode channel's tags are published by kernels (channel::producer), "
+                 "into the map its consumers poll");
+}
+
 void ChannelState::publish(std::uint32_t first_tag, std::uint32_t tag_count) {
+  expect_host_publishing();
   WARPVM_EXPECTS(dab_.publish(first_tag, tag_count), ErrorKind::invalid_argument,
                  "channel::publish: tags [" + std::to_string(first_tag) + ", +" + std::to_string(tag_count) +
                      ") reach past the channel's " + std::to_string(config.tag_count) + " tags");
 }
 
 void ChannelState::write(std::uint64_t offset, const void* data, std::size_t bytes) {
+  expect_host_publishing();  // before the copy: nothing changes in a refused call
   if (host_buffer_) {
     std::memcpy(buffer + offset, data, bytes);
     return;
@@ -493,6 +516,24 @@ void ChannelState::post_answers() {
   stats_.copy_call_seconds += std::chrono::duration<double>(Clock::now() - calls_started).count();
 }
 
+ChannelStats ChannelState::stats() const {
+  ChannelStats stats;
+  {
+    const std::lock_guard lock(mutex_);
+    stats = stats_;
+  }
+  if (direct_counts_) {
+    // On the channel's own non-blocking stream: a snapshot even while consumers run.
+    std::uint64_t counts[direct_count_slots] = {};
+    const DeviceGuard on_device_guard(config.device);
+    WARPVM_CUDA_TRY(cudaMemcpyAsync(counts, direct_counts_.get(), sizeof(counts), cudaMemcpyDeviceToHost, stream_.get()));
+    WARPVM_CUDA_TRY(cudaStreamSynchronize(stream_.get()));
+    stats.direct_acquires = counts[direct_count_acquires];
+    stats.direct_parked = counts[direct_count_parked];
+  }
+  return stats;
+}
+
 void ChannelState::synchronize() {
   const DeviceGuard on_device_guard(config.device);
   const cudaError_t status = cudaDeviceSynchronize();
@@ -522,7 +563,8 @@ void ChannelState::raise_device_error() {
     case ChannelFault::wait_timeout:
       kind = ErrorKind::no_progress;
       what << "channel: for " << config.watchdog_seconds << " s warp " << warp << " waited for tags [" << first_tag
-           << ", " << first_tag + value << "), never all published (or the monitor stopped)";
+           << ", " << first_tag + value << "), never all published";
+      if (!config.direct) what << " (or the monitor stopped)";  // direct mode has no monitor
       break;
     case ChannelFault::post_timeout:
       kind = ErrorKind::no_progress;
@@ -536,7 +578,9 @@ void ChannelState::raise_device_error() {
     case ChannelFault::bad_request:
       what << "channel: warp " << warp << " asked for tags from " << first_tag << ", " << value << " bytes at offset "
            << source_offset << ": out of range (" << config.tag_count << " tags, buffer " << config.buffer_bytes
-           << " B, staging " << view.staging_bytes << " B, at least 1 byte)";
+           << " B, ";
+      if (!config.direct) what << "staging " << view.staging_bytes << " B, ";
+      what << "at least 1 byte)";
       break;
     case ChannelFault::not_uniform:
       what << "channel: the lanes of warp " << warp << " passed different arguments to acquire (it is warp-uniform)";
@@ -551,8 +595,9 @@ void ChannelState::reset() {
   synchronize();
   const DeviceGuard on_device_guard(config.device);
   const std::lock_guard lock(mutex_);
-  for (Request r{}; queue_.try_take(r);) {
-  }
+  if (!config.direct)  // direct mode has no queue
+    for (Request r{}; queue_.try_take(r);) {
+    }
   pending_.clear();
   for (const InFlight& f : in_flight_) (void)tree_.release(f.lease.first_page, f.lease.pages);
   in_flight_.clear();

@@ -4,6 +4,8 @@
 // gradient and halo cube workloads at small sizes in every way of waiting. Kernel producers:
 // one on the consumers' GPU (buffer in host or device memory, across a reset), one on a peer
 // GPU (skipped without two peer GPUs with native peer atomics), and the producer handle's refusals.
+// Direct mode (consumers poll the device map and read the buffer in place): a producer on the
+// consumers' GPU and on a peer, across a reset, its watchdog, and its refusals.
 
 #include "gpu_test_support.cuh"
 
@@ -375,6 +377,7 @@ INSTANTIATE_TEST_SUITE_P(WaitModes, ChannelWorkloads,
                              case cw::WaitMode::naive: return std::string("naive");
                              case cw::WaitMode::atomic_wait: return std::string("atomic_wait");
                              case cw::WaitMode::peer_flag: return std::string("peer_flag");  // GPU to GPU only
+                             case cw::WaitMode::channel_direct: return std::string("channel_direct");  // GPU to GPU only
                            }
                            return std::string("unknown");
                          });
@@ -391,10 +394,12 @@ __global__ void acquire_per_lane_tag(channel_handle ch) {
   data.release();
 }
 
-[[noreturn]] void expect_error(void (*launch)(channel&), ErrorKind kind) {
+constexpr ChannelConfig failing_channel{.buffer_bytes = 1 << 20, .tag_count = 64, .max_warps = 64, .watchdog_seconds = 0.5};
+
+[[noreturn]] void expect_error(void (*launch)(channel&), ErrorKind kind, const ChannelConfig& config = failing_channel) {
   try {
-    channel ch({.buffer_bytes = 1 << 20, .tag_count = 64, .max_warps = 64, .watchdog_seconds = 0.5});
-    ch.publish(0, 1);
+    channel ch(config);
+    if (!config.direct) ch.publish(0, 1);  // direct mode: only kernels publish
     launch(ch);
     ch.synchronize();
   } catch (const Error& e) {
@@ -406,6 +411,18 @@ __global__ void acquire_per_lane_tag(channel_handle ch) {
 
 TEST_F(Channel, NeverPublishedTagTurnsIntoAnError) {
   EXPECT_EXIT(expect_error([](channel& ch) { acquire_tag<<<1, 32>>>(ch.device(), 5, 64); }, ErrorKind::no_progress),
+              ::testing::ExitedWithCode(0), "waited for tags \\[5, 6\\), never all published");
+}
+
+TEST_F(Channel, DirectModeWatchdogTurnsANeverPublishedTagIntoAnError) {
+  EXPECT_EXIT(expect_error([](channel& ch) { acquire_tag<<<1, 32>>>(ch.device(), 5, 64); }, ErrorKind::no_progress,
+                           ChannelConfig{.buffer_bytes = 1 << 20,
+                                         .tag_count = 64,
+                                         .watchdog_seconds = 0.5,
+                                         .device = 0,
+                                         .device_producers = true,
+                                         .buffer_device = 0,
+                                         .direct = true}),
               ::testing::ExitedWithCode(0), "waited for tags \\[5, 6\\), never all published");
 }
 
@@ -498,7 +515,7 @@ void run_with_kernel_producer(channel& ch, int producer_device, const Workload& 
   const std::uint32_t tags = w.groups * w.tags_per_group;
   std::vector<std::uint32_t> order = in_order(tags);
   std::shuffle(order.begin(), order.end(), std::mt19937(order_seed));
-  const std::uint64_t tags_before = ch.stats().map_tags;
+  const ChannelStats before = ch.stats();
 
   // Everything allocated before the consumers start: a cudaFree could wait for them.
   const channel_producer producer = ch.producer(producer_device);
@@ -526,7 +543,15 @@ void run_with_kernel_producer(channel& ch, int producer_device, const Workload& 
   EXPECT_EQ(refused.to_host()[0], 0ull);
   ch.synchronize();
   check_sums(w, salt, sums, mismatches);
-  EXPECT_EQ(ch.stats().map_tags - tags_before, tags);
+  const ChannelStats after = ch.stats();
+  if (ch.config().direct) {  // no monitor: every acquire was served in place
+    EXPECT_EQ(after.direct_acquires - before.direct_acquires, w.groups);
+    EXPECT_LE(after.direct_parked - before.direct_parked, w.groups);
+    EXPECT_EQ(after.requests, before.requests);
+    EXPECT_EQ(after.map_polls, before.map_polls);
+  } else {
+    EXPECT_EQ(after.map_tags - before.map_tags, tags);  // each tag learnt once
+  }
 }
 
 /// Where the producers' buffer is (ChannelConfig::buffer_device): -1 pinned host memory, else a
@@ -554,17 +579,22 @@ TEST_P(ChannelKernelProducer, OnTheConsumersGpuIsExactAcrossAReset) {
 
 INSTANTIATE_TEST_SUITE_P(BufferIn, ChannelKernelProducer, ::testing::Values(-1, 0), buffer_place);
 
-class ChannelPeerProducer : public GpuTest, public ::testing::WithParamInterface<int> {};
-
-TEST_P(ChannelPeerProducer, OnGpu1ForConsumersOnGpu0IsExact) {
+/// Both GPUs 0 and 1 with peer access both ways and native peer atomics (a kernel on GPU 1
+/// publishes into GPU 0's map).
+bool peer_pair_ready() {
   int peer_access = 0, back = 0, atomics = 0;
   if (device_count() >= 2) {
     WARPVM_CUDA_TRY(cudaDeviceCanAccessPeer(&peer_access, 1, 0));
     WARPVM_CUDA_TRY(cudaDeviceCanAccessPeer(&back, 0, 1));
     WARPVM_CUDA_TRY(cudaDeviceGetP2PAttribute(&atomics, cudaDevP2PAttrNativeAtomicSupported, 1, 0));
   }
-  if (peer_access == 0 || back == 0 || atomics == 0)
-    GTEST_SKIP() << "needs GPUs 0 and 1 with peer access both ways and native peer atomics";
+  return peer_access != 0 && back != 0 && atomics != 0;
+}
+
+class ChannelPeerProducer : public GpuTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(ChannelPeerProducer, OnGpu1ForConsumersOnGpu0IsExact) {
+  if (!peer_pair_ready()) GTEST_SKIP() << "needs GPUs 0 and 1 with peer access both ways and native peer atomics";
   const Workload w{2048, 4, 1024};
   channel ch({.buffer_bytes = std::uint64_t{w.groups} * w.group_words * 4,
               .tag_count = w.groups * w.tags_per_group,
@@ -576,6 +606,54 @@ TEST_P(ChannelPeerProducer, OnGpu1ForConsumersOnGpu0IsExact) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BufferIn, ChannelPeerProducer, ::testing::Values(-1, 0, 1), buffer_place);
+
+/// A direct-mode channel for consumers on GPU 0 with its buffer on `buffer_device`.
+channel direct_channel(const Workload& w, int buffer_device) {
+  return channel({.buffer_bytes = std::uint64_t{w.groups} * w.group_words * 4,
+                  .tag_count = w.groups * w.tags_per_group,
+                  .device = 0,
+                  .device_producers = true,
+                  .buffer_device = buffer_device,
+                  .direct = true});
+}
+
+TEST_F(Channel, DirectModeWithAProducerOnTheConsumersGpuIsExactAcrossAReset) {
+  const Workload w{2048, 4, 1024};  // 8192 tags of 1 KiB, four per acquire
+  channel ch = direct_channel(w, 0);
+  run_with_kernel_producer(ch, 0, w);
+  ch.reset();  // clears the map; the second run's fresh data lands where the first run's was
+  run_with_kernel_producer(ch, 0, w);
+  EXPECT_EQ(ch.stats().direct_acquires, 2u * w.groups);
+}
+
+class ChannelDirectPeer : public GpuTest, public ::testing::WithParamInterface<int> {};
+
+// Buffer on GPU 1: the producer writes locally and the consumers read it over NVLink (as in
+// stencil2gpu); on GPU 0: the producer writes over NVLink and the consumers read locally.
+TEST_P(ChannelDirectPeer, ProducerOnGpu1ConsumersOnGpu0IsExactAcrossAReset) {
+  if (!peer_pair_ready()) GTEST_SKIP() << "needs GPUs 0 and 1 with peer access both ways and native peer atomics";
+  const Workload w{2048, 4, 1024};
+  channel ch = direct_channel(w, GetParam());
+  run_with_kernel_producer(ch, 1, w);
+  ch.reset();
+  run_with_kernel_producer(ch, 1, w);
+  EXPECT_EQ(ch.stats().direct_acquires, 2u * w.groups);
+}
+
+INSTANTIATE_TEST_SUITE_P(BufferIn, ChannelDirectPeer, ::testing::Values(0, 1), buffer_place);
+
+TEST_F(Channel, DirectModeRefusesOtherBuffersAndHostPublishing) {
+  EXPECT_THROW(channel({.buffer_bytes = 4096, .tag_count = 100, .direct = true}), Error);  // no device map
+  EXPECT_THROW(channel({.buffer_bytes = 4096, .tag_count = 100, .device_producers = true, .direct = true}),
+               Error);  // the buffer in pinned host memory
+  channel ch({.buffer_bytes = 4096, .tag_count = 100, .device_producers = true, .buffer_device = 0, .direct = true});
+  const std::uint32_t word = 7;
+  EXPECT_THROW(ch.publish(0, 1), Error);
+  EXPECT_THROW(ch.publish(0, 1, 0, &word, sizeof(word)), Error);
+  const ChannelStats stats = ch.stats();
+  EXPECT_EQ(stats.direct_acquires, 0u);
+  EXPECT_EQ(stats.requests, 0u);
+}
 
 /// Publishes `first_tag`, `count` tags from one thread; whether it was accepted goes to *accepted.
 __global__ void publish_once(channel_producer producer, std::uint32_t first_tag, std::uint32_t count, int* accepted) {

@@ -1,10 +1,12 @@
 // The availability bitmap: ranges across word boundaries, a random differential run against a
-// vector<bool>, and producers on threads that OR bits into shared words while a monitor reads.
+// vector<bool>, producers on threads that OR bits into shared words while a monitor reads, and
+// a direct-mode consumer's resumable wait for a range (TagRangeWait).
 
 #include "warpvm/detail/sync/availability.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <random>
@@ -260,6 +262,69 @@ TEST(AvailabilityMerge, MatchesTheUnionUnderRandomPublishing) {
     ASSERT_EQ(host.bits.merge(device.words.data(), waiting), expected_new) << "round " << round;
     for (std::uint32_t t = 0; t < tags; ++t) ASSERT_EQ(host.bits.is_available(t), model[t]) << "round " << round;
   }
+}
+
+TEST(AvailabilityTagRangeWait, DoneOnlyOnceEveryTagOfTheRangeIsSet) {
+  OwnedBitmap m(200);
+  TagRangeWait wait(60, 10);  // tags 60..69: across the first word boundary
+  EXPECT_FALSE(wait.done());
+  EXPECT_FALSE(wait.poll(m.bits));
+  EXPECT_EQ(wait.next(), 60u);
+  ASSERT_TRUE(m.bits.publish(60, 5));  // 60..64
+  ASSERT_TRUE(m.bits.publish(66, 4));  // 66..69: 65 still missing
+  EXPECT_FALSE(wait.poll(m.bits));
+  EXPECT_EQ(wait.next(), 65u);  // resumes at the first tag not yet seen set
+  ASSERT_TRUE(m.bits.publish(0, 60));  // tags outside the range change nothing
+  ASSERT_TRUE(m.bits.publish(70, 130));
+  EXPECT_FALSE(wait.poll(m.bits));
+  ASSERT_TRUE(m.bits.publish(65));
+  EXPECT_TRUE(wait.poll(m.bits));
+  EXPECT_TRUE(wait.done());
+  EXPECT_EQ(wait.next(), 70u);
+  EXPECT_TRUE(wait.poll(m.bits));  // stays done
+}
+
+TEST(AvailabilityTagRangeWait, EmptyRangeAndLastTag) {
+  OwnedBitmap m(100);
+  TagRangeWait empty(100, 0);
+  EXPECT_TRUE(empty.done());
+  EXPECT_TRUE(empty.poll(m.bits));
+  TagRangeWait last(99, 1);
+  EXPECT_FALSE(last.poll(m.bits));
+  ASSERT_TRUE(m.bits.publish(99));
+  EXPECT_TRUE(last.poll(m.bits));
+}
+
+TEST(AvailabilityTagRangeWait, MatchesAllAvailableUnderRandomPublishing) {
+  // Random ranges polled after every publish: a wait is done exactly when all_available says
+  // so, and its resume point never passes a missing tag.
+  constexpr std::uint32_t tags = 777;
+  OwnedBitmap m(tags);
+  std::mt19937 rng(91);
+  struct Range {
+    std::uint32_t first, count;
+    TagRangeWait wait;
+  };
+  std::vector<Range> ranges;
+  for (int i = 0; i < 200; ++i) {
+    const std::uint32_t first = rng() % tags;
+    const std::uint32_t count = std::min<std::uint32_t>(rng() % 150, tags - first);
+    ranges.push_back({first, count, TagRangeWait(first, count)});
+  }
+  std::vector<std::uint32_t> order(tags);
+  for (std::uint32_t t = 0; t < tags; ++t) order[t] = t;
+  std::shuffle(order.begin(), order.end(), rng);
+  std::uint32_t wrong = 0;
+  for (const std::uint32_t tag : order) {
+    ASSERT_TRUE(m.bits.publish(tag));
+    for (Range& r : ranges) {
+      const bool done = r.wait.poll(m.bits);
+      wrong += done != m.bits.all_available(r.first, r.count) ? 1u : 0u;
+      wrong += m.bits.all_available(r.first, r.wait.next() - r.first) ? 0u : 1u;  // every tag before next is set
+    }
+  }
+  EXPECT_EQ(wrong, 0u);
+  for (const Range& r : ranges) EXPECT_TRUE(r.wait.done());
 }
 
 }  // namespace

@@ -23,7 +23,8 @@
 /// device-side availability map in the consumer GPU's memory, which kernels on that GPU and its
 /// NVLink peers publish into, and the host bitmap the monitor scans, into which it `merge`s
 /// copies of the device map's words that cover the tags its pending requests still miss
-/// (`TagWords`).
+/// (`TagWords`). In direct mode (docs/channels.md, "Direct mode") there is no host bitmap: each
+/// consumer warp polls the device map itself (`TagRangeWait`).
 
 #include "warpvm/detail/host_device.hpp"
 
@@ -131,11 +132,13 @@ class AvailabilityBitmap {
   /// The first tag of [first, first + count) that is not available, or first + count when all
   /// are. A pending request keeps this as its new `first`: each recheck resumes where the last
   /// one stopped, so a request's tags are scanned once over its whole wait. The range must lie
-  /// within the tags. Acquire loads: the data of every tag before the result is visible.
-  [[nodiscard]] WARPVM_HD std::uint32_t first_missing(std::uint32_t first, std::uint32_t count) const {
+  /// within the tags. Acquire loads: the data of every tag before the result is visible (with
+  /// `relaxed`, for polling, nothing is: see TagRangeWait).
+  [[nodiscard]] WARPVM_HD std::uint32_t first_missing(std::uint32_t first, std::uint32_t count,
+                                                      cuda::std::memory_order order = cuda::std::memory_order_acquire) const {
     std::uint32_t missing = first + count;
     for_each_word(first, count, [&](std::uint32_t w, std::uint64_t mask) {
-      const std::uint64_t absent = ~word(w).load(cuda::std::memory_order_acquire) & mask;
+      const std::uint64_t absent = ~word(w).load(order) & mask;
       if (absent == 0) return true;
       missing = w * tags_per_word + static_cast<std::uint32_t>(cuda::std::countr_zero(absent));
       return false;
@@ -178,6 +181,44 @@ class AvailabilityBitmap {
 
   std::uint64_t* words_;
   std::uint32_t tag_count_;
+};
+
+/// One consumer's wait for tags [first, first + count) of a bitmap it polls itself (direct
+/// mode: a warp's lanes on the device map in their GPU's memory). Each poll resumes at the first
+/// tag not yet seen set, with relaxed loads (on a GPU, an acquire load invalidates the SM's L1,
+/// which the warps computing beside a parked one would feel at every poll), so a word is loaded
+/// until it shows its bits; once all did, one acquire load of each word of the range (the bits
+/// stay set until the bitmap is cleared, which waits for the consumers). Once `done`, every tag
+/// of the range was seen set by an acquire load of this agent, so the data the tags name is
+/// visible to its later loads.
+class TagRangeWait {
+ public:
+  /// The range must lie within the bitmap's tags (acquire checks it before waiting).
+  WARPVM_HD TagRangeWait(std::uint32_t first, std::uint32_t count)
+      : first_(first), next_(first), end_(first + count), done_(count == 0) {}
+
+  /// True once every tag of the range was seen set by an acquire load (no load once done).
+  template <cuda::thread_scope Scope>
+  WARPVM_HD bool poll(const AvailabilityBitmap<Scope>& map) {
+    if (done_) return true;
+    next_ = map.first_missing(next_, end_ - next_, cuda::std::memory_order_relaxed);
+    if (next_ != end_) return false;
+    // Every tag was seen set: now the acquire. A tag found clear here (only if the bitmap was
+    // cleared under a waiting consumer, which the channel forbids) is waited for again.
+    next_ = map.first_missing(first_, end_ - first_);
+    done_ = next_ == end_;
+    return done_;
+  }
+
+  [[nodiscard]] WARPVM_HD bool done() const { return done_; }
+  /// The first tag not yet seen set (the end of the range once done).
+  [[nodiscard]] WARPVM_HD std::uint32_t next() const { return next_; }
+
+ private:
+  std::uint32_t first_;
+  std::uint32_t next_;
+  std::uint32_t end_;
+  bool done_;
 };
 
 }  // namespace warpvm::detail

@@ -1,10 +1,12 @@
 #pragma once
 /// @file
 /// The consumer side of a warpvm::channel, in device code: post a request, park on the warp's
-/// waiter word in device memory, read the data in staging, say so. docs/channels.md has the
-/// protocol and its memory-ordering argument.
+/// waiter word in device memory, read the data in staging, say so. In direct mode, poll the
+/// device availability map for the tags and read the producers' buffer in place instead.
+/// docs/channels.md has the protocols and their memory-ordering arguments.
 
 #include "warpvm/detail/core/device_support.cuh"
+#include "warpvm/detail/sync/availability.hpp"
 #include "warpvm/detail/sync/channel_view.hpp"
 #include "warpvm/detail/sync/request_queue.hpp"
 
@@ -39,12 +41,47 @@ __device__ inline void channel_fail(const ChannelView& view, ChannelFault fault,
   __trap();
 }
 
-/// What acquire returns to every lane: where the data is and what to release.
+/// What acquire returns to every lane: where the data is and what to release (`released` is
+/// null in direct mode: nothing to give back).
 struct ChannelGrant {
   const std::byte* data;
-  std::uint32_t warp;
+  std::uint32_t* released;
   std::uint32_t seq;
 };
+
+/// Direct mode, warp-collective (arguments already checked): every lane polls the device map for
+/// tags [first_tag, +tag_count) (TagRangeWait: relaxed system-scope loads while a tag is
+/// missing, then one acquire load per word) until all lanes saw every tag set, sleeping with
+/// backoff between polls (the map is in this GPU's memory: a poll is an L2 read, no link
+/// crossed), then returns the producers' buffer at `source_offset`, in place. Each lane's own
+/// acquire that saw a tag's bit synchronises with the producer's release OR, so its plain loads
+/// of the data that follow see the producer's writes (docs/channels.md, "Direct mode"); the
+/// vote only decides when to stop, it orders nothing in memory.
+__device__ inline ChannelGrant channel_acquire_direct(const ChannelView& view, unsigned mask, std::uint32_t warp,
+                                                      std::uint32_t first_tag, std::uint32_t tag_count,
+                                                      std::uint64_t source_offset) {
+  const AvailabilityBitmap<cuda::thread_scope_system> map(view.direct_map, view.tag_count);
+  TagRangeWait wait(first_tag, tag_count);
+  const bool parked = !__all_sync(mask, wait.poll(map));
+  if (parked) {
+    const std::uint64_t started = global_timer_ns();
+    std::uint32_t backoff_ns = waiter_backoff_min_ns;
+    for (std::uint32_t polls = 1; !__all_sync(mask, wait.poll(map)); ++polls) {
+      if ((polls & 63u) == 0 && global_timer_ns() - started > view.watchdog_ns)
+        channel_fail(view, ChannelFault::wait_timeout, warp, first_tag, tag_count, source_offset);
+      __nanosleep(backoff_ns);
+      backoff_ns = backoff_ns * 2 < waiter_backoff_max_ns ? backoff_ns * 2 : waiter_backoff_max_ns;
+    }
+  }
+  if (lane_id() == first_lane(mask)) {  // counters only (stats() copies them): relaxed
+    cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>(view.direct_counts[direct_count_acquires])
+        .fetch_add(1, cuda::std::memory_order_relaxed);
+    if (parked)
+      cuda::atomic_ref<std::uint64_t, cuda::thread_scope_device>(view.direct_counts[direct_count_parked])
+          .fetch_add(1, cuda::std::memory_order_relaxed);
+  }
+  return ChannelGrant{view.direct_buffer + source_offset, nullptr, 0};
+}
 
 /// Warp-collective: every active lane calls with the same arguments. One lane posts one request
 /// for the warp and parks; the others wait for it at the shuffle (taking no issue slots).
@@ -59,10 +96,12 @@ __device__ inline ChannelGrant channel_acquire(const ChannelView& view, std::uin
                              (std::uint64_t{bytes} << 17),
                    &uniform);
   if (!uniform) channel_fail(view, ChannelFault::not_uniform, warp, first_tag, bytes, source_offset);
-  if (warp >= view.waiters) channel_fail(view, ChannelFault::bad_warp, warp, first_tag, warp, source_offset);
-  if (bytes == 0 || bytes > view.staging_bytes || source_offset > view.buffer_bytes ||
+  const bool direct = view.direct_map != nullptr;  // no waiter words, no staging
+  if (!direct && warp >= view.waiters) channel_fail(view, ChannelFault::bad_warp, warp, first_tag, warp, source_offset);
+  if (bytes == 0 || (!direct && bytes > view.staging_bytes) || source_offset > view.buffer_bytes ||
       bytes > view.buffer_bytes - source_offset || first_tag > view.tag_count || tag_count > view.tag_count - first_tag)
     channel_fail(view, ChannelFault::bad_request, warp, first_tag, bytes, source_offset);
+  if (direct) return channel_acquire_direct(view, mask, warp, first_tag, tag_count, source_offset);
 
   cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device> served(view.served[warp]);
   std::uint32_t seq = 0;
@@ -111,7 +150,7 @@ __device__ inline ChannelGrant channel_acquire(const ChannelView& view, std::uin
   }
   cuda::atomic_thread_fence(cuda::std::memory_order_acquire, cuda::thread_scope_device);
   const std::uint64_t offset = __ldcg(view.offsets + warp);
-  return ChannelGrant{view.staging + offset, warp, seq};
+  return ChannelGrant{view.staging + offset, view.released + warp, seq};
 }
 
 /// Warp-collective: every lane that acquired has finished reading. One release store per warp,

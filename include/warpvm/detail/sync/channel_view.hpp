@@ -14,6 +14,10 @@
 /// Requests travel in a RequestQueue (request_queue.hpp): slots in mapped pinned host memory,
 /// the producers' tail cursor in device memory (a device atomic among the consumer warps; the
 /// monitor keeps its own head), so no atomic ever crosses PCIe.
+///
+/// Direct mode (ChannelConfig::direct; `direct_map` set): none of the above is used. A warp
+/// polls the device availability map in its own GPU's memory for its tags and reads the data in
+/// place in the producers' buffer (`direct_buffer`, in GPU memory, local or an NVLink peer's).
 
 #include "warpvm/detail/host_device.hpp"
 #include "warpvm/detail/sync/request_queue.hpp"
@@ -64,6 +68,15 @@ struct ChannelView {
   std::uint32_t queue_capacity;
   std::uint32_t waiters;             ///< consumer warps a launch may have (global warp ids below this)
   std::uint32_t tag_count;
+  // Direct mode only (null otherwise):
+  std::uint64_t* direct_map;         ///< device memory of the consumers' GPU: the kernel producers' map
+  const std::byte* direct_buffer;    ///< the producers' buffer, addressable from the consumers' GPU
+  std::uint64_t* direct_counts;      ///< device memory: [0] acquires, [1] of which found a tag missing
 };
+
+/// Indices into ChannelView::direct_counts.
+inline constexpr std::uint32_t direct_count_acquires = 0;
+inline constexpr std::uint32_t direct_count_parked = 1;
+inline constexpr std::uint32_t direct_count_slots = 2;
 
 }  // namespace warpvm::detail
