@@ -6,7 +6,7 @@
 // copies no GPU would see the vertices the others claim, and the frontier needs them). Data starts on the
 // host (drop_cached() before every run); every warpvm result is checked against the same kernel
 // run on one GPU over plain device memory (exit status 1 if any differs; the reference itself is
-// checked against a host computation for stencil2d, bfs, im2col, conv2d and gemm (sampled) and fft).
+// checked against a host computation for stencil2d, bfs, im2col and fft, and at samples for conv2d and gemm).
 // The real-UVM modes (uvm, uvm_read_mostly, uvm_accessed_by; in core only) run the reference's
 // kernels on every GPU over one cudaMallocManaged copy of each object, written on the host before
 // every run: coherent programs, checked like the paged modes. JSON Lines out (docs/benchmarks.md),
