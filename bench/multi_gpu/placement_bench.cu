@@ -240,7 +240,8 @@ __global__ void __launch_bounds__(chunk_block_warps * 32)
 }
 
 // ---- GEMM: C (m x n) = A (m x k) x B (k x n), fp32; m and k multiples of 64, n of 256 ----
-// 64 x 256 tiles of C, tile t on GPU t % gpus() (round-robin: each GPU writes its own tiles),
+// 64 x 256 tiles of C, each GPU a contiguous share of them in row-major tile order (a band of C's
+// rows: its pages written by one GPU, as the OASIS paper's MM_C and C2D's GEMM output are),
 // 256 threads with 8 x 8 elements each. Per 64-element k step the block stages A's 64 x 64 tile
 // and B's 64 x 256 tile in shared memory, each warp its own 8 rows of both, one hold per row (A's
 // 256 B and B's 1 KB rows start at multiples of their length, so each lies in one page), and
@@ -289,7 +290,8 @@ __global__ void __launch_bounds__(gemm_threads, 2)
   // its reads and writes of B's and C's consecutive words (no bank conflicts).
   const unsigned lane = threadIdx.x % 32, first_row = threadIdx.x / 32 * gemm_rows_per_warp;
   const std::uint64_t col_tiles = n / gemm_tile_cols, tiles = m / gemm_tile_rows * col_tiles;
-  for (std::uint64_t t = C.gpu() + blockIdx.x * std::uint64_t{C.gpus()}; t < tiles; t += std::uint64_t{gridDim.x} * C.gpus()) {
+  const std::uint64_t first = tiles * C.gpu() / C.gpus(), end = tiles * (C.gpu() + 1) / C.gpus();
+  for (std::uint64_t t = first + blockIdx.x; t < end; t += gridDim.x) {
     const std::uint64_t row0 = t / col_tiles * gemm_tile_rows, col0 = t % col_tiles * gemm_tile_cols;
     float acc[gemm_rows_per_warp][gemm_cols_per_lane] = {};
     for (std::uint64_t k0 = 0; k0 < k_size; k0 += gemm_k_step) {
