@@ -29,7 +29,8 @@
 // GPU to GPU, peer_flag replaces pinned_flag: the producing kernel stores its row into the other
 // GPU's memory over NVLink, then a flag there, on which lane 0 of each consumer warp spins; and
 // channel_direct is the channel in direct mode: consumer warps poll the device availability map
-// in their own GPU's memory and read the row in place, no host monitor involved.
+// in their own GPU's memory and read the row in place (by default their own GPU's memory, which
+// the producer's stores fill over NVLink), no host monitor involved.
 //
 // JSON Lines (bench/micro's Recorder), one record per workload, mode and consumer count; the
 // metrics (overlap_efficiency, wait_share, monitor shares) are defined in docs/channels.md.
@@ -97,8 +98,9 @@ struct Setup {
   std::uint32_t stencil_side = 4096;
   std::uint32_t stencil_iterations = 300;
   /// channel_direct: the buffers on the consuming GPU (the producer's row stores cross NVLink,
-  /// the consumers read locally, peer_flag's traffic) instead of the producing one (as `channel`)
-  bool stencil_direct_buffer_on_consumer = false;
+  /// the consumers read locally, peer_flag's traffic; measured faster, docs/channels.md) instead
+  /// of the producing one (as `channel`)
+  bool stencil_direct_buffer_on_consumer = true;
 };
 
 /// What a workload adds to the shared harness: its consumer kernel, its producer, its check.
@@ -765,8 +767,8 @@ std::vector<std::uint32_t> stencil_reference(std::vector<std::uint32_t> grid, st
 
 /// stencil2gpu on GPUs 0 and 1: each GPU's half of the grid, halo, flags, stamps and (channel
 /// modes) its channels, kept across modes and repeats. GPU g's channels have their consumers on
-/// g and their buffer on the other GPU (channel_direct with --stencil-direct-buffer consumer: on
-/// g), whose kernel writes it and publishes into g's device map; one with the host monitor
+/// g and their buffer on the other GPU (channel_direct, unless --stencil-direct-buffer producer:
+/// on g), whose kernel writes it and publishes into g's device map; one with the host monitor
 /// (`channel`), one in direct mode (`channel_direct`), each made only when its mode runs.
 class Stencil2GpuRunner {
  public:
@@ -1073,8 +1075,8 @@ std::vector<Record> measure_stencil2gpu(const Setup& setup, const std::vector<Wa
                "  halo:  [--halo-side 64] [--halo-iterations 100]\n"
                "  stencil2gpu (GPU to GPU, GPUs 0 and 1; modes channel, channel_direct, peer_flag, naive, atomic_wait):\n"
                "         [--stencil-side 4096 (a multiple of 64)] [--stencil-iterations 300]\n"
-               "         [--stencil-direct-buffer producer (channel_direct: the rows in the producing GPU's memory, "
-               "as channel) | consumer]\n",
+               "         [--stencil-direct-buffer consumer (channel_direct: the rows in the consuming GPU's memory) | "
+               "producer (in the producing GPU's, as channel)]\n",
                message);
   std::exit(2);
 }

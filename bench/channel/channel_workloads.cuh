@@ -494,7 +494,7 @@ struct Stencil2Gpu {
   // channel, channel_direct: the cut row of state k (the grid after k iterations) at k * side
   // words, tag k
   channel_handle from_neighbour;  ///< this GPU's channel
-  channel_producer to_neighbour;  ///< the neighbour's channel: its buffer (in this GPU's memory but see --stencil-direct-buffer)
+  channel_producer to_neighbour;  ///< the neighbour's channel (its buffer: this GPU's memory for channel, the neighbour's for channel_direct unless --stencil-direct-buffer producer)
   // peer_flag, naive, atomic_wait: the neighbour stores its cut row of state k into halo[k % 2],
   // then k + 1 into *published (the count of its rows there so far)
   const std::uint32_t* halo;           ///< this GPU, [2][side]
