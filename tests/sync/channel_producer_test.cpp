@@ -18,6 +18,25 @@
 namespace warpvm::detail {
 namespace {
 
+/// One 64-bit word per tag behind a producer handle that publishes into `map`: what the
+/// producer threads below write and publish, and what the consumers check.
+struct TaggedWords {
+  explicit TaggedWords(std::uint32_t tags)
+      : map(AvailabilityBitmap<>::words_required(tags), 0),
+        data(tags, 0),
+        producer(reinterpret_cast<std::byte*>(data.data()), tags * sizeof(std::uint64_t), map.data(), tags) {}
+
+  [[nodiscard]] static std::uint64_t expected(std::uint32_t tag) { return 0x9e3779b97f4a7c15ull * (tag + 1); }
+  /// A producer thread's step: the tag's word into the buffer, then the tag into the map.
+  [[nodiscard]] bool produce(std::uint32_t tag) const {
+    reinterpret_cast<std::uint64_t*>(producer.buffer())[tag] = expected(tag);
+    return producer.publish(tag);
+  }
+
+  std::vector<std::uint64_t> map, data;
+  channel_producer producer;
+};
+
 TEST(ChannelProducer, PublishesIntoItsMapAndRefusesTagsPastTheLast) {
   std::vector<std::uint64_t> map(AvailabilityBitmap<>::words_required(100), 0);
   std::vector<std::byte> buffer(256);
@@ -44,11 +63,8 @@ TEST(ChannelProducer, MonitorLearnsEveryTagFromCopiesOfTheWordsItWaitsOn) {
   // that became ready. Under ThreadSanitizer a missing order shows as a race.
   constexpr std::uint32_t tags = 3000;
   constexpr std::uint32_t producers = 4;
-  std::vector<std::uint64_t> map(AvailabilityBitmap<>::words_required(tags), 0);
-  std::vector<std::uint64_t> data(tags, 0);
-  const channel_producer producer(reinterpret_cast<std::byte*>(data.data()), tags * sizeof(std::uint64_t), map.data(),
-                                  tags);
-  std::vector<std::uint64_t> dab_words(map.size(), 0), snapshot(map.size(), 0);
+  TaggedWords words(tags);
+  std::vector<std::uint64_t> dab_words(words.map.size(), 0), snapshot(words.map.size(), 0);
   const AvailabilityBitmap<> dab(dab_words.data(), tags);
 
   struct Pending {
@@ -66,11 +82,7 @@ TEST(ChannelProducer, MonitorLearnsEveryTagFromCopiesOfTheWordsItWaitsOn) {
   std::vector<std::thread> pool;
   for (std::uint32_t p = 0; p < producers; ++p)
     pool.emplace_back([&, p] {
-      for (std::uint32_t tag = p; tag < tags; tag += producers) {
-        auto* words = reinterpret_cast<std::uint64_t*>(producer.buffer());
-        words[tag] = 0x9e3779b97f4a7c15ull * (tag + 1);
-        ASSERT_TRUE(producer.publish(tag));
-      }
+      for (std::uint32_t tag = p; tag < tags; tag += producers) ASSERT_TRUE(words.produce(tag));
     });
   std::uint32_t learnt = 0, wrong = 0, polls = 0;
   while (!pending.empty()) {
@@ -79,7 +91,7 @@ TEST(ChannelProducer, MonitorLearnsEveryTagFromCopiesOfTheWordsItWaitsOn) {
     for (Pending& r : pending) {
       r.next = dab.first_missing(r.next, r.end - r.next);
       if (r.next == r.end) {
-        for (std::uint32_t t = r.first; t < r.end; ++t) wrong += data[t] != 0x9e3779b97f4a7c15ull * (t + 1) ? 1u : 0u;
+        for (std::uint32_t t = r.first; t < r.end; ++t) wrong += words.data[t] != TaggedWords::expected(t) ? 1u : 0u;
       } else {
         missing.add(r.next, r.end - r.next);
         pending[kept++] = r;
@@ -88,7 +100,7 @@ TEST(ChannelProducer, MonitorLearnsEveryTagFromCopiesOfTheWordsItWaitsOn) {
     pending.resize(kept);
     if (missing.empty()) break;
     for (std::uint32_t w = missing.first; w < missing.end; ++w)
-      snapshot[w] = std::atomic_ref<std::uint64_t>(map[w]).load(std::memory_order_acquire);
+      snapshot[w] = std::atomic_ref<std::uint64_t>(words.map[w]).load(std::memory_order_acquire);
     learnt += dab.merge(snapshot.data(), missing);
     ++polls;
   }
@@ -108,12 +120,8 @@ TEST(ChannelProducer, DirectConsumersSeeTheDataOfEveryTagTheyWaitedFor) {
   constexpr std::uint32_t tags = 2000;
   constexpr std::uint32_t producers = 3;
   constexpr std::uint32_t consumers = 3;
-  std::vector<std::uint64_t> map(AvailabilityBitmap<>::words_required(tags), 0);
-  std::vector<std::uint64_t> data(tags, 0);
-  const channel_producer producer(reinterpret_cast<std::byte*>(data.data()), tags * sizeof(std::uint64_t), map.data(),
-                                  tags);
-  const AvailabilityBitmap<> consumer_map(map.data(), tags);
-  auto expected = [](std::uint32_t tag) { return 0x9e3779b97f4a7c15ull * (tag + 1); };
+  TaggedWords words(tags);
+  const AvailabilityBitmap<> consumer_map(words.map.data(), tags);
 
   std::atomic<std::uint32_t> wrong{0}, parked{0};
   std::vector<std::thread> pool;
@@ -127,9 +135,8 @@ TEST(ChannelProducer, DirectConsumersSeeTheDataOfEveryTagTheyWaitedFor) {
           parked.fetch_add(1, std::memory_order_relaxed);
           while (!wait.poll(consumer_map)) std::this_thread::yield();
         }
-        const auto* words = reinterpret_cast<const std::uint64_t*>(producer.buffer());
         for (std::uint32_t t = first; t < first + count; ++t)
-          if (words[t] != expected(t)) wrong.fetch_add(1, std::memory_order_relaxed);
+          if (words.data[t] != TaggedWords::expected(t)) wrong.fetch_add(1, std::memory_order_relaxed);
         first += count;
       }
     });
@@ -138,10 +145,7 @@ TEST(ChannelProducer, DirectConsumersSeeTheDataOfEveryTagTheyWaitedFor) {
       std::vector<std::uint32_t> mine;
       for (std::uint32_t tag = p; tag < tags; tag += producers) mine.push_back(tag);
       std::shuffle(mine.begin(), mine.end(), std::mt19937(200 + p));
-      for (const std::uint32_t tag : mine) {
-        reinterpret_cast<std::uint64_t*>(producer.buffer())[tag] = expected(tag);
-        ASSERT_TRUE(producer.publish(tag));
-      }
+      for (const std::uint32_t tag : mine) ASSERT_TRUE(words.produce(tag));
     });
   for (auto& th : pool) th.join();
   EXPECT_EQ(wrong.load(), 0u);
