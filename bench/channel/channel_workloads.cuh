@@ -111,6 +111,7 @@ __device__ inline Held meet(const Source& s, std::uint32_t warp, std::uint32_t b
                             std::uint32_t block_tag_count, std::uint32_t first_tag, std::uint32_t tag_count,
                             std::uint32_t bytes, std::uint64_t offset) {
   const std::uint32_t lane = threadIdx.x % 32;
+  __syncwarp();  // callers come from lane 0's work of the previous step: acquire as one group (see peer_meet)
   const std::uint64_t began = detail::global_timer_ns();
   Held held;
   if (s.mode == WaitMode::channel) {
@@ -550,6 +551,11 @@ struct PeerWindow {
 __device__ inline PeerWindow peer_meet(const PeerExchange& x, const char* workload, std::uint32_t state,
                                        std::uint32_t bytes, std::uint64_t channel_offset, const void* mailbox,
                                        const Stamps& stamps, std::uint32_t stamp_row) {
+  // The warp's lanes together: a caller may come here straight from a branch that only some of
+  // them took (kmeans2gpu: thread 0's publish), and acquire is collective over the lanes active
+  // at the call, so a warp still diverged would acquire twice, as two groups (docs/channels.md,
+  // kmeans2gpu).
+  __syncwarp();
   const std::uint64_t began = detail::global_timer_ns();
   PeerWindow window;
   if (uses_channel(x.mode)) {  // channel_direct: the window in place, in the buffer's GPU
