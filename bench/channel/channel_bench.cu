@@ -8,6 +8,9 @@
 //   stencil2gpu  GPU to GPU: a 2D stencil on a grid split between GPUs 0 and 1, each GPU producing
 //          its boundary row for the other every iteration (channel_workloads.cuh; its own runner
 //          below, with the modes channel, channel_direct, peer_flag, naive and atomic_wait)
+//   kmeans2gpu  GPU to GPU: k-means (integer points, 4 dimensions) over points split between GPUs 0
+//          and 1, each GPU producing its per-centroid partial sums for the other every iteration
+//          (channel_workloads.cuh; a runner on the same GpuPair as stencil2gpu, the same modes)
 //
 // In every CPU-to-GPU kernel, compute blocks run independent work (an integer hash chain) next to the
 // consumer blocks, so there is something to hide waiting behind. Four ways to meet the data:
@@ -50,6 +53,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -101,6 +105,11 @@ struct Setup {
   /// the consumers read locally, peer_flag's traffic; measured faster, docs/channels.md) instead
   /// of the producing one (as `channel`)
   bool stencil_direct_buffer_on_consumer = true;
+  // kmeans2gpu
+  std::uint32_t kmeans_points = 1u << 22;  ///< both GPUs' together, half each
+  std::uint32_t kmeans_k = 64;
+  std::uint32_t kmeans_iterations = 30;
+  bool kmeans_direct_buffer_on_consumer = true;  ///< channel_direct, as stencil_direct_buffer_on_consumer
 };
 
 /// What a workload adds to the shared harness: its consumer kernel, its producer, its check.
@@ -705,20 +714,20 @@ std::vector<Record> measure(Workload& w, const Setup& setup, int sms, const std:
   return records;
 }
 
-// ---- stencil2gpu: GPU to GPU (its own runner: the harness above is one GPU's) ---------------
+// ---- GPU to GPU: stencil2gpu, kmeans2gpu (their own runners: the harness above is one GPU's) ---
 
-constexpr WaitMode stencil_modes[] = {WaitMode::channel, WaitMode::channel_direct, WaitMode::peer_flag, WaitMode::naive,
-                                      WaitMode::atomic_wait};
-constexpr int stencil_gpus = 2;
+constexpr WaitMode gpu_pair_modes[] = {WaitMode::channel, WaitMode::channel_direct, WaitMode::peer_flag,
+                                       WaitMode::naive, WaitMode::atomic_wait};
+constexpr int pair_gpus = 2;
 /// The host gives up on a run after this long: past the kernels' own watchdogs (10 s for the
 /// spins, the channel's), which only atomic_wait's libcu++ wait does not have.
-constexpr double stencil_host_deadline_s = 60;
+constexpr double pair_host_deadline_s = 60;
 
-/// Why GPUs 0 and 1 cannot run stencil2gpu at all (empty: they can).
-std::string stencil_gpus_missing() {
+/// Why GPUs 0 and 1 cannot run a GPU-to-GPU workload at all (empty: they can).
+std::string pair_gpus_missing() {
   int visible = 0;
   check(cudaGetDeviceCount(&visible), "cudaGetDeviceCount");
-  if (visible < stencil_gpus) return "needs two GPUs, " + std::to_string(visible) + " visible";
+  if (visible < pair_gpus) return "needs two GPUs, " + std::to_string(visible) + " visible";
   int there = 0, back = 0;
   check(cudaDeviceCanAccessPeer(&there, 0, 1), "cudaDeviceCanAccessPeer");
   check(cudaDeviceCanAccessPeer(&back, 1, 0), "cudaDeviceCanAccessPeer");
@@ -727,8 +736,8 @@ std::string stencil_gpus_missing() {
 }
 
 /// Why `mode` cannot run on GPUs 0 and 1 (empty: it can).
-std::string stencil_mode_missing(WaitMode mode) {
-  for (int g = 0; g < stencil_gpus; ++g) {
+std::string pair_mode_missing(WaitMode mode) {
+  for (int g = 0; g < pair_gpus; ++g) {
     int supported = 0;
     if (cw::uses_channel(mode)) {  // kernels OR their tags into the other GPU's map
       check(cudaDeviceGetP2PAttribute(&supported, cudaDevP2PAttrNativeAtomicSupported, g, 1 - g),
@@ -741,6 +750,292 @@ std::string stencil_mode_missing(WaitMode mode) {
   }
   return {};
 }
+
+/// Fills `bytes` of GPU `device`'s memory with 0xff: data left by the previous run would hold the
+/// same values, so one read before its producer wrote it shows as a wrong result in every run.
+void poison(int device, void* data, std::uint64_t bytes) {
+  const OnDevice on(device);
+  check(cudaMemset(data, 0xff, bytes), "cudaMemset poison");
+}
+
+/// What the GPU-to-GPU workloads share on GPUs 0 and 1, kept across modes and repeats: per GPU
+/// the block count of its persistent kernel (all resident at once), a stream and events, stamps,
+/// the baselines' flags and, for the channel modes that run, the channels whose consumers are
+/// on it, one with the host monitor (`channel`) and one in direct mode (`channel_direct`). GPU
+/// g's channels have their buffer on the other GPU (channel_direct with the buffer on the
+/// consumer: on g), whose kernel writes it and publishes into g's device map.
+class GpuPair {
+ public:
+  /// What a workload's kernel needs.
+  struct Shape {
+    const char* workload;
+    const void* kernel;                 ///< launched with block_threads per block
+    std::uint32_t shared_bytes;         ///< its dynamic shared memory per block
+    std::uint32_t max_blocks;           ///< per GPU; fewer when fewer fit at once
+    std::uint32_t iterations;           ///< one tag per iteration and direction; waits per warp at most
+    std::uint64_t bytes_per_iteration;  ///< what one GPU sends the other per iteration: 8 warps' windows
+    bool every_warp_waits;              ///< stamps: wait rows for every warp, or for one block's 8
+    bool direct_buffer_on_consumer;     ///< channel_direct's buffers: the consumers' GPU, or the producers'
+  };
+
+  GpuPair(const Shape& shape, const std::vector<WaitMode>& modes) : shape_(shape) {
+    for (int g = 0; g < pair_gpus; ++g) {
+      Gpu& gpu = gpus_[g];
+      gpu.device = g;
+      const OnDevice on(g);
+      enable_peer_access(g, 1 - g);  // stores into the other GPU's memory
+      int sms = 0, per_sm = 0;
+      check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g), "cudaDeviceGetAttribute");
+      // also loads the kernel on this GPU before the other GPU's waits on it (docs/channels.md)
+      check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, shape.kernel, static_cast<int>(block_threads),
+                                                          shape.shared_bytes),
+            "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+      // Blocks wait for each other and for the other GPU: all must be resident at once.
+      gpu.blocks = std::min(shape.max_blocks, static_cast<std::uint32_t>(per_sm * sms));
+      if (gpu.blocks == 0)
+        throw std::runtime_error(std::string(shape.workload) + ": the kernel does not fit on GPU " + std::to_string(g));
+      check(cudaMalloc(&gpu.published, 4), "cudaMalloc peer flag");
+      const std::uint64_t warps = std::uint64_t{gpu.blocks} * block_warps;
+      gpu.stamps = std::make_unique<DeviceStamps>(warps, shape.every_warp_waits ? warps : block_warps, shape.iterations);
+      check(cudaStreamCreateWithFlags(&gpu.stream, cudaStreamNonBlocking), "cudaStreamCreate");
+      check(cudaEventCreate(&gpu.begin), "cudaEventCreate");
+      check(cudaEventCreate(&gpu.end), "cudaEventCreate");
+      gpu.managed_published = std::make_unique<Managed>(sizeof(std::uint32_t));  // naive: one allocation each
+    }
+    const std::uint64_t window_bytes = shape.bytes_per_iteration / block_warps;
+    for (const WaitMode mode : modes) {
+      if (!cw::uses_channel(mode)) continue;
+      const int kind = channel_kind(mode);
+      for (int g = 0; g < pair_gpus; ++g)
+        gpus_[g].ch[kind] = std::make_unique<channel>(ChannelConfig{
+            .buffer_bytes = std::uint64_t{shape.iterations} * shape.bytes_per_iteration,  // a row per iteration
+            .tag_count = shape.iterations,
+            .staging_page_bytes = 4096,
+            .staging_pages = static_cast<std::uint32_t>(4 * block_warps * ((window_bytes + 4095) / 4096)),  // the exchange block's windows, 4 times
+            .max_warps = gpus_[g].blocks * block_warps,
+            .watchdog_seconds = static_cast<double>(cw::peer_watchdog_ns) / 1e9,
+            .device = g,
+            .device_producers = true,
+            .buffer_device = mode == WaitMode::channel_direct && shape.direct_buffer_on_consumer ? g : 1 - g,
+            .direct = mode == WaitMode::channel_direct});
+      for (int g = 0; g < pair_gpus; ++g) gpus_[g].to_neighbour[kind] = gpus_[1 - g].ch[kind]->producer(g);
+    }
+  }
+  ~GpuPair() {
+    for (Gpu& gpu : gpus_) {
+      for (auto& ch : gpu.ch) ch.reset();  // the monitors first: they copy from the other GPU's memory
+      const OnDevice on(gpu.device);
+      cudaFree(gpu.published);
+      gpu.stamps.reset();
+      cudaEventDestroy(gpu.begin);
+      cudaEventDestroy(gpu.end);
+      cudaStreamDestroy(gpu.stream);
+    }
+  }
+  GpuPair(const GpuPair&) = delete;
+  GpuPair& operator=(const GpuPair&) = delete;
+
+  [[nodiscard]] const Shape& shape() const { return shape_; }
+  [[nodiscard]] std::uint32_t blocks(int g) const { return gpus_[g].blocks; }
+  [[nodiscard]] cw::Stamps stamps(int g) const { return gpus_[g].stamps->view(); }
+
+  /// Before a run in `mode`, both GPUs idle (the previous run ended on both): the mode's channels
+  /// reset and their buffers poisoned, the flags cleared, the stamps cleared.
+  void prepare(WaitMode mode) {
+    for (Gpu& gpu : gpus_) {
+      if (cw::uses_channel(mode)) {
+        channel& ch = *gpu.ch[channel_kind(mode)];
+        ch.reset();
+        poison(ch.config().buffer_device, ch.buffer().data(), ch.buffer().size());
+      }
+      const OnDevice on(gpu.device);
+      check(cudaMemset(gpu.published, 0, 4), "cudaMemset peer flag");
+      gpu.stamps->clear();
+      *gpu.managed_published->as<std::uint32_t>() = 0;
+    }
+  }
+
+  /// GPU g's side of the exchange in `mode`.
+  [[nodiscard]] cw::PeerExchange exchange(int g, WaitMode mode) const {
+    const Gpu& gpu = gpus_[g];
+    const Gpu& other = gpus_[1 - g];
+    const bool channel_mode = cw::uses_channel(mode), naive = mode == WaitMode::naive;
+    const int kind = channel_kind(mode);
+    return {mode, channel_mode ? gpu.ch[kind]->device() : channel_handle{},
+            channel_mode ? gpu.to_neighbour[kind] : channel_producer{},
+            naive ? gpu.managed_published->as<std::uint32_t>() : gpu.published,
+            naive ? other.managed_published->as<std::uint32_t>() : other.published};
+  }
+
+  /// Launches GPU g's kernel (`launch` on the stream it is given) between its events.
+  void launch(int g, const std::function<void(cudaStream_t)>& launch) {
+    Gpu& gpu = gpus_[g];
+    const OnDevice on(gpu.device);
+    check(cudaEventRecord(gpu.begin, gpu.stream), "cudaEventRecord");
+    launch(gpu.stream);
+    check(cudaGetLastError(), (std::string(shape_.workload) + " launch").c_str());
+    check(cudaEventRecord(gpu.end, gpu.stream), "cudaEventRecord");
+  }
+
+  /// Once both kernels ended: the longer of their event times, in seconds. Raises a kernel's or
+  /// (channel modes) a channel's device failure, with its message.
+  double finish(WaitMode mode) {
+    wait_for_kernels();
+    if (cw::uses_channel(mode))
+      for (Gpu& gpu : gpus_) gpu.ch[channel_kind(mode)]->synchronize();
+    double seconds = 0;
+    for (Gpu& gpu : gpus_) {
+      const OnDevice on(gpu.device);
+      check(cudaEventSynchronize(gpu.end), (std::string(shape_.workload) + " kernel").c_str());
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, gpu.begin, gpu.end), "cudaEventElapsedTime");
+      seconds = std::max(seconds, ms / 1e3);
+    }
+    return seconds;
+  }
+
+  /// The last run's waiting metrics over both GPUs' warps; `row_of(g, warp)`: the stamps' wait
+  /// row of GPU g's global warp (none past the rows it has).
+  [[nodiscard]] WaitMetrics waits(const std::function<std::uint64_t(int, std::uint64_t)>& row_of) const {
+    std::vector<WarpTimeline> timelines;
+    for (const Gpu& gpu : gpus_)
+      for (WarpTimeline& t : gpu.stamps->read(std::uint64_t{gpu.blocks} * block_warps,
+                                              [&](std::uint64_t w) { return row_of(gpu.device, w); })) {
+        t.sm += static_cast<std::uint32_t>(gpu.device) << 16;  // set apart from the other GPU's (wait_metrics groups by SM)
+        timelines.push_back(std::move(t));
+      }
+    return wait_metrics(timelines);
+  }
+
+  /// Every channel's counters, summed (one mode runs at a time, so a difference is that mode's).
+  [[nodiscard]] ChannelStats channel_stats() const {
+    ChannelStats sum{};
+    for (const Gpu& gpu : gpus_)
+      for (const auto& ch : gpu.ch)
+        if (ch) add_served(sum, ChannelStats{}, ch->stats());
+    return sum;
+  }
+
+ private:
+  struct Gpu {
+    int device = 0;
+    std::uint32_t blocks = 0;
+    std::uint32_t* published = nullptr;  ///< peer_flag, atomic_wait
+    std::unique_ptr<Managed> managed_published;  ///< naive: the flag this GPU polls
+    std::unique_ptr<DeviceStamps> stamps;
+    cudaStream_t stream = nullptr;
+    cudaEvent_t begin = nullptr, end = nullptr;
+    /// Consumers on this GPU (buffer: see the class); by channel_kind: host monitor, direct mode.
+    std::unique_ptr<channel> ch[2];
+    channel_producer to_neighbour[2];  ///< the other GPU's channels, for this GPU's kernel
+  };
+
+  /// Index into Gpu::ch of a channel mode.
+  static int channel_kind(WaitMode mode) { return mode == WaitMode::channel_direct ? 1 : 0; }
+
+  /// Until both kernels ended, failed or not (the caller's checks report a failure): when one
+  /// fails, the other stops at its watchdog. Past the deadline a kernel may spin forever, and
+  /// freeing memory would wait for it, so the process ends at once.
+  void wait_for_kernels() const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(pair_host_deadline_s);
+    for (const Gpu& gpu : gpus_) {
+      while (cudaEventQuery(gpu.end) == cudaErrorNotReady) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          std::fprintf(stderr, "warpvm-channel-bench: %s: GPU %d's kernel still runs after %.0f s; giving up\n",
+                       shape_.workload, gpu.device, pair_host_deadline_s);
+          std::_Exit(1);
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+      }
+    }
+  }
+
+  Shape shape_;
+  Gpu gpus_[pair_gpus];
+};
+
+/// A GPU-to-GPU workload on a GpuPair.
+class PairWorkload {
+ public:
+  virtual ~PairWorkload() = default;
+  /// One run in `mode` on both GPUs, checked; `seconds` is the longer of the two kernels' event times.
+  virtual Timing run(WaitMode mode) = 0;
+  [[nodiscard]] virtual const GpuPair& gpus() const = 0;
+  /// The record's sizes (dataset and useful bytes) and workload-specific fields.
+  virtual void describe(Record& r) const = 0;
+};
+
+/// A GPU-to-GPU workload's records, one per mode that GPUs 0 and 1 can run (none, saying why,
+/// without two peer GPUs). `make` builds the workload for the modes that run.
+std::vector<Record> measure_gpu_pair(const char* workload, const Setup& setup, const std::vector<WaitMode>& wanted,
+                                     int repeats, bool& all_verified,
+                                     const std::function<std::unique_ptr<PairWorkload>(const std::vector<WaitMode>&)>& make) {
+  if (const std::string missing = pair_gpus_missing(); !missing.empty()) {
+    std::fprintf(stderr, "warpvm-channel-bench: %s skipped: %s\n", workload, missing.c_str());
+    return {};
+  }
+  std::vector<WaitMode> modes;
+  for (const WaitMode mode : wanted) {
+    if (const std::string missing = pair_mode_missing(mode); !missing.empty())
+      std::fprintf(stderr, "warpvm-channel-bench: %s/%s skipped: %s\n", workload, mode_name(mode), missing.c_str());
+    else
+      modes.push_back(mode);
+  }
+  if (modes.empty()) return {};
+  const std::unique_ptr<PairWorkload> runner = make(modes);
+  const GpuPair& gpus = runner->gpus();
+  std::vector<Record> records;
+  for (const WaitMode mode : modes) {
+    std::fprintf(stderr, "%s: %s\n", workload, mode_name(mode));
+    bool verified = runner->run(mode).verified;  // warm-up, checked too
+    Record r;
+    r.workload = workload;
+    r.mode = mode_name(mode);
+    r.cache_fraction = 1;
+    runner->describe(r);
+    std::vector<double> shares, overlaps, waited;
+    ChannelStats served{};
+    for (int rep = 0; rep < repeats; ++rep) {
+      const ChannelStats before = gpus.channel_stats();
+      const Timing t = runner->run(mode);
+      add_served(served, before, gpus.channel_stats());
+      verified = verified && t.verified;
+      r.seconds.push_back(t.seconds);
+      shares.push_back(t.waits.wait_share);
+      overlaps.push_back(t.waits.overlap_efficiency);
+      waited.push_back(t.waits.wait_seconds);
+    }
+    if (!verified)
+      std::fprintf(stderr, "warpvm-channel-bench: %s/%s: WRONG RESULTS (seed %llu)\n", workload, r.mode.c_str(),
+                   static_cast<unsigned long long>(setup.seed));
+    all_verified = all_verified && verified;
+    r.verified = verified;
+    double kernel_seconds = 0;
+    for (const double sec : r.seconds) kernel_seconds += sec;
+    r.extra["seed"] = static_cast<double>(setup.seed);
+    r.extra["gpus"] = pair_gpus;
+    r.extra["blocks_per_gpu"] = gpus.blocks(0);
+    r.extra["us_per_iteration"] = median(r.seconds) * 1e6 / gpus.shape().iterations;
+    r.extra["wait_share"] = median(shares);
+    r.extra["overlap_efficiency"] = median(overlaps);
+    r.extra["wait_s"] = median(waited);
+    if (mode == WaitMode::channel) {
+      describe_monitor(r, served, kernel_seconds * pair_gpus);
+      r.extra["map_polls_per_request"] =
+          static_cast<double>(served.map_polls) / static_cast<double>(std::max<std::uint64_t>(served.requests, 1));
+    } else if (mode == WaitMode::channel_direct) {  // no monitor: the warps' own counters
+      r.extra["direct_acquires"] = static_cast<double>(served.direct_acquires);
+      r.extra["direct_buffer_on_consumer"] = gpus.shape().direct_buffer_on_consumer ? 1 : 0;
+      r.extra["direct_parked_share"] = static_cast<double>(served.direct_parked) /
+                                       static_cast<double>(std::max<std::uint64_t>(served.direct_acquires, 1));
+    }
+    records.push_back(std::move(r));
+  }
+  add_speedups(records);
+  return records;
+}
+
+// ---- stencil2gpu ----------------------------------------------------------------------------
 
 /// `iterations` updates of the whole side x side grid on the host, from `grid`: the reference,
 /// computed without the split in two.
@@ -765,12 +1060,10 @@ std::vector<std::uint32_t> stencil_reference(std::vector<std::uint32_t> grid, st
   return grid;
 }
 
-/// stencil2gpu on GPUs 0 and 1: each GPU's half of the grid, halo, flags, stamps and (channel
-/// modes) its channels, kept across modes and repeats. GPU g's channels have their consumers on
-/// g and their buffer on the other GPU (channel_direct, unless --stencil-direct-buffer producer:
-/// on g), whose kernel writes it and publishes into g's device map; one with the host monitor
-/// (`channel`), one in direct mode (`channel_direct`), each made only when its mode runs.
-class Stencil2GpuRunner {
+/// stencil2gpu on GPUs 0 and 1: each GPU's half of the grid and its halo, kept across modes and
+/// repeats, on a GpuPair whose channels carry one cut row per iteration (buffer on the consumer
+/// for channel_direct unless --stencil-direct-buffer producer).
+class Stencil2GpuRunner final : public PairWorkload {
  public:
   Stencil2GpuRunner(const Setup& s, const std::vector<WaitMode>& modes)
       : s_(s), rows_(s.stencil_side / 2), half_(std::uint64_t{rows_} * s.stencil_side) {
@@ -779,195 +1072,84 @@ class Stencil2GpuRunner {
     std::fprintf(stderr, "stencil2gpu: host reference (%u x %u, %u iterations)\n", s.stencil_side, s.stencil_side,
                  s.stencil_iterations);
     reference_ = stencil_reference(initial_, s.stencil_side, s.stencil_iterations);
-    for (int g = 0; g < stencil_gpus; ++g) {
+    pair_ = std::make_unique<GpuPair>(
+        GpuPair::Shape{"stencil2gpu", reinterpret_cast<const void*>(&cw::stencil2gpu_kernel), 0,
+                       rows_ / cw::stencil_min_rows_per_block, s.stencil_iterations, std::uint64_t{s.stencil_side} * 4,
+                       false, s.stencil_direct_buffer_on_consumer},
+        modes);
+    for (int g = 0; g < pair_gpus; ++g) {
       Gpu& gpu = gpus_[g];
-      gpu.device = g;
       const OnDevice on(g);
-      enable_peer_access(g, 1 - g);  // stores into the other GPU's halo
-      int sms = 0, per_sm = 0;
-      check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g), "cudaDeviceGetAttribute");
-      check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reinterpret_cast<const void*>(&cw::stencil2gpu_kernel),
-                                                          static_cast<int>(block_threads), 0),
-            "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-      // Blocks wait for their neighbours and the other GPU: all must be resident at once.
-      gpu.blocks = std::min(rows_ / cw::stencil_min_rows_per_block, static_cast<std::uint32_t>(per_sm * sms));
-      if (gpu.blocks == 0) throw std::runtime_error("stencil2gpu: the kernel does not fit on GPU " + std::to_string(g));
       check(cudaMalloc(&gpu.cells, 2 * half_ * 4), "cudaMalloc stencil cells");
-      check(cudaMalloc(&gpu.progress, std::uint64_t{gpu.blocks} * 4), "cudaMalloc stencil progress");
+      check(cudaMalloc(&gpu.progress, std::uint64_t{pair_->blocks(g)} * 4), "cudaMalloc stencil progress");
       check(cudaMalloc(&gpu.halo, 2ull * s.stencil_side * 4), "cudaMalloc stencil halo");
-      check(cudaMalloc(&gpu.published, 4), "cudaMalloc stencil flag");
-      // lives of every warp, waits of the cut block's only
-      gpu.stamps = std::make_unique<DeviceStamps>(std::uint64_t{gpu.blocks} * block_warps, block_warps,
-                                                  s.stencil_iterations);
-      check(cudaStreamCreateWithFlags(&gpu.stream, cudaStreamNonBlocking), "cudaStreamCreate");
-      check(cudaEventCreate(&gpu.begin), "cudaEventCreate");
-      check(cudaEventCreate(&gpu.end), "cudaEventCreate");
-      managed_published_[g] = std::make_unique<Managed>(sizeof(std::uint32_t));  // naive: one allocation each
-    }
-    const std::uint32_t slice_bytes = s.stencil_side / block_warps * 4;
-    for (const WaitMode mode : modes) {
-      if (!cw::uses_channel(mode)) continue;
-      const int kind = channel_kind(mode);
-      for (int g = 0; g < stencil_gpus; ++g)
-        gpus_[g].ch[kind] = std::make_unique<channel>(ChannelConfig{
-            .buffer_bytes = std::uint64_t{s.stencil_iterations} * s.stencil_side * 4,  // one row per state
-            .tag_count = s.stencil_iterations,
-            .staging_page_bytes = 4096,
-            .staging_pages = 4 * block_warps * ((slice_bytes + 4095) / 4096),  // the cut block's slices, 4 times
-            .max_warps = gpus_[g].blocks * block_warps,
-            .watchdog_seconds = static_cast<double>(cw::stencil_watchdog_ns) / 1e9,
-            .device = g,
-            .device_producers = true,
-            .buffer_device = mode == WaitMode::channel_direct && s.stencil_direct_buffer_on_consumer ? g : 1 - g,
-            .direct = mode == WaitMode::channel_direct});
-      for (int g = 0; g < stencil_gpus; ++g) gpus_[g].to_neighbour[kind] = gpus_[1 - g].ch[kind]->producer(g);
     }
   }
-  ~Stencil2GpuRunner() {
-    for (Gpu& gpu : gpus_) {
-      for (auto& ch : gpu.ch) ch.reset();  // the monitors first: they copy from the other GPU's memory
-      const OnDevice on(gpu.device);
-      cudaFree(gpu.cells);
-      cudaFree(gpu.progress);
-      cudaFree(gpu.halo);
-      cudaFree(gpu.published);
-      gpu.stamps.reset();
-      cudaEventDestroy(gpu.begin);
-      cudaEventDestroy(gpu.end);
-      cudaStreamDestroy(gpu.stream);
+  ~Stencil2GpuRunner() override {
+    pair_.reset();  // the monitors first: they copy from the other GPU's memory
+    for (int g = 0; g < pair_gpus; ++g) {
+      const OnDevice on(g);
+      cudaFree(gpus_[g].cells);
+      cudaFree(gpus_[g].progress);
+      cudaFree(gpus_[g].halo);
     }
   }
   Stencil2GpuRunner(const Stencil2GpuRunner&) = delete;
   Stencil2GpuRunner& operator=(const Stencil2GpuRunner&) = delete;
 
-  /// One run in `mode` on both GPUs; `seconds` is the longer of the two kernels' event times.
-  Timing run(WaitMode mode) {
+  Timing run(WaitMode mode) override {
     const std::uint32_t side = s_.stencil_side;
-    const bool channel_mode = cw::uses_channel(mode);
-    const int kind = channel_kind(mode);
-    for (Gpu& gpu : gpus_) {  // both GPUs are idle: the previous run ended on both
-      if (channel_mode) {
-        channel& ch = *gpu.ch[kind];
-        ch.reset();
-        // Rows left by the previous run would hold the same values: poison them, so that a row
-        // read before its producer wrote it shows as a wrong result in every run.
-        const OnDevice on_buffer(ch.config().buffer_device);
-        check(cudaMemset(ch.buffer().data(), 0xff, ch.buffer().size()), "cudaMemset channel buffer");
-      }
-      const OnDevice on(gpu.device);
-      check(cudaMemcpy(gpu.cells, initial_.data() + gpu.device * half_, half_ * 4, cudaMemcpyHostToDevice),
-            "stencil cells");
-      check(cudaMemset(gpu.progress, 0, std::uint64_t{gpu.blocks} * 4), "cudaMemset stencil progress");
-      check(cudaMemset(gpu.halo, 0, 2ull * side * 4), "cudaMemset stencil halo");
-      check(cudaMemset(gpu.published, 0, 4), "cudaMemset stencil flag");
-      gpu.stamps->clear();
-      *managed_published_[gpu.device]->as<std::uint32_t>() = 0;
+    pair_->prepare(mode);
+    for (int g = 0; g < pair_gpus; ++g) {
+      const OnDevice on(g);
+      check(cudaMemcpy(gpus_[g].cells, initial_.data() + g * half_, half_ * 4, cudaMemcpyHostToDevice), "stencil cells");
+      check(cudaMemset(gpus_[g].progress, 0, std::uint64_t{pair_->blocks(g)} * 4), "cudaMemset stencil progress");
+      check(cudaMemset(gpus_[g].halo, 0, 2ull * side * 4), "cudaMemset stencil halo");
     }
-    for (Gpu& gpu : gpus_) {
-      const OnDevice on(gpu.device);
+    for (int g = 0; g < pair_gpus; ++g) {
+      const OnDevice on(g);
       check(cudaDeviceSynchronize(), "sync");
     }
-    for (Gpu& gpu : gpus_) {
-      Gpu& other = gpus_[1 - gpu.device];
-      const bool naive = mode == WaitMode::naive;
-      const cw::Stencil2Gpu k{mode,
-                              side,
-                              s_.stencil_iterations,
-                              gpu.device == 0,
-                              gpu.cells,
-                              gpu.progress,
-                              channel_mode ? gpu.ch[kind]->device() : channel_handle{},
-                              channel_mode ? gpu.to_neighbour[kind] : channel_producer{},
-                              gpu.halo,
-                              other.halo,
-                              naive ? managed_published_[gpu.device]->as<std::uint32_t>() : gpu.published,
-                              naive ? managed_published_[other.device]->as<std::uint32_t>() : other.published,
-                              gpu.stamps->view()};
-      const OnDevice on(gpu.device);
-      check(cudaEventRecord(gpu.begin, gpu.stream), "cudaEventRecord");
-      cw::stencil2gpu_kernel<<<gpu.blocks, block_threads, 0, gpu.stream>>>(k);
-      check(cudaGetLastError(), "stencil2gpu launch");
-      check(cudaEventRecord(gpu.end, gpu.stream), "cudaEventRecord");
+    for (int g = 0; g < pair_gpus; ++g) {
+      const cw::Stencil2Gpu k{pair_->exchange(g, mode), side, s_.stencil_iterations, g == 0, gpus_[g].cells,
+                              gpus_[g].progress, gpus_[g].halo, gpus_[1 - g].halo, pair_->stamps(g)};
+      pair_->launch(g, [&](cudaStream_t stream) {
+        cw::stencil2gpu_kernel<<<pair_->blocks(g), block_threads, 0, stream>>>(k);
+      });
     }
-    wait_for_kernels();
-    if (channel_mode)
-      for (Gpu& gpu : gpus_) gpu.ch[kind]->synchronize();  // a channel's device failure, with its message
-
     Timing t;
-    std::vector<WarpTimeline> timelines;
+    t.seconds = pair_->finish(mode);
     std::vector<std::uint32_t> cells(initial_.size());
-    for (Gpu& gpu : gpus_) {
-      const OnDevice on(gpu.device);
-      check(cudaEventSynchronize(gpu.end), "stencil2gpu kernel");
-      float ms = 0;
-      check(cudaEventElapsedTime(&ms, gpu.begin, gpu.end), "cudaEventElapsedTime");
-      t.seconds = std::max(t.seconds, ms / 1e3);
-      check(cudaMemcpy(cells.data() + gpu.device * half_, gpu.cells + (s_.stencil_iterations % 2) * half_, half_ * 4,
+    for (int g = 0; g < pair_gpus; ++g) {
+      const OnDevice on(g);
+      check(cudaMemcpy(cells.data() + g * half_, gpus_[g].cells + (s_.stencil_iterations % 2) * half_, half_ * 4,
                        cudaMemcpyDeviceToHost),
             "stencil cells");
-      add_timelines(gpu, timelines);
     }
-    t.waits = wait_metrics(timelines);
+    // only the cut block's warps wait: wait rows 0 to 7
+    t.waits = pair_->waits([&](int g, std::uint64_t w) {
+      const std::uint64_t cut_block = g == 0 ? pair_->blocks(g) - 1 : 0;
+      return w / block_warps == cut_block ? w % block_warps : ~std::uint64_t{0};
+    });
     t.verified = verify(cells);
     return t;
   }
-
-  /// Every channel's counters, summed (one mode runs at a time, so a difference is that mode's).
-  [[nodiscard]] ChannelStats channel_stats() const {
-    ChannelStats sum{};
-    for (const Gpu& gpu : gpus_)
-      for (const auto& ch : gpu.ch)
-        if (ch) add_served(sum, ChannelStats{}, ch->stats());
-    return sum;
+  [[nodiscard]] const GpuPair& gpus() const override { return *pair_; }
+  void describe(Record& r) const override {
+    r.dataset_bytes = std::uint64_t{s_.stencil_side} * s_.stencil_side * 4;
+    // the rows the GPUs exchange: each sends its cut row of states 0 to iterations - 1
+    r.useful_bytes = std::uint64_t{pair_gpus} * s_.stencil_iterations * s_.stencil_side * 4;
+    r.bytes_moved = static_cast<std::int64_t>(r.useful_bytes);
+    r.extra["stencil_side"] = s_.stencil_side;
+    r.extra["stencil_iterations"] = s_.stencil_iterations;
   }
-  [[nodiscard]] std::uint32_t blocks(int gpu) const { return gpus_[gpu].blocks; }
 
  private:
   struct Gpu {
-    int device = 0;
-    std::uint32_t blocks = 0;
-    std::uint32_t* cells = nullptr;      ///< [2][rows][side]
-    std::uint32_t* progress = nullptr;   ///< [blocks]
-    std::uint32_t* halo = nullptr;       ///< [2][side]
-    std::uint32_t* published = nullptr;  ///< peer_flag, atomic_wait
-    std::unique_ptr<DeviceStamps> stamps;
-    cudaStream_t stream = nullptr;
-    cudaEvent_t begin = nullptr, end = nullptr;
-    /// Consumers on this GPU (buffer: see the class); by channel_kind: host monitor, direct mode.
-    std::unique_ptr<channel> ch[2];
-    channel_producer to_neighbour[2];  ///< the other GPU's channels, for this GPU's kernel
+    std::uint32_t* cells = nullptr;     ///< [2][rows][side]
+    std::uint32_t* progress = nullptr;  ///< [blocks]
+    std::uint32_t* halo = nullptr;      ///< [2][side]
   };
-
-  /// Index into Gpu::ch of a channel mode.
-  static int channel_kind(WaitMode mode) { return mode == WaitMode::channel_direct ? 1 : 0; }
-
-  /// Until both kernels ended, failed or not (the caller's checks report a failure): when one
-  /// fails, the other stops at its watchdog. Past the deadline a kernel may spin forever, and
-  /// freeing memory would wait for it, so the process ends at once.
-  void wait_for_kernels() const {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(stencil_host_deadline_s);
-    for (const Gpu& gpu : gpus_) {
-      while (cudaEventQuery(gpu.end) == cudaErrorNotReady) {
-        if (std::chrono::steady_clock::now() > deadline) {
-          std::fprintf(stderr, "warpvm-channel-bench: stencil2gpu: GPU %d's kernel still runs after %.0f s; giving up\n",
-                       gpu.device, stencil_host_deadline_s);
-          std::_Exit(1);
-        }
-        std::this_thread::sleep_for(std::chrono::microseconds(100));
-      }
-    }
-  }
-
-  /// GPU `gpu`'s warps, their SM ids set apart from the other GPU's (wait_metrics groups by SM).
-  void add_timelines(const Gpu& gpu, std::vector<WarpTimeline>& timelines) const {
-    const std::uint64_t cut_block = gpu.device == 0 ? gpu.blocks - 1 : 0;
-    // only the cut block's warps wait: wait rows 0 to 7
-    auto row_of = [&](std::uint64_t w) { return w / block_warps == cut_block ? w % block_warps : ~std::uint64_t{0}; };
-    for (WarpTimeline& t : gpu.stamps->read(std::uint64_t{gpu.blocks} * block_warps, row_of)) {
-      t.sm += static_cast<std::uint32_t>(gpu.device) << 16;
-      timelines.push_back(std::move(t));
-    }
-  }
 
   /// Against the host reference; says where the first difference is.
   bool verify(const std::vector<std::uint32_t>& cells) const {
@@ -984,86 +1166,218 @@ class Stencil2GpuRunner {
   std::uint32_t rows_;  ///< per GPU
   std::uint64_t half_;  ///< cells per GPU
   std::vector<std::uint32_t> initial_, reference_;
-  Gpu gpus_[stencil_gpus];
-  std::unique_ptr<Managed> managed_published_[stencil_gpus];  ///< naive: the flag each GPU polls
+  std::unique_ptr<GpuPair> pair_;
+  Gpu gpus_[pair_gpus];
 };
 
-/// stencil2gpu's records, one per mode that GPUs 0 and 1 can run (none, saying why, without two
-/// peer GPUs).
-std::vector<Record> measure_stencil2gpu(const Setup& setup, const std::vector<WaitMode>& wanted, int repeats,
-                                        bool& all_verified) {
-  if (const std::string missing = stencil_gpus_missing(); !missing.empty()) {
-    std::fprintf(stderr, "warpvm-channel-bench: stencil2gpu skipped: %s\n", missing.c_str());
-    return {};
-  }
-  std::vector<WaitMode> modes;
-  for (const WaitMode mode : wanted) {
-    if (const std::string missing = stencil_mode_missing(mode); !missing.empty())
-      std::fprintf(stderr, "warpvm-channel-bench: stencil2gpu/%s skipped: %s\n", mode_name(mode), missing.c_str());
-    else
-      modes.push_back(mode);
-  }
-  if (modes.empty()) return {};
-  Stencil2GpuRunner runner(setup, modes);
-  std::vector<Record> records;
-  for (const WaitMode mode : modes) {
-    std::fprintf(stderr, "stencil2gpu: %s\n", mode_name(mode));
-    bool verified = runner.run(mode).verified;  // warm-up, checked too
-    Record r;
-    r.workload = "stencil2gpu";
-    r.mode = mode_name(mode);
-    r.cache_fraction = 1;
-    r.dataset_bytes = std::uint64_t{setup.stencil_side} * setup.stencil_side * 4;
-    // the rows the GPUs exchange: each sends its cut row of states 0 to iterations - 1
-    r.useful_bytes = std::uint64_t{stencil_gpus} * setup.stencil_iterations * setup.stencil_side * 4;
-    r.bytes_moved = static_cast<std::int64_t>(r.useful_bytes);
-    std::vector<double> shares, overlaps, waited;
-    ChannelStats served{};
-    for (int rep = 0; rep < repeats; ++rep) {
-      const ChannelStats before = runner.channel_stats();
-      const Timing t = runner.run(mode);
-      add_served(served, before, runner.channel_stats());
-      verified = verified && t.verified;
-      r.seconds.push_back(t.seconds);
-      shares.push_back(t.waits.wait_share);
-      overlaps.push_back(t.waits.overlap_efficiency);
-      waited.push_back(t.waits.wait_seconds);
+// ---- kmeans2gpu -----------------------------------------------------------------------------
+
+/// What k-means ends with: the centroids of the last state ([k][4]) and how many points chose
+/// each in the last iteration.
+struct KmeansResult {
+  std::vector<std::uint32_t> centroids;
+  std::vector<unsigned long long> counts;
+};
+
+/// `iterations` of k-means over all points on the host, without the split in two; state 0 is the
+/// first k points. The same integer arithmetic as kmeans2gpu_kernel (cw::kmeans_nearest,
+/// cw::kmeans_mean), so the GPUs must match it exactly.
+KmeansResult kmeans_reference(const std::vector<uint4>& points, std::uint32_t k, std::uint32_t iterations) {
+  constexpr std::uint32_t per = cw::kmeans_words_per_centroid;
+  std::vector<uint4> centroids(points.begin(), points.begin() + k);
+  std::vector<unsigned long long> totals(std::uint64_t{k} * per);
+  std::mutex totals_lock;
+  for (std::uint32_t i = 0; i < iterations; ++i) {
+    std::fill(totals.begin(), totals.end(), 0ull);
+    parallel_for(points.size(), [&](std::uint64_t first, std::uint64_t end) {
+      std::vector<unsigned long long> sums(totals.size(), 0);
+      for (std::uint64_t p = first; p < end; ++p) {
+        const uint4 point = points[p];
+        unsigned long long* to = sums.data() + std::uint64_t{cw::kmeans_nearest(point, centroids.data(), k)} * per;
+        to[0] += point.x;
+        to[1] += point.y;
+        to[2] += point.z;
+        to[3] += point.w;
+        to[4] += 1;
+      }
+      const std::lock_guard<std::mutex> hold(totals_lock);
+      for (std::size_t w = 0; w < sums.size(); ++w) totals[w] += sums[w];
+    });
+    for (std::uint32_t c = 0; c < k; ++c) {
+      const unsigned long long* sums = totals.data() + std::uint64_t{c} * per;
+      uint4& centroid = centroids[c];
+      centroid = make_uint4(cw::kmeans_mean(sums[0], sums[4], centroid.x), cw::kmeans_mean(sums[1], sums[4], centroid.y),
+                            cw::kmeans_mean(sums[2], sums[4], centroid.z), cw::kmeans_mean(sums[3], sums[4], centroid.w));
     }
-    if (!verified)
-      std::fprintf(stderr, "warpvm-channel-bench: stencil2gpu/%s: WRONG RESULTS (seed %llu)\n", r.mode.c_str(),
-                   static_cast<unsigned long long>(setup.seed));
-    all_verified = all_verified && verified;
-    r.verified = verified;
-    double kernel_seconds = 0;
-    for (const double sec : r.seconds) kernel_seconds += sec;
-    r.extra["seed"] = static_cast<double>(setup.seed);
-    r.extra["gpus"] = stencil_gpus;
-    r.extra["stencil_side"] = setup.stencil_side;
-    r.extra["stencil_iterations"] = setup.stencil_iterations;
-    r.extra["blocks_per_gpu"] = runner.blocks(0);
-    r.extra["us_per_iteration"] = median(r.seconds) * 1e6 / setup.stencil_iterations;
-    r.extra["wait_share"] = median(shares);
-    r.extra["overlap_efficiency"] = median(overlaps);
-    r.extra["wait_s"] = median(waited);
-    if (mode == WaitMode::channel) {
-      describe_monitor(r, served, kernel_seconds * stencil_gpus);
-      r.extra["map_polls_per_request"] =
-          static_cast<double>(served.map_polls) / static_cast<double>(std::max<std::uint64_t>(served.requests, 1));
-    } else if (mode == WaitMode::channel_direct) {  // no monitor: the warps' own counters
-      r.extra["direct_acquires"] = static_cast<double>(served.direct_acquires);
-      r.extra["direct_buffer_on_consumer"] = setup.stencil_direct_buffer_on_consumer ? 1 : 0;
-      r.extra["direct_parked_share"] = static_cast<double>(served.direct_parked) /
-                                       static_cast<double>(std::max<std::uint64_t>(served.direct_acquires, 1));
-    }
-    records.push_back(std::move(r));
   }
-  add_speedups(records);
-  return records;
+  KmeansResult result;
+  for (const uint4& c : centroids) result.centroids.insert(result.centroids.end(), {c.x, c.y, c.z, c.w});
+  for (std::uint32_t c = 0; c < k; ++c) result.counts.push_back(totals[std::uint64_t{c} * per + cw::kmeans_dims]);
+  return result;
 }
+
+/// kmeans2gpu on GPUs 0 and 1: each GPU's half of the points and its per-iteration sums,
+/// centroids and mailbox, kept across modes and repeats, on a GpuPair whose channels carry one
+/// GPU's partial sums (k x 5 uint64) per iteration (buffer on the consumer for channel_direct
+/// unless --kmeans-direct-buffer producer).
+class Kmeans2GpuRunner final : public PairWorkload {
+ public:
+  Kmeans2GpuRunner(const Setup& s, const std::vector<WaitMode>& modes)
+      : s_(s), half_(s.kmeans_points / 2), words_(std::uint64_t{s.kmeans_k} * cw::kmeans_words_per_centroid) {
+    points_.resize(s.kmeans_points);
+    auto* coordinates = reinterpret_cast<std::uint32_t*>(points_.data());
+    fill_random(coordinates, points_.size() * cw::kmeans_dims, s.seed + 3);
+    static_assert(cw::kmeans_coordinate_limit == 1024, "the top 10 bits of a random word");
+    for (std::uint64_t i = 0; i < points_.size() * cw::kmeans_dims; ++i) coordinates[i] >>= 22;
+    std::fprintf(stderr, "kmeans2gpu: host reference (%u points, k = %u, %u iterations)\n", s.kmeans_points, s.kmeans_k,
+                 s.kmeans_iterations);
+    reference_ = kmeans_reference(points_, s.kmeans_k, s.kmeans_iterations);
+    pair_ = std::make_unique<GpuPair>(
+        GpuPair::Shape{"kmeans2gpu", reinterpret_cast<const void*>(&cw::kmeans2gpu_kernel), shared_bytes(),
+                       static_cast<std::uint32_t>((half_ + block_threads - 1) / block_threads), s.kmeans_iterations,
+                       words_ * 8, true, s.kmeans_direct_buffer_on_consumer},
+        modes);
+    for (int g = 0; g < pair_gpus; ++g) {
+      // a block's shared sums are uint32: its points' coordinates must add up below 2^32
+      const std::uint64_t stride = std::uint64_t{pair_->blocks(g)} * block_threads;
+      const std::uint64_t per_block = (half_ + stride - 1) / stride * block_threads;
+      if (per_block * (cw::kmeans_coordinate_limit - 1) > 0xffffffffull)
+        throw std::runtime_error("kmeans2gpu: " + std::to_string(per_block) + " points per block overflow its 32-bit sums; use fewer points");
+      Gpu& gpu = gpus_[g];
+      const OnDevice on(g);
+      const std::uint64_t rows_bytes = std::uint64_t{s.kmeans_iterations} * words_ * 8;
+      check(cudaMalloc(&gpu.points, half_ * sizeof(uint4)), "cudaMalloc kmeans points");
+      check(cudaMemcpy(gpu.points, points_.data() + g * half_, half_ * sizeof(uint4), cudaMemcpyHostToDevice), "kmeans points");
+      check(cudaMalloc(&gpu.partial, rows_bytes), "cudaMalloc kmeans partial");
+      check(cudaMalloc(&gpu.totals, rows_bytes), "cudaMalloc kmeans totals");
+      check(cudaMalloc(&gpu.mailbox, rows_bytes), "cudaMalloc kmeans mailbox");
+      check(cudaMalloc(&gpu.centroids, centroid_bytes() * (s.kmeans_iterations + 1)), "cudaMalloc kmeans centroids");
+      check(cudaMalloc(&gpu.counters, 2 * 4), "cudaMalloc kmeans counters");
+    }
+  }
+  ~Kmeans2GpuRunner() override {
+    pair_.reset();  // the monitors first: they copy from the other GPU's memory
+    for (int g = 0; g < pair_gpus; ++g) {
+      const OnDevice on(g);
+      const Gpu& gpu = gpus_[g];
+      cudaFree(gpu.points);
+      cudaFree(gpu.partial);
+      cudaFree(gpu.totals);
+      cudaFree(gpu.mailbox);
+      cudaFree(gpu.centroids);
+      cudaFree(gpu.counters);
+    }
+  }
+  Kmeans2GpuRunner(const Kmeans2GpuRunner&) = delete;
+  Kmeans2GpuRunner& operator=(const Kmeans2GpuRunner&) = delete;
+
+  Timing run(WaitMode mode) override {
+    const std::uint64_t rows_bytes = std::uint64_t{s_.kmeans_iterations} * words_ * 8;
+    pair_->prepare(mode);
+    for (int g = 0; g < pair_gpus; ++g) {
+      const Gpu& gpu = gpus_[g];
+      const OnDevice on(g);
+      check(cudaMemset(gpu.partial, 0, rows_bytes), "cudaMemset kmeans partial");  // added into
+      check(cudaMemset(gpu.counters, 0, 2 * 4), "cudaMemset kmeans counters");
+      // what the kernel writes before it reads it, as the channels' buffers
+      poison(g, gpu.mailbox, rows_bytes);
+      poison(g, gpu.totals, rows_bytes);
+      poison(g, gpu.centroids, centroid_bytes() * (s_.kmeans_iterations + 1));
+      check(cudaMemcpy(gpu.centroids, points_.data(), centroid_bytes(), cudaMemcpyHostToDevice), "kmeans centroids");
+    }
+    for (int g = 0; g < pair_gpus; ++g) {
+      const OnDevice on(g);
+      check(cudaDeviceSynchronize(), "sync");
+    }
+    for (int g = 0; g < pair_gpus; ++g) {
+      const Gpu& gpu = gpus_[g];
+      const cw::Kmeans2Gpu k{pair_->exchange(g, mode), s_.kmeans_k, s_.kmeans_iterations, half_, gpu.points,
+                             gpu.partial, gpu.totals, gpu.centroids, gpu.counters, gpu.counters + 1, gpu.mailbox,
+                             gpus_[1 - g].mailbox, pair_->stamps(g)};
+      pair_->launch(g, [&](cudaStream_t stream) {
+        cw::kmeans2gpu_kernel<<<pair_->blocks(g), block_threads, shared_bytes(), stream>>>(k);
+      });
+    }
+    Timing t;
+    t.seconds = pair_->finish(mode);
+    // Every warp has wait rows; the exchange block's are the consumers' (waits for the other
+    // GPU), the other blocks' only keep their waits for the next state out of the SMs' busy time.
+    t.waits = pair_->waits([](int, std::uint64_t w) { return w; });
+    t.verified = true;
+    for (int g = 0; g < pair_gpus; ++g) t.verified = verify(g) && t.verified;
+    return t;
+  }
+  [[nodiscard]] const GpuPair& gpus() const override { return *pair_; }
+  void describe(Record& r) const override {
+    r.dataset_bytes = std::uint64_t{s_.kmeans_points} * sizeof(uint4);
+    // what the GPUs exchange: each sends its partial sums of every iteration
+    r.useful_bytes = std::uint64_t{pair_gpus} * s_.kmeans_iterations * words_ * 8;
+    r.bytes_moved = static_cast<std::int64_t>(r.useful_bytes);
+    r.extra["kmeans_points"] = s_.kmeans_points;
+    r.extra["kmeans_k"] = s_.kmeans_k;
+    r.extra["kmeans_dims"] = cw::kmeans_dims;
+    r.extra["kmeans_iterations"] = s_.kmeans_iterations;
+  }
+
+ private:
+  struct Gpu {
+    uint4* points = nullptr;
+    unsigned long long* partial = nullptr;  ///< [iterations][k][5]
+    unsigned long long* totals = nullptr;   ///< [iterations][k][5]
+    unsigned long long* mailbox = nullptr;  ///< [iterations][k][5]
+    std::uint32_t* centroids = nullptr;     ///< [iterations + 1][k][4]
+    std::uint32_t* counters = nullptr;      ///< arrived, ready
+  };
+
+  [[nodiscard]] std::uint64_t centroid_bytes() const { return std::uint64_t{s_.kmeans_k} * sizeof(uint4); }
+  /// The kernel's dynamic shared memory: the centroids, then the block's uint32 sums.
+  [[nodiscard]] std::uint32_t shared_bytes() const {
+    return static_cast<std::uint32_t>(centroid_bytes() + words_ * 4);
+  }
+
+  /// GPU g's last centroids and counts against the host reference; says where the first
+  /// difference is.
+  bool verify(int g) const {
+    const OnDevice on(g);
+    KmeansResult got{std::vector<std::uint32_t>(reference_.centroids.size()), {}};
+    std::vector<unsigned long long> totals(words_);
+    check(cudaMemcpy(got.centroids.data(), gpus_[g].centroids + s_.kmeans_iterations * (centroid_bytes() / 4),
+                     centroid_bytes(), cudaMemcpyDeviceToHost),
+          "kmeans centroids");
+    check(cudaMemcpy(totals.data(), gpus_[g].totals + (s_.kmeans_iterations - 1) * words_, words_ * 8,
+                     cudaMemcpyDeviceToHost),
+          "kmeans totals");
+    for (std::uint32_t c = 0; c < s_.kmeans_k; ++c)
+      got.counts.push_back(totals[std::uint64_t{c} * cw::kmeans_words_per_centroid + cw::kmeans_dims]);
+    for (std::uint32_t c = 0; c < s_.kmeans_k; ++c) {
+      for (std::uint32_t d = 0; d < cw::kmeans_dims; ++d) {
+        const std::uint32_t at = c * cw::kmeans_dims + d;
+        if (got.centroids[at] == reference_.centroids[at]) continue;
+        std::fprintf(stderr, "kmeans2gpu: GPU %d: centroid %u, coordinate %u: %u, expected %u\n", g, c, d,
+                     got.centroids[at], reference_.centroids[at]);
+        return false;
+      }
+      if (got.counts[c] != reference_.counts[c]) {
+        std::fprintf(stderr, "kmeans2gpu: GPU %d: centroid %u has %llu points, expected %llu\n", g, c, got.counts[c],
+                     reference_.counts[c]);
+        return false;
+      }
+    }
+    return true;
+  }
+
+  Setup s_;
+  std::uint64_t half_;   ///< points per GPU
+  std::uint64_t words_;  ///< k x 5: the words one GPU sends per iteration
+  std::vector<uint4> points_;
+  KmeansResult reference_;
+  std::unique_ptr<GpuPair> pair_;
+  Gpu gpus_[pair_gpus];
+};
 
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
-               "%s\nusage: warpvm-channel-bench [--workloads tiles,cg,halo (or any of tiles,cg,halo,stencil2gpu)]\n"
+               "%s\nusage: warpvm-channel-bench [--workloads tiles,cg,halo (or any of tiles,cg,halo,stencil2gpu,kmeans2gpu)]\n"
                "  [--modes channel,channel_direct,pinned_flag,peer_flag,naive,atomic_wait (each workload runs those it "
                "has)]\n"
                "  [--seed N (default: random)]\n"
@@ -1076,7 +1390,11 @@ std::vector<Record> measure_stencil2gpu(const Setup& setup, const std::vector<Wa
                "  stencil2gpu (GPU to GPU, GPUs 0 and 1; modes channel, channel_direct, peer_flag, naive, atomic_wait):\n"
                "         [--stencil-side 4096 (a multiple of 64)] [--stencil-iterations 300]\n"
                "         [--stencil-direct-buffer consumer (channel_direct: the rows in the consuming GPU's memory) | "
-               "producer (in the producing GPU's, as channel)]\n",
+               "producer (in the producing GPU's, as channel)]\n"
+               "  kmeans2gpu (GPU to GPU, GPUs 0 and 1; the same modes): [--kmeans-points 4194304 (even, at least 2 k, "
+               "at most 2^26; half per GPU)]\n"
+               "         [--kmeans-k 64 (a multiple of 8 up to 1024)] [--kmeans-iterations 30 (1 to 1000)]\n"
+               "         [--kmeans-direct-buffer consumer | producer (as --stencil-direct-buffer)]\n",
                message);
   std::exit(2);
 }
@@ -1085,6 +1403,12 @@ std::uint32_t to_u32(const std::string& flag, const std::string& value) {
   const unsigned long long v = std::stoull(value);
   if (v > 0xffffffffull) usage((flag + " " + value + " is too large").c_str());
   return static_cast<std::uint32_t>(v);
+}
+
+/// --stencil-direct-buffer, --kmeans-direct-buffer: whether channel_direct's buffers are on the consuming GPU.
+bool on_consumer(const std::string& flag, const std::string& value) {
+  if (value != "producer" && value != "consumer") usage((flag + " is producer or consumer").c_str());
+  return value == "consumer";
 }
 
 }  // namespace
@@ -1124,10 +1448,11 @@ int main(int argc, char** argv) {
       else if (flag == "--halo-iterations") setup.halo_iterations = to_u32(flag, value);
       else if (flag == "--stencil-side") setup.stencil_side = to_u32(flag, value);
       else if (flag == "--stencil-iterations") setup.stencil_iterations = to_u32(flag, value);
-      else if (flag == "--stencil-direct-buffer") {
-        if (value != "producer" && value != "consumer") usage("--stencil-direct-buffer is producer or consumer");
-        setup.stencil_direct_buffer_on_consumer = value == "consumer";
-      }
+      else if (flag == "--stencil-direct-buffer") setup.stencil_direct_buffer_on_consumer = on_consumer(flag, value);
+      else if (flag == "--kmeans-points") setup.kmeans_points = to_u32(flag, value);
+      else if (flag == "--kmeans-k") setup.kmeans_k = to_u32(flag, value);
+      else if (flag == "--kmeans-iterations") setup.kmeans_iterations = to_u32(flag, value);
+      else if (flag == "--kmeans-direct-buffer") setup.kmeans_direct_buffer_on_consumer = on_consumer(flag, value);
       else usage(("unknown option " + flag).c_str());
     }
   } catch (const std::logic_error&) {  // std::stoul and friends
@@ -1144,21 +1469,27 @@ int main(int argc, char** argv) {
       setup.stencil_iterations == 0)
     usage("stencil2gpu: --stencil-side must be a multiple of 64 up to 32768 (eight warps' column slices of whole "
           "16-byte granules), --stencil-iterations >= 1");
+  if (setup.kmeans_k < 8 || setup.kmeans_k % 8 != 0 || setup.kmeans_k > 1024 || setup.kmeans_points % 2 != 0 ||
+      setup.kmeans_points < 2 * setup.kmeans_k || setup.kmeans_points > (1u << 26) || setup.kmeans_iterations == 0 ||
+      setup.kmeans_iterations > 1000)
+    usage("kmeans2gpu: --kmeans-k must be a multiple of 8 up to 1024 (eight warps of whole centroids), "
+          "--kmeans-points even, at least 2 x k and at most 2^26, --kmeans-iterations 1 to 1000 (stamps per warp)");
   for (const std::uint32_t t : thread_sweep)
     if (t < 32) usage("--consumer-threads-sweep: at least 32 threads (one warp)");
-  // Each workload runs the listed modes it has: CPU to GPU all_modes, GPU to GPU stencil_modes.
+  // Each workload runs the listed modes it has: CPU to GPU all_modes, GPU to GPU gpu_pair_modes.
   std::vector<warpvm::channel_workloads::WaitMode> modes, gpu_to_gpu_modes;
   for (const std::string& m : options.modes) {
     auto named = [&](warpvm::channel_workloads::WaitMode x) { return m == mode_name(x); };
     const auto* cpu_mode = std::find_if(std::begin(all_modes), std::end(all_modes), named);
-    const auto* gpu_mode = std::find_if(std::begin(stencil_modes), std::end(stencil_modes), named);
-    if (cpu_mode == std::end(all_modes) && gpu_mode == std::end(stencil_modes)) usage(("unknown mode " + m).c_str());
+    const auto* gpu_mode = std::find_if(std::begin(gpu_pair_modes), std::end(gpu_pair_modes), named);
+    if (cpu_mode == std::end(all_modes) && gpu_mode == std::end(gpu_pair_modes)) usage(("unknown mode " + m).c_str());
     if (cpu_mode != std::end(all_modes)) modes.push_back(*cpu_mode);
-    if (gpu_mode != std::end(stencil_modes)) gpu_to_gpu_modes.push_back(*gpu_mode);
+    if (gpu_mode != std::end(gpu_pair_modes)) gpu_to_gpu_modes.push_back(*gpu_mode);
   }
   for (const std::string& w : workloads) {
-    if (w != "tiles" && w != "cg" && w != "halo" && w != "stencil2gpu") usage(("unknown workload " + w).c_str());
-    if ((w == "stencil2gpu" ? gpu_to_gpu_modes : modes).empty())
+    const bool gpu_to_gpu = w == "stencil2gpu" || w == "kmeans2gpu";
+    if (w != "tiles" && w != "cg" && w != "halo" && !gpu_to_gpu) usage(("unknown workload " + w).c_str());
+    if ((gpu_to_gpu ? gpu_to_gpu_modes : modes).empty())
       usage(("none of --modes applies to " + w).c_str());
   }
   if (warpvm::device_count() == 0) {
@@ -1185,8 +1516,12 @@ int main(int argc, char** argv) {
       } else if (name == "cg") {
         Cg cg(setup);
         run(cg);
-      } else if (name == "stencil2gpu") {
-        for (const Record& r : measure_stencil2gpu(setup, gpu_to_gpu_modes, options.repeats, all_verified))
+      } else if (name == "stencil2gpu" || name == "kmeans2gpu") {
+        const auto make = [&](const std::vector<warpvm::channel_workloads::WaitMode>& runnable) -> std::unique_ptr<PairWorkload> {
+          if (name == "stencil2gpu") return std::make_unique<Stencil2GpuRunner>(setup, runnable);
+          return std::make_unique<Kmeans2GpuRunner>(setup, runnable);
+        };
+        for (const Record& r : measure_gpu_pair(name.c_str(), setup, gpu_to_gpu_modes, options.repeats, all_verified, make))
           recorder.write(r);
       } else {
         Halo halo(setup);

@@ -11,6 +11,8 @@
 //   stencil2gpu  GPU to GPU: a 2D grid split between two GPUs, each running a persistent
 //         kernel over its half; every iteration each GPU produces its boundary row for the other
 //         and consumes the other's
+//   kmeans2gpu  GPU to GPU: k-means over points split between two GPUs; every iteration each GPU
+//         produces its per-centroid partial sums for the other and consumes the other's
 //
 // Consumer warps meet the producer's data one of four ways (WaitMode), each stamping when it
 // started waiting and when its data had arrived (%globaltimer) for the metrics of
@@ -109,6 +111,7 @@ __device__ inline Held meet(const Source& s, std::uint32_t warp, std::uint32_t b
                             std::uint32_t block_tag_count, std::uint32_t first_tag, std::uint32_t tag_count,
                             std::uint32_t bytes, std::uint64_t offset) {
   const std::uint32_t lane = threadIdx.x % 32;
+  __syncwarp();  // callers come from lane 0's work of the previous step: acquire as one group (see peer_meet)
   const std::uint64_t began = detail::global_timer_ns();
   Held held;
   if (s.mode == WaitMode::channel) {
@@ -464,6 +467,116 @@ inline std::vector<std::uint32_t> halo_reference(std::vector<std::uint32_t> cell
 }
 
 // ---------------------------------------------------------------------------------------------
+// GPU to GPU (stencil2gpu, kmeans2gpu): each GPU runs one persistent kernel; every iteration one
+// block of each GPU (the exchange block) produces data for the other GPU and meets the other's.
+
+/// Device-side waits of the GPU-to-GPU kernels give up after this long (a publish that never
+/// comes, a peer kernel that failed): a message and a trap instead of a hang.
+constexpr std::uint64_t peer_watchdog_ns = 10'000'000'000ull;
+
+/// Gives up (message, trap) once a wait that began at `since` passed the watchdog.
+__device__ inline void peer_watchdog(const char* workload, std::uint64_t since, const char* what, std::uint32_t k) {
+  if (detail::global_timer_ns() - since < peer_watchdog_ns) return;
+  printf("%s: block %u waited %llu s for %s (iteration %u); giving up\n", workload, blockIdx.x,
+         static_cast<unsigned long long>(peer_watchdog_ns / 1000000000ull), what, k);
+  __trap();
+}
+
+/// How a GPU-to-GPU kernel hands the data of each step to the other GPU and learns that the
+/// other's is there. Channel modes: one tag per step. Baselines: the producer stores its data into
+/// the consumer's memory (its mailbox), then the count of steps sent so far into `published`.
+struct PeerExchange {
+  WaitMode mode;                  ///< channel, channel_direct, peer_flag, naive or atomic_wait
+  channel_handle from_neighbour;  ///< this GPU's channel
+  channel_producer to_neighbour;  ///< the neighbour's channel (its buffer: this GPU's memory for channel; for channel_direct the neighbour's by default)
+  std::uint32_t* published;            ///< this GPU's memory; naive: managed memory
+  std::uint32_t* neighbour_published;  ///< the neighbour's `published`
+};
+
+/// One thread: waits until the neighbour has announced `count` steps (acquire, system scope: the
+/// neighbour's release store follows its data's peer stores).
+__device__ inline void peer_wait_published(const PeerExchange& x, const char* workload, std::uint32_t count,
+                                           std::uint32_t k) {
+  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> published(*x.published);
+  const std::uint64_t since = detail::global_timer_ns();
+  if (x.mode == WaitMode::atomic_wait) {
+    // libcu++'s wait returns once the word differs from `seen` (docs/channels.md: a backoff loop)
+    for (std::uint32_t seen = published.load(cuda::std::memory_order_acquire); seen < count;
+         seen = published.load(cuda::std::memory_order_acquire))
+      published.wait(seen, cuda::std::memory_order_acquire);
+    return;
+  }
+  for (std::uint32_t polls = 1;; ++polls) {
+    // naive: Algorithm 1 polls with atomicAdd(&flag, 0) on managed memory (an acquire RMW here,
+    // so that the data's stores are visible after it)
+    const std::uint32_t seen = x.mode == WaitMode::naive ? published.fetch_add(0u, cuda::std::memory_order_acquire)
+                                                         : published.load(cuda::std::memory_order_acquire);
+    if (seen >= count) return;
+    if (polls % 1024 == 0) peer_watchdog(workload, since, "the other GPU's data", k);
+  }
+}
+
+/// Thread 0 of the exchange block, after a __syncthreads that follows every store of step
+/// `state`'s data: announces it (release at system scope, cumulative over the block's stores).
+__device__ inline void peer_announce(const PeerExchange& x, std::uint32_t state) {
+  if (uses_channel(x.mode)) {
+    if (!x.to_neighbour.publish(state, 1)) __trap();  // tags are the steps: cannot be past the last
+  } else {
+    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(*x.neighbour_published)
+        .store(state + 1, cuda::std::memory_order_release);
+  }
+}
+
+/// What a warp of the exchange block got from the other GPU, readable until release().
+struct PeerWindow {
+  const std::byte* data = nullptr;
+  cuda::std::optional<channel_data> grant;  ///< channel modes
+
+  /// Word i of the window: the channel's data (staging, or the neighbour's buffer in place) with
+  /// plain loads; the mailbox, rewritten by the peer while the kernel runs, from L2.
+  template <class T>
+  __device__ T load(std::uint32_t i) const {
+    const T* at = reinterpret_cast<const T*>(data) + i;
+    return grant ? *at : __ldcg(at);
+  }
+  /// Warp-collective: done reading.
+  __device__ void release() const {
+    if (grant) grant->release();
+  }
+};
+
+/// Every warp of the exchange block (naive mode: block-collective): waits for the other GPU's data
+/// of step `state` and returns this warp's window of it, `bytes` from `channel_offset` of the
+/// channel's buffer (channel modes) or `mailbox` (baselines). Stamps the wait in `stamp_row`.
+__device__ inline PeerWindow peer_meet(const PeerExchange& x, const char* workload, std::uint32_t state,
+                                       std::uint32_t bytes, std::uint64_t channel_offset, const void* mailbox,
+                                       const Stamps& stamps, std::uint32_t stamp_row) {
+  // The warp's lanes together: a caller may come here straight from a branch that only some of
+  // them took (kmeans2gpu: thread 0's publish), and acquire is collective over the lanes active
+  // at the call, so a warp still diverged would acquire twice, as two groups (docs/channels.md,
+  // kmeans2gpu).
+  __syncwarp();
+  const std::uint64_t began = detail::global_timer_ns();
+  PeerWindow window;
+  if (uses_channel(x.mode)) {  // channel_direct: the window in place, in the buffer's GPU
+    window.grant.emplace(x.from_neighbour.acquire(state, 1, bytes, channel_offset));
+    window.data = window.grant->data();
+  } else {
+    if (x.mode == WaitMode::naive) {  // Algorithm 1: the block waits, thread 0 polls
+      __syncthreads();
+      if (threadIdx.x == 0) peer_wait_published(x, workload, state + 1, state);
+      __syncthreads();
+    } else {
+      if (threadIdx.x % 32 == 0) peer_wait_published(x, workload, state + 1, state);
+      __syncwarp();
+    }
+    window.data = static_cast<const std::byte*>(mailbox);
+  }
+  stamps.wait(stamp_row, began, detail::global_timer_ns());
+  return window;
+}
+
+// ---------------------------------------------------------------------------------------------
 // 2D stencil across two GPUs (GPU to GPU).
 
 /// The Jacobi-style 5-point update (every cell from the previous iteration's values; integers,
@@ -473,9 +586,6 @@ __host__ __device__ inline std::uint32_t stencil_update(std::uint32_t c, std::ui
   return (north + south + west + east) ^ (c * 0x9e3779b1u);
 }
 
-/// Device-side waits of stencil2gpu give up after this long (a publish that never comes, a peer
-/// kernel that failed): a message and a trap instead of a hang.
-constexpr std::uint64_t stencil_watchdog_ns = 10'000'000'000ull;
 /// Rows per block at least: the block that owns the boundary row has rows to update before it
 /// waits for the other GPU's.
 constexpr std::uint32_t stencil_min_rows_per_block = 4;
@@ -486,74 +596,28 @@ constexpr std::uint32_t stencil_min_rows_per_block = 4;
 /// and consumes the other's. Block b owns local rows [b rows / blocks, (b + 1) rows / blocks);
 /// the block that owns the cut row (the cut block) does the exchange, one column slice per warp.
 struct Stencil2Gpu {
-  WaitMode mode;  ///< channel, channel_direct, peer_flag, naive or atomic_wait
+  PeerExchange exchange;
   std::uint32_t side, iterations;
   bool neighbour_below;     ///< GPU 0: the other half lies below its last row; GPU 1: above its first
   std::uint32_t* cells;     ///< this GPU, [2][side / 2][side]: iteration k reads cells[k % 2]
   std::uint32_t* progress;  ///< this GPU, [blocks]: iterations each block has finished
   // channel, channel_direct: the cut row of state k (the grid after k iterations) at k * side
-  // words, tag k
-  channel_handle from_neighbour;  ///< this GPU's channel
-  channel_producer to_neighbour;  ///< the neighbour's channel (its buffer: this GPU's memory for channel, the neighbour's for channel_direct unless --stencil-direct-buffer producer)
-  // peer_flag, naive, atomic_wait: the neighbour stores its cut row of state k into halo[k % 2],
-  // then k + 1 into *published (the count of its rows there so far)
-  const std::uint32_t* halo;           ///< this GPU, [2][side]
-  std::uint32_t* neighbour_halo;       ///< the neighbour's `halo` (a peer address)
-  std::uint32_t* published;            ///< this GPU's memory; naive: managed memory
-  std::uint32_t* neighbour_published;  ///< the neighbour's `published`
+  // words, tag k. peer_flag, naive, atomic_wait: the neighbour stores its cut row of state k into
+  // halo[k % 2], then k + 1 into exchange.published (the count of its rows there so far)
+  const std::uint32_t* halo;      ///< this GPU, [2][side]
+  std::uint32_t* neighbour_halo;  ///< the neighbour's `halo` (a peer address)
   /// `lives` by global warp; `waits` and `wait_counts` by the cut block's warp (0 to 7): only it waits
   Stamps stamps;
 };
-
-/// Gives up (message, trap) once a wait that began at `since` passed the watchdog.
-__device__ inline void stencil_watchdog(std::uint64_t since, const char* what, std::uint32_t k) {
-  if (detail::global_timer_ns() - since < stencil_watchdog_ns) return;
-  printf("stencil2gpu: block %u waited %llu s for %s (iteration %u); giving up\n", blockIdx.x,
-         static_cast<unsigned long long>(stencil_watchdog_ns / 1000000000ull), what, k);
-  __trap();
-}
-
-/// One thread: waits until the neighbour has stored `count` rows into `halo` (acquire, system
-/// scope: the neighbour's release store follows its row's peer stores).
-__device__ inline void stencil_wait_published(const Stencil2Gpu& s, std::uint32_t count, std::uint32_t k) {
-  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> published(*s.published);
-  const std::uint64_t since = detail::global_timer_ns();
-  if (s.mode == WaitMode::atomic_wait) {
-    // libcu++'s wait returns once the word differs from `seen` (docs/channels.md: a backoff loop)
-    for (std::uint32_t seen = published.load(cuda::std::memory_order_acquire); seen < count;
-         seen = published.load(cuda::std::memory_order_acquire))
-      published.wait(seen, cuda::std::memory_order_acquire);
-    return;
-  }
-  for (std::uint32_t polls = 1;; ++polls) {
-    // naive: Algorithm 1 polls with atomicAdd(&flag, 0) on managed memory (an acquire RMW here,
-    // so that the row's stores are visible after it)
-    const std::uint32_t seen = s.mode == WaitMode::naive ? published.fetch_add(0u, cuda::std::memory_order_acquire)
-                                                         : published.load(cuda::std::memory_order_acquire);
-    if (seen >= count) return;
-    if (polls % 1024 == 0) stencil_watchdog(since, "the other GPU's row", k);
-  }
-}
 
 /// The cut block's thread: its value `v` of column x in the cut row of state `state`, for the
 /// neighbour (its channel's buffer, in this GPU's memory or, channel_direct with the buffer on
 /// the consumer, over NVLink; or the neighbour's halo over NVLink).
 __device__ inline void stencil_send(const Stencil2Gpu& s, std::uint32_t state, std::uint32_t x, std::uint32_t v) {
-  if (uses_channel(s.mode))
-    reinterpret_cast<std::uint32_t*>(s.to_neighbour.buffer())[std::uint64_t{state} * s.side + x] = v;
+  if (uses_channel(s.exchange.mode))
+    reinterpret_cast<std::uint32_t*>(s.exchange.to_neighbour.buffer())[std::uint64_t{state} * s.side + x] = v;
   else
     s.neighbour_halo[std::uint64_t{state % 2} * s.side + x] = v;
-}
-
-/// Thread 0 of the cut block, after a __syncthreads that follows every stencil_send of `state`:
-/// announces the row (release at system scope, cumulative over the block's stores).
-__device__ inline void stencil_announce(const Stencil2Gpu& s, std::uint32_t state) {
-  if (uses_channel(s.mode)) {
-    if (!s.to_neighbour.publish(state, 1)) __trap();  // tags are the states: cannot be past the last
-  } else {
-    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(*s.neighbour_published)
-        .store(state + 1, cuda::std::memory_order_release);
-  }
 }
 
 /// Cell x of local row y of `cur` (rows x side); `north_outside` / `south_outside` stand for the
@@ -598,7 +662,7 @@ __global__ void __launch_bounds__(block_threads) stencil2gpu_kernel(Stencil2Gpu 
   if (cut_block) {  // state 0: the initial cut row
     for (std::uint32_t x = threadIdx.x; x < side; x += block_threads) stencil_send(s, 0, x, s.cells[cut * side + x]);
     __syncthreads();
-    if (threadIdx.x == 0) stencil_announce(s, 0);
+    if (threadIdx.x == 0) peer_announce(s.exchange, 0);
   }
   for (std::uint32_t k = 0; k < s.iterations; ++k) {
     const std::uint32_t* cur = s.cells + (k % 2) * half;
@@ -611,7 +675,7 @@ __global__ void __launch_bounds__(block_threads) stencil2gpu_kernel(Stencil2Gpu 
         cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device> done(s.progress[n]);
         for (std::uint32_t polls = 1; done.load(cuda::std::memory_order_acquire) < k; ++polls) {
           __nanosleep(64);
-          if (polls % 1024 == 0) stencil_watchdog(since, "a neighbouring block", k);
+          if (polls % 1024 == 0) peer_watchdog("stencil2gpu", since, "a neighbouring block", k);
         }
       };
       if (b > 0) wait_for(b - 1);
@@ -624,43 +688,186 @@ __global__ void __launch_bounds__(block_threads) stencil2gpu_kernel(Stencil2Gpu 
       next[std::uint64_t{y} * side + x] = stencil_cell(cur, rows, side, y, x, 0u, 0u);  // 0: the grid's edge
     }
     if (cut_block) {
-      const std::uint64_t began = detail::global_timer_ns();
-      const std::uint32_t* other = nullptr;  // the other GPU's cut row of state k, from column `base`
-      std::uint32_t base = 0;
-      cuda::std::optional<channel_data> grant;
-      if (uses_channel(s.mode)) {  // channel_direct: the slice in place, in the neighbour's memory
-        grant.emplace(s.from_neighbour.acquire(k, 1, slice * 4, (std::uint64_t{k} * side + first_column) * 4));
-        other = grant->as<std::uint32_t>();
-        base = first_column;
-      } else {
-        if (s.mode == WaitMode::naive) {  // Algorithm 1: the block waits, thread 0 polls
-          __syncthreads();
-          if (threadIdx.x == 0) stencil_wait_published(s, k + 1, k);
-          __syncthreads();
-        } else {
-          if (lane == 0) stencil_wait_published(s, k + 1, k);
-          __syncwarp();
-        }
-        other = s.halo + std::uint64_t{k % 2} * side;
-      }
-      s.stamps.wait(warp_in_block, began, detail::global_timer_ns());
+      // the other GPU's cut row of state k, from column first_column: the slice in the channel's
+      // buffer (channel_direct: in place, in the buffer's GPU), or in the halo
+      const PeerWindow other =
+          peer_meet(s.exchange, "stencil2gpu", k, slice * 4, (std::uint64_t{k} * side + first_column) * 4,
+                    s.halo + std::uint64_t{k % 2} * side + first_column, s.stamps, warp_in_block);
       for (std::uint32_t x = first_column + lane; x < first_column + slice; x += 32) {
-        // the channel's data (staging, or the neighbour's row in place) is read with plain loads;
-        // the halo, rewritten by the peer, from L2
-        const std::uint32_t h = grant ? other[x - base] : __ldcg(other + x);
+        const std::uint32_t h = other.load<std::uint32_t>(x - first_column);
         const std::uint32_t v = stencil_cell(cur, rows, side, cut, x, s.neighbour_below ? 0u : h, s.neighbour_below ? h : 0u);
         next[std::uint64_t{cut} * side + x] = v;
         if (k + 1 < s.iterations) stencil_send(s, k + 1, x, v);
       }
-      if (grant) grant->release();
+      other.release();
     }
     __syncthreads();  // the block's reads of cur and the halo, its stores of next and of the row sent
     if (threadIdx.x == 0) {
-      if (cut_block && k + 1 < s.iterations) stencil_announce(s, k + 1);
+      if (cut_block && k + 1 < s.iterations) peer_announce(s.exchange, k + 1);
       cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(s.progress[b]).store(k + 1, cuda::std::memory_order_release);
     }
   }
   s.stamps.life(b * block_warps + warp_in_block, started, cut_block);
+}
+
+// ---------------------------------------------------------------------------------------------
+// k-means across two GPUs (GPU to GPU).
+
+/// A point is one uint4: four coordinates in [0, kmeans_coordinate_limit). Squared distances
+/// (at most 4 x 1023^2) fit in 32 bits and every sum of coordinates in 64, so the arithmetic
+/// is exact and the host reference gets the same centroids.
+constexpr std::uint32_t kmeans_dims = 4;
+constexpr std::uint32_t kmeans_coordinate_limit = 1024;
+/// Per centroid: the sum of each coordinate of its points, then their count.
+constexpr std::uint32_t kmeans_words_per_centroid = kmeans_dims + 1;
+
+__host__ __device__ inline std::uint32_t kmeans_distance(uint4 a, uint4 b) {
+  const int dx = static_cast<int>(a.x) - static_cast<int>(b.x), dy = static_cast<int>(a.y) - static_cast<int>(b.y);
+  const int dz = static_cast<int>(a.z) - static_cast<int>(b.z), dw = static_cast<int>(a.w) - static_cast<int>(b.w);
+  return static_cast<std::uint32_t>(dx * dx + dy * dy + dz * dz + dw * dw);
+}
+
+/// The nearest of `k` centroids to `p` (squared Euclidean distance; a tie goes to the lower index).
+__host__ __device__ inline std::uint32_t kmeans_nearest(uint4 p, const uint4* centroids, std::uint32_t k) {
+  std::uint32_t best = 0, best_distance = kmeans_distance(p, centroids[0]);
+  for (std::uint32_t c = 1; c < k; ++c) {
+    const std::uint32_t d = kmeans_distance(p, centroids[c]);
+    if (d < best_distance) {
+      best = c;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+/// One coordinate of a centroid after an iteration: the floor of its points' mean, or `old` when
+/// no point chose it.
+__host__ __device__ inline std::uint32_t kmeans_mean(unsigned long long sum, unsigned long long count, std::uint32_t old) {
+  return count == 0 ? old : static_cast<std::uint32_t>(sum / count);
+}
+
+/// One GPU's half of the points: GPU 0 the first, GPU 1 the second; k centroids, the same on both
+/// GPUs, state 0 = the first k points. Per iteration i every block assigns its points (a grid
+/// stride) to the nearest centroid of state i, sums them per centroid in shared memory and adds
+/// those into partial[i]. Block 0 (the exchange block) sends partial[i] to the other GPU, meets
+/// the other's, each of its warps for k / 8 whole centroids, adds the two into totals[i], writes
+/// state i + 1 and tells the other blocks (`ready`).
+struct Kmeans2Gpu {
+  PeerExchange exchange;
+  std::uint32_t k, iterations;
+  std::uint64_t points;                  ///< this GPU's
+  const uint4* point_data;               ///< this GPU's points
+  unsigned long long* partial;           ///< [iterations][k][5]: this GPU's sums and counts, zero before the run
+  unsigned long long* totals;            ///< [iterations][k][5]: both GPUs'
+  std::uint32_t* centroids;              ///< [iterations + 1][k][4]: state 0 from the host
+  std::uint32_t* arrived;                ///< blocks done adding into partial, over all iterations
+  std::uint32_t* ready;                  ///< the newest state in `centroids`
+  // channel, channel_direct: partial[i] at i * k * 5 words of the neighbour's channel's buffer,
+  // tag i. peer_flag, naive, atomic_wait: the neighbour stores its partial[i] into mailbox[i]
+  // (a slot per iteration: never overwritten), then i + 1 into exchange.published
+  const unsigned long long* mailbox;     ///< this GPU, [iterations][k][5]
+  unsigned long long* neighbour_mailbox; ///< the neighbour's `mailbox` (a peer address)
+  /// Lives and waits by global warp: the exchange block's for the other GPU's partial sums, the
+  /// other blocks' for the next state (so that their waiting does not count as work that hides
+  /// the exchange: docs/channels.md, kmeans2gpu)
+  Stamps stamps;
+};
+
+/// The exchange block in iteration i, after every thread's arrival: sends, meets, adds and writes
+/// state i + 1 (the block's shared `centroid` still holds state i), then sets `ready`.
+__device__ inline void kmeans_exchange(const Kmeans2Gpu& m, std::uint32_t i, const uint4* centroid) {
+  const std::uint32_t words = m.k * kmeans_words_per_centroid, slice = words / block_warps;
+  const std::uint32_t warp_in_block = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::uint64_t row = std::uint64_t{i} * words;
+  if (threadIdx.x == 0) {  // every block of this GPU added its sums of iteration i
+    const std::uint64_t since = detail::global_timer_ns();
+    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device> arrived(*m.arrived);
+    for (std::uint32_t polls = 1; arrived.load(cuda::std::memory_order_acquire) < (i + 1) * gridDim.x; ++polls)
+      if (polls % 1024 == 0) peer_watchdog("kmeans2gpu", since, "the blocks of its GPU", i);
+  }
+  __syncthreads();
+  const unsigned long long* partial = m.partial + row;  // L2 loads: the other blocks' atomics
+  for (std::uint32_t w = threadIdx.x; w < words; w += block_threads) {
+    const unsigned long long v = __ldcg(partial + w);
+    if (uses_channel(m.exchange.mode)) reinterpret_cast<unsigned long long*>(m.exchange.to_neighbour.buffer())[row + w] = v;
+    else m.neighbour_mailbox[row + w] = v;
+  }
+  __syncthreads();  // every word sent before thread 0's release
+  if (threadIdx.x == 0) peer_announce(m.exchange, i);
+  const std::uint32_t first = warp_in_block * slice;  // the warp's words: k / 8 whole centroids
+  const PeerWindow other = peer_meet(m.exchange, "kmeans2gpu", i, slice * 8, (row + first) * 8, m.mailbox + row + first,
+                                     m.stamps, blockIdx.x * block_warps + warp_in_block);
+  unsigned long long* totals = m.totals + row;
+  for (std::uint32_t w = lane; w < slice; w += 32)
+    totals[first + w] = __ldcg(partial + first + w) + other.load<unsigned long long>(w);
+  other.release();
+  __syncwarp();  // the warp's totals before its lanes read each other's
+  const std::uint32_t first_centroid = first / kmeans_words_per_centroid;
+  const auto* old = reinterpret_cast<const std::uint32_t*>(centroid);
+  std::uint32_t* next = m.centroids + (std::uint64_t{i} + 1) * m.k * kmeans_dims;
+  for (std::uint32_t j = lane; j < slice / kmeans_words_per_centroid * kmeans_dims; j += 32) {
+    const std::uint32_t c = first_centroid + j / kmeans_dims, d = j % kmeans_dims;
+    const unsigned long long* sums = totals + std::uint64_t{c} * kmeans_words_per_centroid;
+    next[c * kmeans_dims + d] = kmeans_mean(sums[d], sums[kmeans_dims], old[c * kmeans_dims + d]);
+  }
+  __syncthreads();  // every warp's centroids before thread 0's release (cumulative)
+  if (threadIdx.x == 0)
+    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(*m.ready).store(i + 1, cuda::std::memory_order_release);
+}
+
+/// Persistent: every block must be resident at once (the exchange block waits for all of them,
+/// they wait for it). Dynamic shared memory: k uint4 centroids, then k x 5 uint32 sums (a block's
+/// points, at most 2^32 / 1023 of them: the bench checks).
+__global__ void __launch_bounds__(block_threads) kmeans2gpu_kernel(Kmeans2Gpu m) {
+  extern __shared__ uint4 kmeans_shared[];
+  uint4* centroid = kmeans_shared;
+  auto* sums = reinterpret_cast<std::uint32_t*>(kmeans_shared + m.k);
+  const std::uint32_t words = m.k * kmeans_words_per_centroid;
+  const std::uint32_t warp = blockIdx.x * block_warps + threadIdx.x / 32;
+  const bool exchange_block = blockIdx.x == 0;
+  const std::uint64_t started = detail::global_timer_ns();
+  auto load_centroids = [&](std::uint32_t state) {  // L2 loads: written by the exchange block
+    const uint4* from = reinterpret_cast<const uint4*>(m.centroids) + std::uint64_t{state} * m.k;
+    for (std::uint32_t c = threadIdx.x; c < m.k; c += block_threads) centroid[c] = __ldcg(from + c);
+  };
+  load_centroids(0);
+  for (std::uint32_t i = 0; i < m.iterations; ++i) {
+    for (std::uint32_t w = threadIdx.x; w < words; w += block_threads) sums[w] = 0;
+    __syncthreads();  // the centroids loaded, the sums cleared
+    const std::uint64_t stride = std::uint64_t{gridDim.x} * block_threads;
+    for (std::uint64_t p = std::uint64_t{blockIdx.x} * block_threads + threadIdx.x; p < m.points; p += stride) {
+      const uint4 point = m.point_data[p];
+      std::uint32_t* to = sums + kmeans_nearest(point, centroid, m.k) * kmeans_words_per_centroid;
+      atomicAdd(to, point.x);
+      atomicAdd(to + 1, point.y);
+      atomicAdd(to + 2, point.z);
+      atomicAdd(to + 3, point.w);
+      atomicAdd(to + 4, 1u);
+    }
+    __syncthreads();
+    unsigned long long* partial = m.partial + std::uint64_t{i} * words;
+    for (std::uint32_t w = threadIdx.x; w < words; w += block_threads)
+      if (sums[w] != 0) atomicAdd(partial + w, static_cast<unsigned long long>(sums[w]));
+    __syncthreads();  // the block's additions before thread 0's release (cumulative)
+    if (threadIdx.x == 0)
+      cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(*m.arrived).fetch_add(1u, cuda::std::memory_order_release);
+    if (exchange_block) {
+      kmeans_exchange(m, i, centroid);
+    } else {
+      const std::uint64_t began = detail::global_timer_ns();
+      if (threadIdx.x == 0) {
+        cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device> ready(*m.ready);
+        for (std::uint32_t polls = 1; ready.load(cuda::std::memory_order_acquire) < i + 1; ++polls) {
+          __nanosleep(64);
+          if (polls % 1024 == 0) peer_watchdog("kmeans2gpu", began, "the next centroids", i);
+        }
+      }
+      __syncthreads();
+      m.stamps.wait(warp, began, detail::global_timer_ns());
+    }
+    load_centroids(i + 1);
+  }
+  m.stamps.life(warp, started, exchange_block);
 }
 
 }  // namespace warpvm::channel_workloads

@@ -141,7 +141,10 @@ class channel_handle {
   explicit channel_handle(const detail::ChannelView& view) : view_(view) {}
 
 #if defined(__CUDACC__)
-  /// Warp-collective: every active lane passes the same arguments. Returns, once tags
+  /// Warp-collective over the lanes active at the call (`__activemask()`): every one passes the
+  /// same arguments. After a branch that only some lanes took, reconverge them (`__syncwarp()`)
+  /// before the call: lanes that arrive apart acquire as two groups, two requests of one warp at
+  /// once, which the channel refuses (an error naming the warp). Returns, once tags
   /// [first_tag, first_tag + tag_count) are all published, `bytes` of the producers' buffer from
   /// `source_offset`, copied into device memory (direct mode: in place in the producers' buffer).
   /// Parks the warp (not spinning) meanwhile. A warp

@@ -79,7 +79,7 @@ class ChannelState {
   void post_answers();
   void absorb_device_map(bool& busy);
   void poll_device_map(TagWords missing);
-  void raise_device_error();
+  [[nodiscard]] std::string take_device_error(ErrorKind& kind);
   void expect_host_publishing() const;
 
   stream_ptr stream_;
@@ -97,6 +97,7 @@ class ChannelState {
   device_ptr<std::uint64_t> offsets_;
   pinned_ptr<std::uint32_t> released_;
   pinned_ptr<std::uint32_t> served_mirror_;
+  std::vector<std::uint32_t> taken_seq_;  // per warp: the number (Request::seq) of its last request taken
   pinned_ptr<std::uint64_t> offsets_mirror_;
   pinned_ptr<std::byte> answer_snapshots_;  // answer_slots x (offsets, then served words)
   event_ptr answer_copied_[answer_slots];
@@ -122,6 +123,7 @@ class ChannelState {
   std::vector<std::uint32_t> woken_;
   ChannelStats stats_;
   std::string failure_;  // guarded by mutex_
+  ErrorKind failure_kind_ = ErrorKind::cuda;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
@@ -205,6 +207,7 @@ ChannelState::ChannelState(const ChannelConfig& cfg)
   offsets_ = make_device_zeroed<std::uint64_t>(cfg.max_warps, "the channel's staging offsets");
   released_ = make_pinned_zeroed<std::uint32_t>(cfg.max_warps, cudaHostAllocMapped, "the channel's release words");
   served_mirror_ = make_pinned_zeroed<std::uint32_t>(cfg.max_warps, cudaHostAllocDefault, "waiter words (host copy)");
+  taken_seq_.assign(cfg.max_warps, 0);
   offsets_mirror_ = make_pinned_zeroed<std::uint64_t>(cfg.max_warps, cudaHostAllocDefault, "offsets (host copy)");
   answer_snapshots_ = make_pinned_zeroed<std::byte>(std::size_t{answer_slots} * answer_slot_bytes(), cudaHostAllocDefault,
                                                     "the channel's answer snapshots");
@@ -309,6 +312,7 @@ void ChannelState::run() {
           busy = step();
         } catch (const Error& e) {
           failure_ = e.what();
+          failure_kind_ = e.kind();
         }
       }
     }
@@ -354,6 +358,18 @@ bool ChannelState::step() {
     WARPVM_EXPECTS(r.waiter < config.max_warps && r.tag_count <= config.tag_count &&
                        r.first_tag <= config.tag_count - r.tag_count,
                    ErrorKind::invalid_argument, "channel monitor: a malformed request");
+    std::uint32_t& taken = taken_seq_[r.waiter];
+    const std::uint32_t served = served_mirror_.get()[r.waiter];
+    if (!request_follows(r.seq, taken, served))
+      throw_error(ErrorKind::invalid_argument,
+                  "channel: warp " + std::to_string(r.waiter) + " posted its request number " + std::to_string(r.seq) +
+                      " while the monitor had taken " + std::to_string(taken) + " and served " +
+                      std::to_string(served) +
+                      " of its requests: two acquisitions of one warp at once, refused (its lanes acquired apart: "
+                      "acquire is collective over the lanes active at the call, so reconverge them with "
+                      "__syncwarp() after a branch that only some of them took)",
+                  __FILE__, __LINE__);
+    taken = r.seq;
     pending_.push_back({r, r.first_tag});
     ++stats_.requests;
     busy = true;
@@ -537,19 +553,36 @@ ChannelStats ChannelState::stats() const {
 void ChannelState::synchronize() {
   const DeviceGuard on_device_guard(config.device);
   const cudaError_t status = cudaDeviceSynchronize();
-  raise_device_error();
+  ErrorKind device_kind = ErrorKind::cuda;
+  const std::string device_failure = take_device_error(device_kind);
   std::string failure;
+  ErrorKind failure_kind = ErrorKind::cuda;
   {
     const std::lock_guard lock(mutex_);
     failure.swap(failure_);
+    failure_kind = failure_kind_;
   }
-  if (!failure.empty()) throw_error(ErrorKind::cuda, "the channel monitor failed: " + failure, __FILE__, __LINE__);
+  // The cause first. A device failure ends the kernel, and the monitor's CUDA calls fail after
+  // it; but a monitor that stopped (a refused request) leaves warps waiting until their watchdog
+  // fires, so a device timeout is the monitor's failure's consequence.
+  const bool monitor_first =
+      !failure.empty() && (device_failure.empty() || device_kind == ErrorKind::no_progress);
+  if (monitor_first)
+    throw_error(failure_kind,
+                "the channel monitor failed: " + failure +
+                    (device_failure.empty() ? std::string() : "; then, on the device: " + device_failure),
+                __FILE__, __LINE__);
+  if (!device_failure.empty())
+    throw_error(device_kind,
+                device_failure + (failure.empty() ? std::string() : "; then the channel monitor failed: " + failure),
+                __FILE__, __LINE__);
   WARPVM_CUDA_TRY(status);
 }
 
-void ChannelState::raise_device_error() {
+/// The first device-side failure on record, as a message (empty: none), and clears the record.
+std::string ChannelState::take_device_error(ErrorKind& kind) {
   volatile ChannelErrorRecord* record = error_.get();
-  if (record->state == 0) return;
+  if (record->state == 0) return {};
   const auto fault = static_cast<ChannelFault>(record->fault);
   const std::uint32_t warp = record->warp;
   const std::uint32_t first_tag = record->first_tag;
@@ -558,7 +591,7 @@ void ChannelState::raise_device_error() {
   record->state = 0;
   cudaMemset(error_claim_.get(), 0, sizeof(std::uint32_t));  // best effort: the context may be gone
   std::ostringstream what;
-  ErrorKind kind = ErrorKind::invalid_argument;
+  kind = ErrorKind::invalid_argument;
   switch (fault) {
     case ChannelFault::wait_timeout:
       kind = ErrorKind::no_progress;
@@ -585,10 +618,16 @@ void ChannelState::raise_device_error() {
     case ChannelFault::not_uniform:
       what << "channel: the lanes of warp " << warp << " passed different arguments to acquire (it is warp-uniform)";
       break;
+    case ChannelFault::served_ahead:
+      what << "channel: warp " << warp << " woke to served count " << value
+           << ", past the request it posted (tag " << first_tag << ", offset " << source_offset
+           << "): two acquisitions of one warp at once (its lanes acquired apart: reconverge them with "
+              "__syncwarp() before acquire)";
+      break;
     default:
       what << "channel: unknown device failure " << static_cast<std::uint32_t>(fault);
   }
-  throw_error(kind, what.str(), __FILE__, __LINE__);
+  return what.str();
 }
 
 void ChannelState::reset() {
@@ -598,6 +637,8 @@ void ChannelState::reset() {
   if (!config.direct)  // direct mode has no queue
     for (Request r{}; queue_.try_take(r);) {
     }
+  // Forgotten requests are never served: their warps' next requests count on from the served ones.
+  for (const Pending& p : pending_) taken_seq_[p.request.waiter] = served_mirror_.get()[p.request.waiter];
   pending_.clear();
   for (const InFlight& f : in_flight_) (void)tree_.release(f.lease.first_page, f.lease.pages);
   in_flight_.clear();

@@ -5,7 +5,8 @@
 // one on the consumers' GPU (buffer in host or device memory, across a reset), one on a peer
 // GPU (skipped without two peer GPUs with native peer atomics), and the producer handle's refusals.
 // Direct mode (consumers poll the device map and read the buffer in place): a producer on the
-// consumers' GPU and on a peer, across a reset, its watchdog, and its refusals.
+// consumers' GPU and on a peer, across a reset, its watchdog, and its refusals. A warp whose
+// lanes acquire apart (two requests of one warp at once) is refused, not served stale data.
 
 #include "gpu_test_support.cuh"
 
@@ -394,6 +395,23 @@ __global__ void acquire_per_lane_tag(channel_handle ch) {
   data.release();
 }
 
+/// Lane 0 and the other lanes of each warp acquire at two call sites, so as two groups, each
+/// posting a request of the warp with the same number (kmeans2gpu's failure: thread 0 published,
+/// then acquired apart from its warp). Different stores around each call keep the compiler from
+/// merging the two branches into one converged acquire.
+__device__ unsigned two_group_marks[4];
+__global__ void acquire_as_two_groups(channel_handle ch, std::uint32_t tag) {
+  if (threadIdx.x % 32 == 0) {
+    two_group_marks[0] = 1;
+    ch.acquire(tag, 1, 64, 0).release();
+    two_group_marks[2] = 1;
+  } else {
+    two_group_marks[1] = 1;
+    ch.acquire(tag, 1, 64, 0).release();
+    two_group_marks[3] = 1;
+  }
+}
+
 constexpr ChannelConfig failing_channel{.buffer_bytes = 1 << 20, .tag_count = 64, .max_warps = 64, .watchdog_seconds = 0.5};
 
 [[noreturn]] void expect_error(void (*launch)(channel&), ErrorKind kind, const ChannelConfig& config = failing_channel) {
@@ -442,6 +460,13 @@ TEST_F(Channel, RequestsPastTheBufferAreRefused) {
   EXPECT_EXIT(expect_error([](channel& ch) { acquire_tag<<<1, 32>>>(ch.device(), 0, 2u << 20); },
                            ErrorKind::invalid_argument),
               ::testing::ExitedWithCode(0), "out of range");
+}
+
+TEST_F(Channel, TwoRequestsOfOneWarpAtOnceAreRefused) {
+  // Tag 1 is never published: both groups' requests wait, and the monitor refuses the second.
+  EXPECT_EXIT(expect_error([](channel& ch) { acquire_as_two_groups<<<1, 32>>>(ch.device(), 1); },
+                           ErrorKind::invalid_argument),
+              ::testing::ExitedWithCode(0), "warp 0 posted its request number 1 .*two acquisitions of one warp");
 }
 
 TEST(ChannelConfigCheck, RefusesImpossibleSizes) {

@@ -283,6 +283,26 @@ TEST(RequestQueue, ConcurrentPostersGetExactlyCapacityPlaces) {
   }
 }
 
+// kmeans2gpu's failure, replayed: thread 0 of a warp published, the other lanes went on and
+// acquired as one group, then thread 0 alone as a second group. Both read served count 0 and
+// posted request number 1. Served twice, the warp's count became 2; its next acquire, reading a
+// count of 1 before the second answer landed, waited for 2 and woke on the duplicate's answer:
+// its own request's offset in staging never read, the previous step's data taken instead.
+TEST(RequestSequence, RefusesASecondRequestOfOneWarpInEitherOrder) {
+  // A warp that waits for each answer: taken and served move in step, one number at a time.
+  EXPECT_TRUE(request_follows(1, 0, 0));
+  EXPECT_TRUE(request_follows(2, 1, 1));
+  EXPECT_TRUE(request_follows(0, ~0u, ~0u));  // the 32-bit counts wrap
+  // The second group's request taken while the first is pending (same number, or any).
+  EXPECT_FALSE(request_follows(1, 1, 0));
+  EXPECT_FALSE(request_follows(2, 1, 0));
+  // Taken after the first was served: its number is the served one, not the next.
+  EXPECT_FALSE(request_follows(1, 1, 1));
+  // Numbers that skip or go back are no request of this warp's either.
+  EXPECT_FALSE(request_follows(3, 1, 1));
+  EXPECT_FALSE(request_follows(0, 0, 0));
+}
+
 TEST(RequestBatch, TakesSixteenRequestsAtAlignedOffsets) {
   Batch batch;
   const std::uint32_t sizes[] = {100, 16, 1, 0, 33};

@@ -110,7 +110,7 @@ __device__ inline ChannelGrant channel_acquire(const ChannelView& view, std::uin
     // count the monitor will write when it serves this one.
     seq = served.load(cuda::std::memory_order_relaxed) + 1;
     const RequestQueue<cuda::thread_scope_system> queue(view.cursors, view.slots, view.queue_capacity);
-    const Request request{first_tag, tag_count, warp, bytes, source_offset};
+    const Request request{first_tag, tag_count, warp, bytes, source_offset, seq};
     const std::uint64_t started = global_timer_ns();
     std::uint32_t backoff_ns = waiter_backoff_min_ns;
     // At most one request per warp is outstanding and the queue holds max_warps or more, so the
@@ -128,12 +128,17 @@ __device__ inline ChannelGrant channel_acquire(const ChannelView& view, std::uin
     // leave L1 alone for the warps that compute meanwhile.
     backoff_ns = waiter_backoff_min_ns;
     std::uint32_t polls = 0;
-    while (!channel_seq_reached(served.load(cuda::std::memory_order_relaxed), seq)) {
+    std::uint32_t answered = served.load(cuda::std::memory_order_relaxed);
+    while (!channel_seq_reached(answered, seq)) {
       if ((++polls & 63u) == 0 && global_timer_ns() - started > view.watchdog_ns)
         channel_fail(view, ChannelFault::wait_timeout, warp, first_tag, tag_count, source_offset);
       __nanosleep(backoff_ns);
       backoff_ns = backoff_ns * 2 < waiter_backoff_max_ns ? backoff_ns * 2 : waiter_backoff_max_ns;
+      answered = served.load(cuda::std::memory_order_relaxed);
     }
+    // Exactly this request's answer: a count past it means a second request of this warp was
+    // served too, and offsets[warp] may name that one's data.
+    if (answered != seq) channel_fail(view, ChannelFault::served_ahead, warp, first_tag, answered, source_offset);
   }
   seq = __shfl_sync(mask, seq, static_cast<int>(leader));
   // Every lane acquires on the waiter word itself, and waits until it sees the served count the

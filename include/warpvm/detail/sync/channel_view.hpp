@@ -35,6 +35,7 @@ enum class ChannelFault : std::uint32_t {
   bad_warp = 3,      ///< the warp's global id is not below ChannelConfig::max_warps (value: the id)
   bad_request = 4,   ///< tags, offset or bytes out of range (first_tag, value: bytes)
   not_uniform = 5,   ///< the lanes of a warp passed different arguments to acquire
+  served_ahead = 6,  ///< a woken warp found its served count past the request it posted (value: the count)
 };
 
 /// First device-side failure of a channel, in mapped pinned host memory so that the host reads it

@@ -40,7 +40,21 @@ struct Request {
   std::uint32_t waiter;
   std::uint32_t bytes;
   std::uint64_t source_offset;
+  /// The waiter's count of requests, this one included: the served count its answer writes. The
+  /// monitor checks it (request_follows), so that two requests of one warp at once, which would
+  /// wake the warp on the wrong answer, are refused instead of served.
+  std::uint32_t seq = 0;
 };
+
+/// Whether a request numbered `seq` from a warp is the one the monitor can serve next: the warp
+/// has no other request pending (`taken`, the number of the warp's last request the monitor
+/// took, equals `served`, its requests served) and counts on from there. A warp waits for each
+/// answer before it asks again, so only a warp whose lanes acquired apart (two groups, each
+/// posting with the same count) fails it.
+[[nodiscard]] WARPVM_HD_INLINE constexpr bool request_follows(std::uint32_t seq, std::uint32_t taken,
+                                                              std::uint32_t served) {
+  return taken == served && seq == served + 1;
+}
 
 /// One cell of the ring. `turn` says whose move it is at ring position p = turn (mod capacity):
 ///   turn == p                     free: the producer that claims position p may write it
