@@ -679,9 +679,13 @@ TEST_F(GraphAfforest, RawKernelsOnPinnedHostMemoryMatchReference) {
 }
 
 TEST_F(GraphAfforest, PagedWholeGraphCached) {
+  // The whole graph, and at least what one block of graph_block_threads may hold at once (the
+  // sparse graph is smaller than that): nothing is evicted either way.
+  const std::uint64_t least = detail::frames_required(apps::graph_block_threads, apps::cc_afforest_pages_held);
   for (const AfforestCase& c : afforest_cases())
     for (const bool balanced_rows : {false, true}) {
-      Runtime rt(gpu_initiated(c.footprint_pages(balanced_rows), EvictionPolicy::clock, apps::cc_afforest_pages_held));
+      Runtime rt(gpu_initiated(std::max(c.footprint_pages(balanced_rows), least), EvictionPolicy::clock,
+                               apps::cc_afforest_pages_held));
       expect_paged_afforest_matches(rt, c, sm_count() * 8, apps::graph_block_threads, balanced_rows);
       EXPECT_EQ(rt.stats().evictions, 0u);
     }
