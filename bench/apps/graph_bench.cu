@@ -1,13 +1,15 @@
-// warpvm-graph-bench: breadth-first search, connected components and single-source shortest
-// paths over one graph (R-MAT with Graph500 parameters by default, a uniform random graph, or one
-// loaded from a MatrixMarket file, an edge list or a graph cache; weights drawn from the seed) in
-// every memory mode, each run verified against the CPU reference, one JSON Lines record per app, mode, cache
-// size and root. The workloads, their modes and their fields: docs/benchmarks.md ("graph").
+// warpvm-graph-bench: breadth-first search, connected components (label propagation, and Afforest
+// with --apps cc_afforest) and single-source shortest paths over one graph (R-MAT with Graph500
+// parameters by default, a uniform random graph, or one loaded from a MatrixMarket file, an edge
+// list or a graph cache; weights drawn from the seed) in every memory mode, each run verified
+// against the CPU reference, one JSON Lines record per app, mode, cache size and root. The
+// workloads, their modes and their fields: docs/benchmarks.md ("graph").
 
 #include "../micro/bench_support.cuh"
 #include "../micro/uvm_counters.hpp"
 #include "bfs.cuh"
 #include "cc.cuh"
+#include "cc_afforest.cuh"
 #include "sssp.cuh"
 
 #include "cli_args.hpp"
@@ -34,21 +36,27 @@
 namespace warpvm::bench {
 namespace {
 
-enum class App { bfs, cc, sssp };
+enum class App { bfs, cc, cc_afforest, sssp };
 
 const char* to_string(App app) {
   switch (app) {
     case App::bfs: return "bfs";
     case App::cc: return "cc";
+    case App::cc_afforest: return "cc_afforest";
     default: return "sssp";
   }
 }
+
+/// Connected components, by either algorithm: no root, labels starting at the vertex ids, the
+/// same reference.
+bool components(App app) { return app == App::cc || app == App::cc_afforest; }
 
 /// Pages a thread of the app's paged kernel holds at once.
 std::uint32_t pages_held(App app) {
   switch (app) {
     case App::bfs: return apps::bfs_pages_held;
     case App::cc: return apps::cc_pages_held;
+    case App::cc_afforest: return apps::cc_afforest_pages_held;
     default: return apps::sssp_pages_held;
   }
 }
@@ -59,6 +67,8 @@ struct GraphOptions {
   bool uniform = false;        ///< --generator uniform: G(n, m) of R-MAT's sizes instead of R-MAT
   std::string graph_file;      ///< --graph-file: load this graph instead of generating one
   std::string graph_cache;     ///< --graph-cache: read the graph from it if it exists, else write it there
+  /// The default runs one algorithm per problem (cc_afforest on request), so that a default
+  /// run's records and time stay those of earlier commits.
   std::vector<App> apps{App::bfs, App::cc, App::sssp};
   unsigned sources = 4;              ///< roots drawn from the seed
   std::vector<std::uint32_t> roots;  ///< roots given (instead of drawing them)
@@ -82,7 +92,7 @@ const char* const all_modes =
 
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
-               "%s\nusage: warpvm-graph-bench [--apps bfs,cc,sssp] [--generator rmat|uniform] [--scale 22] [--edge-factor 16]\n"
+               "%s\nusage: warpvm-graph-bench [--apps bfs,cc,sssp,cc_afforest] [--generator rmat|uniform] [--scale 22] [--edge-factor 16]\n"
                "       [--graph-file g.mtx|g.el|g.wvg] [--graph-cache g.wvg] [--seed 1]\n"
                "       [--sources 4] [--roots a,b] [--modes m,n] [--cache-fractions 1,0.5,0.25] [--repeats 3]\n"
                "       [--eviction clock|fifo] [--out file.jsonl] [--commit SHA] [--driver VER] [--suite graph]\n"
@@ -99,6 +109,7 @@ const char* const all_modes =
                "--balanced CHUNK: every mode's kernels work a warp per chunk of at most CHUNK edges of a frontier\n"
                "vertex's row (DREAM's Balanced CSR; its chunk table is one more object of the mode) instead of a\n"
                "warp per vertex\n"
+               "CC by label propagation (cc), or by Afforest (cc_afforest: not in the default list)\n"
                "modes: %s\n"
                "--eviction applies to mode warpvm (warpvm_dream is FIFO); --trace writes the fault batches of\n"
                "the warpvm_uvm runs (the uvm preset) as CSV\n",
@@ -107,9 +118,9 @@ const char* const all_modes =
 }
 
 App parse_app(const std::string& name) {
-  for (const App app : {App::bfs, App::cc, App::sssp})
+  for (const App app : {App::bfs, App::cc, App::cc_afforest, App::sssp})
     if (name == to_string(app)) return app;
-  usage(("unknown app " + name + " (apps: bfs, cc, sssp)").c_str());
+  usage(("unknown app " + name + " (apps: bfs, cc, cc_afforest, sssp)").c_str());
 }
 
 GraphOptions parse(int argc, char** argv) {
@@ -119,7 +130,8 @@ GraphOptions parse(int argc, char** argv) {
   bool generator_flags = false;  // --generator, --scale or --edge-factor given
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") usage("warpvm-graph-bench: BFS, CC and SSSP on a generated or loaded graph, JSON Lines out");
+    if (flag == "--help" || flag == "-h")
+      usage("warpvm-graph-bench: BFS, CC (two algorithms) and SSSP on a generated or loaded graph, JSON Lines out");
     if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
     const std::string value = argv[++i];
     try {
@@ -154,7 +166,7 @@ GraphOptions parse(int argc, char** argv) {
           const App app = parse_app(name);
           if (!o.wants(app)) o.apps.push_back(app);
         }
-        if (o.apps.empty()) usage("--apps needs at least one of bfs, cc, sssp");
+        if (o.apps.empty()) usage("--apps needs at least one of bfs, cc, cc_afforest, sssp");
       } else usage(("unknown option " + flag).c_str());
     } catch (const std::logic_error&) {  // stoul and friends
       usage(("cannot read the value of " + flag + ": " + value).c_str());
@@ -293,6 +305,7 @@ class GraphBench {
     if (o_.balanced()) build_chunk_table();
     // Before generate(): a certified-gpu SSSP reference runs the kernels.
     queues_.emplace(n_, chunk_count_);
+    if (o_.wants(App::cc_afforest)) afforest_scratch_.emplace();
     generate();
   }
   ~GraphBench() { cudaStreamDestroy(stream_); }
@@ -388,7 +401,11 @@ class GraphBench {
     const auto start = std::chrono::steady_clock::now();
     if (o_.wants(App::bfs))
       for (const std::uint32_t root : roots) tasks_.push_back(bfs_task(offsets, columns, root, pfor));
-    if (o_.wants(App::cc)) tasks_.push_back(cc_task(offsets, columns, pfor));
+    if (o_.wants(App::cc) || o_.wants(App::cc_afforest)) {
+      const std::vector<std::uint32_t> labels = sim::reference_cc(offsets, columns, pfor);  // once for both
+      for (const App app : {App::cc, App::cc_afforest})
+        if (o_.wants(app)) tasks_.push_back(cc_task(app, offsets, labels, pfor));
+    }
     if (o_.wants(App::sssp)) {
       std::vector<std::vector<std::uint32_t>> on_gpu =
           o_.sssp_certified_gpu ? sssp_on_device(roots) : std::vector<std::vector<std::uint32_t>>(roots.size());
@@ -412,15 +429,29 @@ class GraphBench {
     return t;
   }
 
-  Task cc_task(std::span<const std::uint64_t> offsets, std::span<const std::uint32_t> columns,
+  /// `labels`: sim::reference_cc's. Afforest's `useful_bytes` stay the CSR, as for cc (the same
+  /// problem: useful_gbps compares the two); its entries read are a field of each run (finish).
+  Task cc_task(App app, std::span<const std::uint64_t> offsets, std::vector<std::uint32_t> labels,
                const ParallelFor& pfor) const {
-    Task t{.app = App::cc, .expected = sim::reference_cc(offsets, columns, pfor)};
+    Task t{.app = app, .expected = std::move(labels)};
     const sim::CcWork work = sim::cc_work(t.expected);
-    t.useful_bytes = offsets_bytes() + columns_bytes();  // every row at least once
+    t.useful_bytes = offsets_bytes() + columns_bytes();  // label propagation reads every row at least once
     t.traversed_edges = m_ / 2;  // each undirected edge stored both ways
     t.fields = {{"components", static_cast<double>(work.components)},
-                {"largest_component", static_cast<double>(work.largest_component)},
-                {"scanned_edges", static_cast<double>(m_)}};
+                {"largest_component", static_cast<double>(work.largest_component)}};
+    if (app == App::cc) {
+      t.fields["scanned_edges"] = static_cast<double>(m_);
+      return t;
+    }
+    // Afforest's neighbour rounds read min(degree, rounds) entries of every row.
+    std::atomic<std::uint64_t> round_entries{0};
+    pfor(n_, [&](std::uint64_t lo, std::uint64_t hi) {
+      std::uint64_t entries = 0;
+      for (std::uint64_t v = lo; v < hi; ++v)
+        entries += std::min<std::uint64_t>(offsets[v + 1] - offsets[v], apps::afforest::neighbour_rounds);
+      round_entries += entries;
+    });
+    t.fields["afforest_round_entries"] = static_cast<double>(round_entries.load());
     return t;
   }
 
@@ -483,7 +514,7 @@ class GraphBench {
     rec.mode = mode;
     rec.dataset_bytes = dataset_bytes(t.app);
     rec.useful_bytes = t.useful_bytes;
-    if (t.app != App::cc) rec.extra["root"] = t.root;
+    if (!components(t.app)) rec.extra["root"] = t.root;
     if (!o_.loaded()) {  // a loaded graph has no generator sizes
       rec.extra["scale"] = o_.graph.scale;
       rec.extra["edge_factor"] = o_.graph.edge_factor;
@@ -507,6 +538,12 @@ class GraphBench {
   /// TEPS (traversed edges over the median time), the iterations and where the result is, into
   /// the record, which is then written.
   void finish(Record rec, const Task& t, std::uint32_t iterations, bool result_on_host) {
+    if (t.app == App::cc_afforest) {  // the last run's counts (every run's: the sample has a fixed seed)
+      rec.extra["afforest_giant"] = afforest_counts_.giant;
+      rec.extra["afforest_rows_linked"] = afforest_counts_.rows_linked;
+      rec.extra["afforest_entries_linked"] = static_cast<double>(afforest_counts_.entries_linked);
+      rec.extra["scanned_edges"] = t.fields.at("afforest_round_entries") + static_cast<double>(afforest_counts_.entries_linked);
+    }
     rec.extra["teps"] = static_cast<double>(t.traversed_edges) / median(rec.seconds);
     rec.extra["iterations"] = iterations;
     rec.extra["result_on_host"] = result_on_host ? 1 : 0;
@@ -524,7 +561,7 @@ class GraphBench {
     const bool depth_ok = t.app != App::bfs || iterations == t.depth;
     if (wrong != 0 || !depth_ok)
       std::fprintf(stderr, "graph-bench: %s%s: %llu of %llu vertices wrong; %u iterations%s\n", to_string(t.app),
-                   t.app == App::cc ? "" : (" from root " + std::to_string(t.root)).c_str(),
+                   components(t.app) ? "" : (" from root " + std::to_string(t.root)).c_str(),
                    static_cast<unsigned long long>(wrong.load()), static_cast<unsigned long long>(n_), iterations,
                    depth_ok ? "" : (" (expected " + std::to_string(t.depth) + ")").c_str());
     return wrong == 0 && depth_ok;
@@ -534,13 +571,13 @@ class GraphBench {
   /// and unreached elsewhere.
   void reset_on_host(const Task& t, std::uint32_t* values) const {
     parallel_for(n_, [&](std::uint64_t lo, std::uint64_t hi) {
-      if (t.app == App::cc) std::iota(values + lo, values + hi, static_cast<std::uint32_t>(lo));
+      if (components(t.app)) std::iota(values + lo, values + hi, static_cast<std::uint32_t>(lo));
       else std::fill(values + lo, values + hi, apps::bfs_unreached);
     });
-    if (t.app != App::cc) values[t.root] = 0;
+    if (!components(t.app)) values[t.root] = 0;
   }
   void reset_on_device(const Task& t, std::uint32_t* values) const {
-    if (t.app == App::cc) apps::fill_identity<<<sms_ * 4, 256, 0, stream_>>>(values, n_);
+    if (components(t.app)) apps::fill_identity<<<sms_ * 4, 256, 0, stream_>>>(values, n_);
     else apps::reset_from_root<<<sms_ * 4, 256, 0, stream_>>>(values, n_, t.root);
     check(cudaGetLastError(), "reset the per-vertex values");
   }
@@ -551,6 +588,10 @@ class GraphBench {
       case App::bfs:
         return apps::bfs_raw(stream_, *queues_, g.offsets, g.columns, values, t.root, raw_blocks(), g.chunk_table());
       case App::cc: return apps::cc_raw(stream_, *queues_, g.offsets, g.columns, values, raw_blocks(), g.chunk_table());
+      case App::cc_afforest:
+        afforest_counts_ = apps::cc_afforest_raw(stream_, *queues_, *afforest_scratch_, g.offsets, g.columns, values,
+                                                 raw_blocks(), seed(), g.chunk_table());
+        return apps::cc_afforest_passes;
       default:
         return apps::sssp_raw(stream_, *queues_, g.offsets, g.columns, g.weights, values, t.root, raw_blocks(),
                               g.chunk_table());
@@ -769,6 +810,11 @@ class GraphBench {
             iterations = apps::cc_paged(rt, *queues_, offsets.device(), columns.device(), values.device(), max_blocks,
                                         apps::graph_block_threads, chunks);
             break;
+          case App::cc_afforest:
+            afforest_counts_ = apps::cc_afforest_paged(rt, *queues_, *afforest_scratch_, offsets.device(), columns.device(),
+                                                       values.device(), max_blocks, seed(), apps::graph_block_threads, chunks);
+            iterations = apps::cc_afforest_passes;
+            break;
           case App::sssp:
             iterations = apps::sssp_paged(rt, *queues_, offsets.device(), columns.device(), weights.device(), values.device(),
                                           t.root, max_blocks, apps::graph_block_threads, chunks);
@@ -801,8 +847,10 @@ class GraphBench {
   std::optional<PinnedArray> weights_;      // SSSP's edge weights, aligned with columns_
   std::uint64_t chunk_count_ = 0;           // the Balanced CSR's chunks (--balanced), else 0
   std::optional<PinnedArray> chunk_offsets_, vertex_chunks_;  // its chunk table (build_chunk_table)
-  std::vector<Task> tasks_;                 // BFS per root, CC, SSSP per root, in that order
+  std::vector<Task> tasks_;                 // BFS per root, CC, CC by Afforest, SSSP per root, in that order
   std::optional<apps::FrontierQueues> queues_;
+  std::optional<apps::AfforestScratch> afforest_scratch_;  // with cc_afforest
+  apps::AfforestCounts afforest_counts_{};                  // of the last cc_afforest run
   Recorder recorder_;
   std::ofstream trace_;
   cudaStream_t stream_ = nullptr;

@@ -1,11 +1,11 @@
 #pragma once
-// What the graph kernels (bfs.cuh, cc.cuh, sssp.cuh) share: a warp per unit of work (a frontier
-// vertex's row, or with DREAM's Balanced CSR one chunk of it), the row bounds read once per
-// warp, two ways to walk a CSR row (plain pointers in 128-byte aligned windows; warpvm page
-// spans), appending to the next frontier queue at most once per vertex and iteration, launch
+// What the graph kernels (bfs.cuh, cc.cuh, cc_afforest.cuh, sssp.cuh) share: a warp per unit of
+// work (a frontier vertex's row, or with DREAM's Balanced CSR one chunk of it), the row bounds read
+// once per warp, two ways to walk a CSR row (plain pointers in 128-byte aligned windows; warpvm
+// page spans), appending to the next frontier queue at most once per vertex and iteration, launch
 // shapes, and the frontier queues that drive the iterations from the host. The queues (and the
-// per-vertex stamps, and the chunk queue of the balanced runs) live in device memory in every
-// mode: scratch that never needs to reach the host, 12 bytes per vertex (and 8 per chunk).
+// per-vertex stamps, and the chunk queue of the balanced runs) live in device memory in every mode:
+// scratch that never needs to reach the host, 12 bytes per vertex (and 8 per chunk).
 
 #include "warpvm/sim/rmat.hpp"
 #include "warpvm/warpvm.hpp"
@@ -321,6 +321,23 @@ class FrontierQueues {
     WARPVM_CUDA_TRY(cudaGetLastError());
     return iterate(stream, static_cast<std::uint32_t>(vertices_), expand);
   }
+
+  /// One pass over the vertices a kernel selects (Afforest's last linking pass): `select(queue,
+  /// queue_size)` launches on `stream` a kernel that appends them to `queue` (graph_detail::append;
+  /// `queue_size` is zero before), their number is read back (a wait), then `visit(queue, size)`
+  /// launches the pass over them (launch_over_rows) unless there are none. Returns their number.
+  template <class Select, class Visit>
+  std::uint32_t run_over_selected(cudaStream_t stream, Select&& select, Visit&& visit) {
+    WARPVM_CUDA_TRY(cudaMemsetAsync(next_size_, 0, sizeof(std::uint32_t), stream));
+    select(queues_[0], next_size_);
+    WARPVM_CUDA_TRY(cudaMemcpyAsync(host_word_, next_size_, sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream));
+    WARPVM_CUDA_TRY(cudaStreamSynchronize(stream));
+    const std::uint32_t size = *host_word_;
+    if (size > 0) visit(static_cast<const std::uint32_t*>(queues_[0]), size);
+    return size;
+  }
+
+  [[nodiscard]] std::uint64_t vertices() const { return vertices_; }
 
   /// One iteration's kernel over `frontier` (for an `expand` of run_from or run_from_all): calls
   /// launch_rows(rows, grid, block) with rows a graph_detail::FrontierRows over `offsets` (a warp

@@ -37,6 +37,7 @@ RATE_FIELDS: dict[str, tuple[str, str]] = {
     "sparse_read": ("reads_per_s", "reads/s"),
     "bfs": ("teps", "TEPS"),
     "cc": ("teps", "TEPS"),
+    "cc_afforest": ("teps", "TEPS"),
     "sssp": ("teps", "TEPS"),
 }
 

@@ -7,10 +7,12 @@
 // pinned host memory (zero-copy), and through warpvm with the whole graph cached and with caches
 // small enough to evict. All three over DREAM's Balanced CSR too (a warp per chunk of a row, the
 // chunk table one more array or object): plain pointers on device and pinned host memory, and
-// through warpvm whole and evicting.
+// through warpvm whole and evicting. Components by Afforest (cc_afforest.cuh) the same ways, on
+// the R-MAT graph and on a sparse uniform one whose last linking pass has rows to walk.
 
 #include "bfs.cuh"
 #include "cc.cuh"
+#include "cc_afforest.cuh"
 #include "gpu_test_support.cuh"
 #include "sssp.cuh"
 
@@ -126,24 +128,26 @@ object<T> upload(Runtime& rt, const std::vector<T>& contents, const char* name) 
   return o;
 }
 
-/// The chunk table as objects (migrate) of `rt` when `wanted`, else none: what the paged
-/// helpers below pass their kernels (null: a warp per vertex).
+/// The chunk table (`of`: the suite graph's by default) as objects (migrate) of `rt` when
+/// `wanted`, else none: what the paged helpers below pass their kernels (null: a warp per vertex).
 class PagedChunks {
  public:
-  PagedChunks(Runtime& rt, bool wanted) {
+  PagedChunks(Runtime& rt, bool wanted, const Balanced& of = balanced()) {
     if (!wanted) return;
-    chunk_offsets_ = upload(rt, balanced().csr.chunk_offsets, "chunk_offsets");
-    vertex_chunks_ = upload(rt, balanced().first_chunks, "vertex_chunks");
+    chunk_offsets_ = upload(rt, of.csr.chunk_offsets, "chunk_offsets");
+    vertex_chunks_ = upload(rt, of.first_chunks, "vertex_chunks");
     table_ = apps::PagedChunkTable{chunk_offsets_.device(), vertex_chunks_.device()};
+    chunks_ = of.csr.chunks();
   }
   /// The chunk queue's room (FrontierQueues): 0 without the table.
-  [[nodiscard]] std::uint64_t chunks() const { return table_ ? balanced().csr.chunks() : 0; }
+  [[nodiscard]] std::uint64_t chunks() const { return chunks_; }
   [[nodiscard]] const apps::PagedChunkTable* table() const { return table_ ? &*table_ : nullptr; }
 
  private:
   object<std::uint64_t> chunk_offsets_;
   object<std::uint32_t> vertex_chunks_;
   std::optional<apps::PagedChunkTable> table_;
+  std::uint64_t chunks_ = 0;
 };
 
 /// The graph as warpvm objects (migrate) of `rt`, searched from every root with blocks of
@@ -546,6 +550,177 @@ TEST_F(GraphBalanced, PagedQuarterCacheEvictsAndStillMatches) {
   Runtime rt(gpu_initiated((sssp_footprint_pages() + chunk_table_pages()) / 4, EvictionPolicy::clock, apps::sssp_pages_held));
   expect_paged_sssp_matches(rt, sm_count() * 8, 64, true);
   EXPECT_GT(rt.stats().evictions, 0u);
+}
+
+// Connected components by Afforest (cc_afforest.cuh).
+
+/// A graph whose last Afforest pass has rows to walk (on the R-MAT graph the neighbour rounds
+/// join nearly everything): uniform, one undirected edge per vertex, with its reference labels
+/// and a Balanced CSR of one edge per chunk (every row of the last pass cut into several).
+struct SparseGraph {
+  std::vector<std::uint64_t> offsets;
+  std::vector<std::uint32_t> columns;
+  std::vector<std::uint32_t> labels;
+  Balanced table;
+};
+
+const SparseGraph& sparse_graph() {
+  static const SparseGraph g = [] {
+    const sim::UniformParams p{.scale = 16, .edge_factor = 1, .seed = 2024};
+    SparseGraph built{std::vector<std::uint64_t>(p.vertices() + 1), std::vector<std::uint32_t>(p.directed_edges()), {}, {}};
+    sim::build_uniform_csr(p, built.offsets, built.columns);
+    built.labels = sim::reference_cc(built.offsets, built.columns);
+    built.table.csr = sim::balance_csr(built.offsets, 1);
+    built.table.first_chunks = sim::first_chunks(built.table.csr, p.vertices());
+    return built;
+  }();
+  return g;
+}
+
+/// One graph of the Afforest tests, with its reference labels and chunk table.
+struct AfforestCase {
+  const char* name;
+  const std::vector<std::uint64_t>& offsets;
+  const std::vector<std::uint32_t>& columns;
+  const std::vector<std::uint32_t>& labels;
+  const Balanced& table;  ///< its Balanced CSR
+  bool last_pass_has_rows;
+  [[nodiscard]] std::uint64_t vertices() const { return offsets.size() - 1; }
+  /// Pages of the objects (offsets, columns, labels, and the chunk table when `balanced_rows`).
+  [[nodiscard]] std::uint64_t footprint_pages(bool balanced_rows) const {
+    const std::uint64_t table_pages =
+        balanced_rows ? pages_of(table.csr.chunk_offsets.size() * 8) + pages_of(table.first_chunks.size() * 4) : 0;
+    return pages_of(offsets.size() * 8) + pages_of(columns.size() * 4) + pages_of(vertices() * 4) + table_pages;
+  }
+};
+
+std::vector<AfforestCase> afforest_cases() {
+  const Graph& g = graph();
+  const SparseGraph& sparse = sparse_graph();
+  return {{"R-MAT", g.offsets, g.columns, g.labels, balanced(), false},
+          {"sparse uniform", sparse.offsets, sparse.columns, sparse.labels, sparse.table, true}};
+}
+
+/// What every Afforest run must show besides its labels: the sampled root is in the largest
+/// component (some vertex of it), and on the sparse graph the last pass walked rows of more than
+/// neighbour_rounds entries each.
+void expect_afforest_counts(const AfforestCase& c, const apps::AfforestCounts& counts) {
+  std::vector<std::uint64_t> sizes(c.vertices(), 0);
+  for (const std::uint32_t label : c.labels) ++sizes[label];
+  EXPECT_EQ(sizes[c.labels[counts.giant]], *std::max_element(sizes.begin(), sizes.end()));
+  if (c.last_pass_has_rows) EXPECT_GT(counts.rows_linked, 0u);
+  if (counts.rows_linked == 0) EXPECT_EQ(counts.entries_linked, 0u);
+  else EXPECT_GT(counts.entries_linked, std::uint64_t{counts.rows_linked} * apps::afforest::neighbour_rounds);
+}
+
+/// Afforest with the plain-pointer kernels on this graph (device or pinned host memory), over
+/// the Balanced CSR when `chunks` is given, twice (the labels reset in between); the labels in
+/// device memory, compared with the reference.
+void expect_raw_afforest_matches(const AfforestCase& c, const std::uint64_t* offsets, const std::uint32_t* columns,
+                                 const apps::RawChunkTable* chunks = nullptr) {
+  SCOPED_TRACE(std::string(c.name) + (chunks != nullptr ? ", balanced" : ""));
+  const std::uint64_t n = c.vertices();
+  DeviceVector<std::uint32_t> labels(n);
+  apps::FrontierQueues queues(n, chunks != nullptr ? c.table.csr.chunks() : 0);
+  apps::AfforestScratch scratch;
+  for (int run = 0; run < 2; ++run) {
+    apps::fill_identity<<<64, 256>>>(labels.get(), n);
+    WARPVM_CUDA_TRY(cudaGetLastError());
+    const apps::AfforestCounts counts =
+        apps::cc_afforest_raw(nullptr, queues, scratch, offsets, columns, labels.get(), sm_count() * 8, 1, chunks);
+    EXPECT_EQ(compare_values(labels.to_host().data(), c.labels), "");
+    expect_afforest_counts(c, counts);
+  }
+}
+
+/// Afforest through warpvm objects (migrate) of `rt`, twice (the second from an emptied cache),
+/// each compared with the reference on the labels' host copy; `balanced_rows` as for
+/// expect_paged_bfs_matches, with the case's chunk table.
+void expect_paged_afforest_matches(Runtime& rt, const AfforestCase& c, std::uint64_t wanted_blocks, unsigned block_threads,
+                                   bool balanced_rows = false) {
+  SCOPED_TRACE(std::string(c.name) + (balanced_rows ? ", balanced" : ""));
+  const std::uint64_t n = c.vertices();
+  auto offsets = upload(rt, c.offsets, "offsets");
+  auto columns = upload(rt, c.columns, "columns");
+  auto labels = rt.alloc<std::uint32_t>(n, Placement::migrate, "labels");
+  const PagedChunks chunks(rt, balanced_rows, c.table);
+  apps::FrontierQueues queues(n, chunks.chunks());
+  apps::AfforestScratch scratch;
+  const std::uint64_t max_blocks = apps::max_paged_blocks(rt, wanted_blocks, block_threads);
+  for (int run = 0; run < 2; ++run) {
+    SCOPED_TRACE("run " + std::to_string(run));
+    rt.drop_cached();
+    std::iota(labels.host().begin(), labels.host().end(), 0u);
+    const apps::AfforestCounts counts = apps::cc_afforest_paged(rt, queues, scratch, offsets.device(), columns.device(),
+                                                                labels.device(), max_blocks, 1, block_threads, chunks.table());
+    rt.flush();
+    EXPECT_EQ(compare_values(labels.host().data(), c.labels), "");
+    expect_afforest_counts(c, counts);
+  }
+}
+
+class GraphAfforest : public Graph500Bfs {};
+
+TEST_F(GraphAfforest, RawKernelsOnDeviceMemoryMatchReference) {
+  for (const AfforestCase& c : afforest_cases()) {
+    const DeviceVector offsets(c.offsets), chunk_offsets(c.table.csr.chunk_offsets);
+    const DeviceVector columns(c.columns), vertex_chunks(c.table.first_chunks);
+    expect_raw_afforest_matches(c, offsets.get(), columns.get());
+    const apps::RawChunkTable chunks{chunk_offsets.get(), vertex_chunks.get()};
+    expect_raw_afforest_matches(c, offsets.get(), columns.get(), &chunks);
+  }
+}
+
+TEST_F(GraphAfforest, RawKernelsOnPinnedHostMemoryMatchReference) {
+  for (const AfforestCase& c : afforest_cases()) {
+    const MappedBuffer offsets(c.offsets), columns(c.columns);
+    expect_raw_afforest_matches(c, offsets.device<std::uint64_t>(), columns.device<std::uint32_t>());
+  }
+}
+
+TEST_F(GraphAfforest, PagedWholeGraphCached) {
+  // The whole graph, and at least what one block of graph_block_threads may hold at once (the
+  // sparse graph is smaller than that): nothing is evicted either way.
+  const std::uint64_t least = detail::frames_required(apps::graph_block_threads, apps::cc_afforest_pages_held);
+  for (const AfforestCase& c : afforest_cases())
+    for (const bool balanced_rows : {false, true}) {
+      Runtime rt(gpu_initiated(std::max(c.footprint_pages(balanced_rows), least), EvictionPolicy::clock,
+                               apps::cc_afforest_pages_held));
+      expect_paged_afforest_matches(rt, c, sm_count() * 8, apps::graph_block_threads, balanced_rows);
+      EXPECT_EQ(rt.stats().evictions, 0u);
+    }
+}
+
+TEST_F(GraphAfforest, PagedQuarterCacheEvictsAndStillMatches) {
+  // A quarter of the sparse graph's pages is less than a block of 64 threads needs: that, then.
+  const std::uint64_t least = detail::frames_required(64, apps::cc_afforest_pages_held);
+  for (const AfforestCase& c : afforest_cases())
+    for (const bool balanced_rows : {false, true}) {
+      Runtime rt(gpu_initiated(std::max(c.footprint_pages(balanced_rows) / 4, least), EvictionPolicy::clock,
+                               apps::cc_afforest_pages_held));
+      expect_paged_afforest_matches(rt, c, sm_count() * 8, 64, balanced_rows);
+      EXPECT_GT(rt.stats().evictions, 0u);
+    }
+}
+
+TEST_F(GraphAfforest, LeastCacheTheLaunchesMayHave) {
+  // One block of 64 threads, 128 frames (a column page and a label each): it finishes, evicting.
+  constexpr unsigned threads = 64;
+  for (const AfforestCase& c : afforest_cases()) {
+    Runtime rt(gpu_initiated(detail::frames_required(threads, apps::cc_afforest_pages_held), EvictionPolicy::clock,
+                             apps::cc_afforest_pages_held));
+    EXPECT_EQ(rt.max_resident_threads(), threads);
+    expect_paged_afforest_matches(rt, c, 1, threads);
+    EXPECT_GT(rt.stats().evictions, 0u);
+  }
+}
+
+TEST_F(GraphAfforest, UvmPresetWithTheWholeGraph) {
+  // Whole 2 MB chunks: the R-MAT graph's objects need the most (offsets 1, columns 4, labels 1).
+  for (const AfforestCase& c : afforest_cases()) {
+    Runtime rt(uvm_preset(uvm_chunks()));
+    expect_paged_afforest_matches(rt, c, sm_count() * 8, apps::graph_block_threads);
+  }
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 /// with the Graph500 parameters that writes a CSR graph into memory the caller owns (through
 /// build_csr, which graph_inputs.hpp's generators and loaders share), and a
 /// reference breadth-first search with the Graph500 validity check. Host code only; shared by
-/// warpvm-graph-bench, the GPU tests and the host tests.
+/// warpvm-graph-bench, the GPU tests and the host tests (mix64 is host and device code).
 ///
 /// @code
 ///   const warpvm::sim::RmatParams p{.scale = 20, .seed = 7};
@@ -13,6 +13,8 @@
 ///   warpvm::sim::build_rmat_csr(p, offsets, columns);                 // serial; pass a
 ///   auto levels = warpvm::sim::reference_bfs(offsets, columns, 0);   // parallel_for to spread it
 /// @endcode
+
+#include "warpvm/detail/host_device.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -70,7 +72,8 @@ struct SerialFor {
 
 /// SplitMix64's output function: a counter-based source of 64 random bits. (Not in a nested
 /// `detail` namespace: inside warpvm::sim that would hide warpvm::detail from the other headers.)
-inline std::uint64_t mix64(std::uint64_t x) {
+/// Host and device: Afforest's sample (bench/apps/afforest.hpp) draws with it in a kernel.
+WARPVM_HD_INLINE std::uint64_t mix64(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
