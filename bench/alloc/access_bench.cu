@@ -22,7 +22,9 @@
 // uvm_counters_unavailable, where CUPTI cannot count). Each record adds threads, range_bytes,
 // accesses, touched_bytes (the distinct 4 KB pages read, also useful_bytes) and
 // prefetch_utilization (touched_bytes / bytes_moved), the seed of the pattern and reads, and
-// prefetch_first (--lane-order: the aligned layout's lane order, the paper's pattern order).
+// prefetch_first (--lane-order: the aligned layout's lane order, the paper's pattern order) and
+// per_warp_offsets (--access-offsets per_warp: every lane of a warp reads the same offset of its
+// own range at each step, instead of drawing its own).
 
 #include "access_bench.hpp"
 #include "access_workloads.hpp"
@@ -93,12 +95,14 @@ __global__ void write_ranges(Words memory, const heap_ptr* ptrs, std::uint64_t t
 /// The timed kernel: thread t reads `accesses` random words of its own range and keeps the sum.
 template <class Words>
 __global__ void read_ranges(Words memory, const heap_ptr* ptrs, std::uint64_t threads, std::uint64_t words,
-                            std::uint64_t accesses, std::uint64_t seed, unsigned long long* sums) {
+                            std::uint64_t accesses, std::uint64_t seed, AccessOffsets offsets,
+                            unsigned long long* sums) {
   const std::uint64_t t = thread_index();
   if (t >= threads) return;
   const heap_ptr p = ptrs[t];
+  const std::uint64_t stream = access_stream(t, offsets);
   unsigned long long sum = 0;
-  for (std::uint64_t a = 0; p && a < accesses; ++a) sum += memory.load(p, access_word(seed, t, a, words));
+  for (std::uint64_t a = 0; p && a < accesses; ++a) sum += memory.load(p, access_word(seed, stream, a, words));
   sums[t] = sum;
 }
 
@@ -119,10 +123,12 @@ std::vector<T> to_host(const T* device, std::uint64_t count) {
 
 class AccessRunner {
  public:
-  AccessRunner(const Options& options, Recorder& recorder, detail::LaneOrder order, bool managed)
+  AccessRunner(const Options& options, Recorder& recorder, detail::LaneOrder order, AccessOffsets offsets,
+               bool managed)
       : options_(options),
         recorder_(recorder),
         order_(order),
+        offsets_(offsets),
         seed_(std::random_device{}() % recorded_seed_limit) {
     check(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, 0), "SM count");
     if (!managed) return;
@@ -178,7 +184,7 @@ class AccessRunner {
                     dim3(block_threads), 0);
     const auto read = [&] {
       read_ranges<HeapMemory><<<grid_for(pt.threads), block_threads, 0, rt.stream()>>>(
-          words, ptrs.data, pt.threads, pt.words(), pt.accesses, seed_, sums.data);
+          words, ptrs.data, pt.threads, pt.words(), pt.accesses, seed_, offsets_, sums.data);
       check(cudaGetLastError(), "read_ranges launch");
     };
     rt.reset_stats();
@@ -217,7 +223,7 @@ class AccessRunner {
     const auto back_to_host = [&] { buffer.to_host(); };
     const auto read = [&] {
       read_ranges<ManagedWords><<<grid_for(pt.threads), block_threads>>>(words, ptrs.data, pt.threads, pt.words(),
-                                                                         pt.accesses, seed_, sums.data);
+                                                                         pt.accesses, seed_, offsets_, sums.data);
       check(cudaGetLastError(), "read_ranges launch");
     };
     Record r;
@@ -243,14 +249,14 @@ class AccessRunner {
   /// Threads whose sum is not the host's.
   std::uint64_t count_mismatches(const unsigned long long* sums, const AccessPoint& pt) const {
     const std::vector<unsigned long long> got = to_host(sums, pt.threads);
-    const std::vector<std::uint64_t> want = expected_sums(seed_, pt.threads, pt.words(), pt.accesses);
+    const std::vector<std::uint64_t> want = expected_sums(seed_, pt.threads, pt.words(), pt.accesses, offsets_);
     std::uint64_t mismatches = 0;
     for (std::uint64_t t = 0; t < pt.threads; ++t) mismatches += got[t] != want[t];
     return mismatches;
   }
 
   void describe(Record& r, const AccessPoint& pt, const std::vector<heap_ptr>& ptrs, std::uint64_t mismatches) const {
-    const std::uint64_t touched = touched_page_bytes(ptrs, seed_, pt.words(), pt.accesses);
+    const std::uint64_t touched = touched_page_bytes(ptrs, seed_, pt.words(), pt.accesses, offsets_);
     r.workload = pt.workload;
     r.dataset_bytes = pt.total_bytes();
     r.useful_bytes = touched;
@@ -261,6 +267,7 @@ class AccessRunner {
     r.extra["mismatches"] = static_cast<double>(mismatches);
     r.extra["seed"] = static_cast<double>(seed_);
     r.extra["prefetch_first"] = order_ == detail::LaneOrder::prefetch_first ? 1 : 0;
+    r.extra["per_warp_offsets"] = offsets_ == AccessOffsets::per_warp ? 1 : 0;
     if (r.bytes_moved > 0) r.extra["prefetch_utilization"] = static_cast<double>(touched) / r.bytes_moved;
   }
 
@@ -274,6 +281,7 @@ class AccessRunner {
   const Options& options_;
   Recorder& recorder_;
   detail::LaneOrder order_;
+  AccessOffsets offsets_;
   /// Records print 9 significant digits: a seed below 10^9 is recorded exactly (a 32-bit one
   /// came out rounded, naming other draws than the run's).
   static constexpr std::uint64_t recorded_seed_limit = 1'000'000'000;
@@ -341,7 +349,7 @@ bool run_access_workloads(const AccessSetup& setup, const std::vector<std::strin
     any_managed = true;
     require_in_core(in_core, in_core_heap, layout_of(mode));
   }
-  AccessRunner runner(options, recorder, setup.lane_order, any_managed);
+  AccessRunner runner(options, recorder, setup.lane_order, setup.offsets, any_managed);
   bool all_verified = true;
   for (const std::string& mode : modes) {
     const HeapLayout layout = layout_of(mode);

@@ -5,6 +5,7 @@
 // device face that both of the benchmark's files (alloc_bench.cu, access_bench.cu) use.
 
 #include "../micro/bench_support.cuh"
+#include "alloc_workloads.hpp"
 #include "warpvm/detail/alloc/warp_layout.hpp"
 #include "warpvm/heap.hpp"
 
@@ -30,6 +31,9 @@ struct AccessSetup {
   /// The aligned modes' order of the lanes' tiles in a row (the paper's pattern order:
   /// prefetch_first).
   detail::LaneOrder lane_order = detail::LaneOrder::lane_id;
+  /// Whose draws each thread's reads follow (alloc_workloads.hpp): independent per thread, or
+  /// its warp's (every lane at the same offset of its own range at each step).
+  AccessOffsets offsets = AccessOffsets::per_thread;
 };
 
 /// Threads per block of warpvm-alloc-bench's kernels (alloc_bench.cu, access_bench.cu).

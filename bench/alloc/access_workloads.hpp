@@ -67,23 +67,25 @@ inline WarpRegions place_warp_regions(std::uint64_t capacity_bytes, HeapLayout l
 /// Thread t's sum of its `accesses` reads of its `words` words, each word holding pattern_word:
 /// what the access kernel must find.
 inline std::vector<std::uint64_t> expected_sums(std::uint64_t seed, std::uint64_t threads, std::uint64_t words,
-                                                std::uint64_t accesses) {
+                                                std::uint64_t accesses, AccessOffsets offsets) {
   std::vector<std::uint64_t> sums(threads, 0);
   for (std::uint64_t t = 0; t < threads; ++t)
-    for (std::uint64_t a = 0; a < accesses; ++a) sums[t] += pattern_word(seed, t, access_word(seed, t, a, words));
+    for (std::uint64_t a = 0; a < accesses; ++a)
+      sums[t] += pattern_word(seed, t, access_word(seed, access_stream(t, offsets), a, words));
   return sums;
 }
 
 /// Bytes of the distinct 4 KB pages the access kernel's reads fall on, through each thread's
 /// allocation (null ones read nothing): the bytes a fault-driven system must bring in at least.
 inline std::uint64_t touched_page_bytes(const std::vector<heap_ptr>& ptrs, std::uint64_t seed, std::uint64_t words,
-                                        std::uint64_t accesses) {
+                                        std::uint64_t accesses, AccessOffsets offsets) {
   std::vector<std::uint64_t> pages;
   pages.reserve(ptrs.size() * accesses);
   for (std::uint64_t t = 0; t < ptrs.size(); ++t) {
     if (!ptrs[t]) continue;
     for (std::uint64_t a = 0; a < accesses; ++a)
-      pages.push_back(ptrs[t].offset_of(access_word(seed, t, a, words) * 4) / detail::small_segment_bytes);
+      pages.push_back(ptrs[t].offset_of(access_word(seed, access_stream(t, offsets), a, words) * 4) /
+                      detail::small_segment_bytes);
   }
   std::sort(pages.begin(), pages.end());
   return static_cast<std::uint64_t>(std::unique(pages.begin(), pages.end()) - pages.begin()) *

@@ -389,7 +389,7 @@ Record measure_cuda_random(cudaStream_t stream, const Point& pt) {
                "managed_contiguous] [--access-threads 1024] [--ranges 512,1KiB,...,2MiB] [--accesses 100] "
                "[--large-threads 128] [--large-range 16MiB] [--large-accesses 100] [--oversub-range 120MiB] "
                "[--oversub-accesses 420] [--oversub-cache 4GiB] [--oversub-threads N (0: >= 2.5x the cache)] "
-               "[--lane-order lane_id|prefetch_first] [--uvm-counted-runs 1]\n",
+               "[--lane-order lane_id|prefetch_first] [--access-offsets per_thread|per_warp] [--uvm-counted-runs 1]\n",
                message);
   std::exit(2);
 }
@@ -398,6 +398,13 @@ std::vector<std::uint64_t> parse_list(const std::string& value) {
   std::vector<std::uint64_t> out;
   for (const std::string& v : tools::split_list(value)) out.push_back(tools::parse_bytes(v));
   return out;
+}
+
+/// --access-offsets' value; std::invalid_argument (a bad value) otherwise.
+warpvm::bench::AccessOffsets parse_access_offsets(const std::string& value) {
+  if (value == "per_thread") return warpvm::bench::AccessOffsets::per_thread;
+  if (value == "per_warp") return warpvm::bench::AccessOffsets::per_warp;
+  throw std::invalid_argument("--access-offsets " + value);
 }
 
 /// --lane-order's value; std::invalid_argument (a bad value) otherwise.
@@ -455,6 +462,7 @@ int main(int argc, char** argv) {
       else if (flag == "--oversub-cache") setup.access.oversub_cache = warpvm::tools::parse_bytes(value);
       else if (flag == "--oversub-threads") setup.access.oversub_threads = std::stoull(value);
       else if (flag == "--lane-order") setup.access.lane_order = parse_lane_order(value);
+      else if (flag == "--access-offsets") setup.access.offsets = parse_access_offsets(value);
       else if (flag == "--uvm-counted-runs") options.uvm_counted_runs = static_cast<unsigned>(std::stoul(value));
       else usage(("unknown option " + flag).c_str());
     } catch (const std::logic_error&) {

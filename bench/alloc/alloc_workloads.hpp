@@ -39,10 +39,20 @@ WARPVM_HD_INLINE std::uint32_t pattern_word(std::uint64_t seed, std::uint64_t th
   return static_cast<std::uint32_t>(point_bytes(seed, thread << 32 | word, 0, 0xffffffffull));
 }
 
-/// ... and the word of its `words` that its read number `access` goes to.
-WARPVM_HD_INLINE std::uint64_t access_word(std::uint64_t seed, std::uint64_t thread, std::uint64_t access,
+/// Whose draws a thread's reads follow: its own (per_thread: independent offsets, issue #4's
+/// random access) or its warp's (per_warp: at each step every lane reads the same word of its
+/// own range, the lane-correlated pattern AlignMalloc's layout is built for).
+enum class AccessOffsets : std::uint8_t { per_thread, per_warp };
+
+/// ... the stream of draws thread `thread` follows ...
+WARPVM_HD_INLINE std::uint64_t access_stream(std::uint64_t thread, AccessOffsets offsets) {
+  return offsets == AccessOffsets::per_warp ? thread / 32 : thread;
+}
+
+/// ... and the word of its `words` that read number `access` of draw stream `stream` goes to.
+WARPVM_HD_INLINE std::uint64_t access_word(std::uint64_t seed, std::uint64_t stream, std::uint64_t access,
                                            std::uint64_t words) {
-  return point_bytes(~seed ^ access << 32, thread, 0, words - 1);
+  return point_bytes(~seed ^ access << 32, stream, 0, words - 1);
 }
 
 }  // namespace warpvm::bench

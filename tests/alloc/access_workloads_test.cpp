@@ -21,6 +21,7 @@ namespace {
 
 constexpr std::uint64_t kib = 1024;
 constexpr std::uint64_t mib = 1024 * kib;
+constexpr AccessOffsets per_thread = AccessOffsets::per_thread;
 constexpr std::uint64_t page = detail::small_segment_bytes;
 
 class AccessPlacement : public ::testing::TestWithParam<HeapLayout> {};
@@ -105,20 +106,50 @@ TEST(AccessReferences, TouchedPagesCountTheDistinctPagesRead) {
   };
   for (const HeapLayout layout : {HeapLayout::contiguous, HeapLayout::aligned}) {
     // A 4 KB range is one page (aligned lanes are whole pages; contiguous ones too at 4 KB) ...
-    EXPECT_EQ(touched_page_bytes(place(layout, 4 * kib), seed, 1024, 100), threads * page);
+    EXPECT_EQ(touched_page_bytes(place(layout, 4 * kib), seed, 1024, 100, per_thread), threads * page);
     // ... and 2000 reads of a 64 KB range find all 16 of its pages.
-    EXPECT_EQ(touched_page_bytes(place(layout, 64 * kib), seed, 16 * 1024, 2000), threads * 64 * kib);
+    EXPECT_EQ(touched_page_bytes(place(layout, 64 * kib), seed, 16 * 1024, 2000, per_thread), threads * 64 * kib);
   }
   // 0.5 KB ranges: contiguous lanes share a page eight at a time, aligned lanes are padded to
   // a page each (AlignMalloc's small-size cost).
-  EXPECT_EQ(touched_page_bytes(place(HeapLayout::contiguous, 512), seed, 128, 100), threads / 8 * page);
-  EXPECT_EQ(touched_page_bytes(place(HeapLayout::aligned, 512), seed, 128, 100), threads * page);
+  EXPECT_EQ(touched_page_bytes(place(HeapLayout::contiguous, 512), seed, 128, 100, per_thread), threads / 8 * page);
+  EXPECT_EQ(touched_page_bytes(place(HeapLayout::aligned, 512), seed, 128, 100, per_thread), threads * page);
   // 100 reads of 512 pages: both layouts keep every page whole, so they touch as many pages,
   // about 91 per thread (512 x (1 - (511/512)^100)).
-  const std::uint64_t big = touched_page_bytes(place(HeapLayout::aligned, 2 * mib), seed, 512 * 1024, 100);
-  EXPECT_EQ(touched_page_bytes(place(HeapLayout::contiguous, 2 * mib), seed, 512 * 1024, 100), big);
+  const std::uint64_t big = touched_page_bytes(place(HeapLayout::aligned, 2 * mib), seed, 512 * 1024, 100, per_thread);
+  EXPECT_EQ(touched_page_bytes(place(HeapLayout::contiguous, 2 * mib), seed, 512 * 1024, 100, per_thread), big);
   EXPECT_GT(big, threads * 85 * page);
   EXPECT_LE(big, threads * 100 * page);
+}
+
+TEST(AccessReferences, PerWarpOffsetsPutAWarpsReadsOfOneStepInOneVaBlockOnlyWhenAligned) {
+  // With per-warp draws every lane reads the same word of its own 1 MB range at each step: the
+  // aligned layout puts those 32 words in 32 consecutive 64 KB tiles, one 2 MB VA block (what
+  // UVM's prefetcher decides on), the contiguous layout 1 MB apart, over 16 blocks. With
+  // per-thread draws neither layout keeps a step's reads together.
+  const std::uint64_t seed = std::mt19937_64(std::random_device{}())();
+  constexpr std::uint64_t threads = 32, range = mib, words = range / 4, steps = 50;
+  const auto blocks_per_step = [&](HeapLayout layout, AccessOffsets offsets) {
+    const std::uint64_t capacity = heap_bytes_for(layout, threads, range);
+    const std::vector<heap_ptr> ptrs = place_warp_regions(capacity, layout, detail::LaneOrder::lane_id, threads, range).ptrs;
+    std::uint64_t most = 0;
+    for (std::uint64_t a = 0; a < steps; ++a) {
+      std::vector<std::uint64_t> blocks;
+      for (std::uint64_t t = 0; t < threads; ++t)
+        blocks.push_back(ptrs[t].offset_of(access_word(seed, access_stream(t, offsets), a, words) * 4) /
+                         detail::vablock_bytes);
+      std::sort(blocks.begin(), blocks.end());
+      most = std::max<std::uint64_t>(most, std::unique(blocks.begin(), blocks.end()) - blocks.begin());
+    }
+    return most;
+  };
+  EXPECT_EQ(blocks_per_step(HeapLayout::aligned, AccessOffsets::per_warp), 1u);
+  EXPECT_EQ(blocks_per_step(HeapLayout::contiguous, AccessOffsets::per_warp), 16u);
+  EXPECT_GT(blocks_per_step(HeapLayout::aligned, per_thread), 8u);
+  // The references follow the same draws as the kernel: a warp's lanes share one stream.
+  EXPECT_EQ(access_stream(5, AccessOffsets::per_warp), access_stream(31, AccessOffsets::per_warp));
+  EXPECT_NE(access_stream(31, AccessOffsets::per_warp), access_stream(32, AccessOffsets::per_warp));
+  EXPECT_NE(expected_sums(seed, 64, words, steps, AccessOffsets::per_warp), expected_sums(seed, 64, words, steps, per_thread));
 }
 
 TEST(AccessReferences, ExpectedSumsAreTheSumsOfTheDrawnWords) {
@@ -126,7 +157,7 @@ TEST(AccessReferences, ExpectedSumsAreTheSumsOfTheDrawnWords) {
   const std::uint64_t seed = random();
   constexpr std::uint64_t threads = 64, accesses = 100;
   // One word per range: every read finds it.
-  const std::vector<std::uint64_t> single = expected_sums(seed, threads, 1, accesses);
+  const std::vector<std::uint64_t> single = expected_sums(seed, threads, 1, accesses, per_thread);
   for (std::uint64_t t = 0; t < threads; ++t) EXPECT_EQ(single[t], accesses * pattern_word(seed, t, 0));
   // The reads stay in the range and spread over it; a new seed draws other words.
   constexpr std::uint64_t words = 1000;
@@ -137,7 +168,8 @@ TEST(AccessReferences, ExpectedSumsAreTheSumsOfTheDrawnWords) {
     hit[w] = true;
   }
   EXPECT_EQ(std::count(hit.begin(), hit.end(), true), static_cast<std::ptrdiff_t>(words));
-  EXPECT_NE(expected_sums(seed, threads, words, accesses), expected_sums(seed + 1, threads, words, accesses));
+  EXPECT_NE(expected_sums(seed, threads, words, accesses, per_thread),
+            expected_sums(seed + 1, threads, words, accesses, per_thread));
   EXPECT_NE(pattern_word(seed, 0, 0), pattern_word(seed, 0, 1));
 }
 
