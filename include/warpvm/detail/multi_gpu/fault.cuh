@@ -9,6 +9,15 @@
 /// copy the page (host -> GPU over PCIe, or peer -> GPU over NVLink); the driver installs the new
 /// mappings, gives back freed frames, writes the directory and unlocks. Then the warp retries.
 ///
+/// A full pool. When the page must be pulled and the pool has no free frame, the driver gives
+/// the faulting page's lock back and, holding no directory lock, evicts: the pool's clock
+/// (frame_pool.hpp) proposes frames, the reverse map names the page a frame holds, the driver
+/// only try-locks that page's directory entry (a victim whose lock is taken is skipped), checks
+/// that the frame is still this GPU's copy of it, and runs placement.hpp's evict_copy(): the same
+/// plan / revoke / drain as a transition, then the warp writes the page back to the host if it
+/// goes there dirty. The frame is not returned to the pool but kept by the driver for its fault
+/// (so another warp cannot take it first), which it then serves from the start.
+///
 /// Why this cannot deadlock. The waits are: (a) a warp waiting for a directory lock, (b) a lock
 /// holder waiting for holders of a revoked mapping to drain, (c) nothing else (frame allocation,
 /// the O-Table and the counters are single atomics). (a) never happens while the waiting warp
@@ -20,7 +29,9 @@
 /// lock holder whose mappings do not drain within drain_timeout_ns cancels its revokes, gives
 /// the lock back and retries later (aborted_transitions). So every wait a lock holder does ends,
 /// no cycle of waits can be permanent, and revoked words are never left behind. Lock holders
-/// take one directory lock at a time (counter migrations walk their group page by page).
+/// take one directory lock at a time (counter migrations walk their group page by page; an
+/// evicter holds only its victim's lock, taken by a try-lock after the faulting page's lock was
+/// given back, and a victim that does not drain in time is skipped like one whose lock is taken).
 
 #include "warpvm/detail/core/device_support.cuh"
 #include "warpvm/detail/multi_gpu/frame_pool.hpp"
@@ -39,6 +50,9 @@ namespace warpvm::detail::mg {
 inline constexpr unsigned lock_backoff_min_ns = 32;
 inline constexpr unsigned lock_backoff_max_ns = 1024;
 inline constexpr unsigned line_shift = 7;  ///< 128 B lines
+/// A fault that finds no frame to evict (every frame held by accesses or locked by transitions,
+/// sweep after sweep) for this long gives up with the pool's error instead of hanging the GPU.
+inline constexpr std::uint64_t eviction_give_up_ns = 10'000'000'000ull;
 static_assert((1u << line_shift) == remote_access_bytes, "a remote access is one line");
 
 __device__ __forceinline__ void count(const SpaceView& s, Counter c, std::uint64_t n) {
@@ -52,6 +66,7 @@ __device__ inline DirectoryEntry load_entry(const DirectoryEntry& e) {
   copy.replicas = __ldcg(reinterpret_cast<const unsigned long long*>(&e.replicas));
   copy.remote = __ldcg(reinterpret_cast<const unsigned long long*>(&e.remote));
   copy.owner = __ldcg(&e.owner);
+  copy.shared = __ldcg(&e.shared);
   copy.lock = 1;
   return copy;
 }
@@ -61,10 +76,11 @@ __device__ inline void store_entry(DirectoryEntry& e, const DirectoryEntry& v) {
   __stcg(reinterpret_cast<unsigned long long*>(&e.replicas), static_cast<unsigned long long>(v.replicas));
   __stcg(reinterpret_cast<unsigned long long*>(&e.remote), static_cast<unsigned long long>(v.remote));
   __stcg(&e.owner, v.owner);
+  __stcg(&e.shared, v.shared);
 }
 
-/// The pool of this GPU is full: the first failure is recorded for the host (which names the
-/// object), then the kernel traps. No eviction yet (docs/placement.md).
+/// The pool of this GPU is full and nothing in it could be evicted for eviction_give_up_ns: the
+/// first failure is recorded for the host (which names the object), then the kernel traps.
 __device__ inline void fail_out_of_frames(const SpaceView& s, std::uint32_t object_id, std::uint64_t page) {
   if (cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(*s.error_claim).exchange(1u) == 0u) {
     volatile ErrorRecord* record = s.error;
@@ -101,9 +117,51 @@ struct CopyOrder {
   std::uint64_t bytes = 0;
 };
 
-/// The driver's half of a transition, the lock held and the directory read: plans, allocates,
-/// revokes and drains. Returns false (everything undone, the lock still held) if a mapping did
-/// not drain in time or the pool is full; otherwise fills the plan and the copy order.
+/// Revokes every mapping `changes` takes away or narrows and waits for its holders to drain (the
+/// page's lock held). False if one did not drain within the timeout: the revokes are cancelled,
+/// nothing changed.
+__device__ inline bool revoke_and_drain(const SpaceView& s, const ObjectView& o, std::uint64_t page,
+                                        const PteChange* changes) {
+  for (unsigned g = 0; g < s.gpus; ++g)
+    if (changes[g].revoke) pte_begin_revoke(o.pte[g][page]);
+  const std::uint64_t started = global_timer_ns();
+  for (unsigned g = 0; g < s.gpus; ++g) {
+    if (!changes[g].revoke) continue;
+    unsigned backoff = lock_backoff_min_ns;
+    while (!pte_drained(o.pte[g][page])) {
+      if (global_timer_ns() - started > s.drain_timeout_ns) {
+        for (unsigned h = 0; h < s.gpus; ++h)
+          if (changes[h].revoke) pte_cancel_revoke(o.pte[h][page]);
+        count(s, Counter::aborted_transitions, 1);
+        return false;
+      }
+      __nanosleep(backoff);
+      backoff = backoff * 2 < lock_backoff_max_ns ? backoff * 2 : lock_backoff_max_ns;
+    }
+  }
+  return true;
+}
+
+/// Installs every GPU's planned word and gives back the own frames the plan frees (the page's
+/// lock held, the drain done). Returns how many other GPUs' mappings were revoked.
+__device__ inline unsigned install_changes(const SpaceView& s, const ObjectView& o, std::uint64_t page,
+                                           const std::uint64_t* old_words, const PteChange* changes) {
+  unsigned invalidated = 0;
+  for (unsigned g = 0; g < s.gpus; ++g) {
+    const PteChange& c = changes[g];
+    if (c.revoke || c.after != (old_words[g] & pte::mapping_mask)) pte_install(o.pte[g][page], c.after);
+    if (c.revoke && g != s.gpu) ++invalidated;
+  }
+  for (unsigned g = 0; g < s.gpus; ++g)
+    if (changes[g].frees_frame) release_frame(s.pools[g], frame_at(s.pools[g], pte::address(old_words[g]), s.page_shift));
+  return invalidated;
+}
+
+/// The driver's half of a transition, the lock held and the directory read: plans, takes a
+/// frame if the page is pulled (`reserved`, the driver's frame kept from an eviction or an
+/// earlier try, else one from the pool), revokes and drains. Returns false (nothing changed, the
+/// lock still held, `reserved` kept for the retry) if a mapping did not drain in time or the
+/// pool is full (then `reserved` is no_frame); otherwise fills the plan and the copy order.
 struct Transition {
   DirectoryEntry after;
   Effects fx;
@@ -114,8 +172,8 @@ struct Transition {
 };
 
 __device__ inline bool prepare_transition(const SpaceView& s, const ObjectView& o, std::uint64_t page, bool write,
-                                          const DirectoryEntry& before, Action action, Transition& t,
-                                          CopyOrder& copy) {
+                                          const DirectoryEntry& before, Action action, std::uint32_t& reserved,
+                                          Transition& t, CopyOrder& copy) {
   const unsigned me = s.gpu;
   t.after = before;
   t.action = action;
@@ -124,32 +182,16 @@ __device__ inline bool prepare_transition(const SpaceView& s, const ObjectView& 
   t.new_frame = no_frame;
   std::uint64_t requester_frame = pte::address(t.old_words[me]);
   if (t.fx.pulled) {
-    t.new_frame = frame_alloc(s.pools[me]);
-    if (t.new_frame == no_frame) return false;
-    requester_frame = reinterpret_cast<std::uint64_t>(s.pools[me].base) + (std::uint64_t{t.new_frame} << s.page_shift);
+    if (reserved == no_frame) reserved = frame_alloc(s.pools[me]);
+    if (reserved == no_frame) return false;
+    t.new_frame = reserved;
+    requester_frame = frame_address(s.pools[me], t.new_frame, s.page_shift);
   }
   const std::uint64_t owner_frame =
       owner_frame_after(t.after, me, requester_frame, t.old_words[t.after.owner < s.gpus ? t.after.owner : me]);
   for (unsigned g = 0; g < s.gpus; ++g)
     t.changes[g] = plan_pte(t.after, g, me, write, t.old_words[g], owner_frame, requester_frame);
-  for (unsigned g = 0; g < s.gpus; ++g)
-    if (t.changes[g].revoke) pte_begin_revoke(o.pte[g][page]);
-  const std::uint64_t started = global_timer_ns();
-  for (unsigned g = 0; g < s.gpus; ++g) {
-    if (!t.changes[g].revoke) continue;
-    unsigned backoff = lock_backoff_min_ns;
-    while (!pte_drained(o.pte[g][page])) {
-      if (global_timer_ns() - started > s.drain_timeout_ns) {
-        for (unsigned h = 0; h < s.gpus; ++h)
-          if (t.changes[h].revoke) pte_cancel_revoke(o.pte[h][page]);
-        if (t.new_frame != no_frame) frame_free(s.pools[me], t.new_frame);
-        count(s, Counter::aborted_transitions, 1);
-        return false;
-      }
-      __nanosleep(backoff);
-      backoff = backoff * 2 < lock_backoff_max_ns ? backoff * 2 : lock_backoff_max_ns;
-    }
-  }
+  if (!revoke_and_drain(s, o, page, t.changes)) return false;
   if (t.fx.pulled) {
     copy.dst = reinterpret_cast<std::byte*>(requester_frame);
     copy.src = t.fx.source == owner_host ? o.host + (page << s.page_shift)
@@ -163,23 +205,17 @@ __device__ inline bool prepare_transition(const SpaceView& s, const ObjectView& 
 __device__ inline void finish_transition(const SpaceView& s, const ObjectView& o, std::uint64_t page,
                                          DirectoryEntry& entry, const Transition& t, std::uint64_t copied) {
   const unsigned me = s.gpu;
-  unsigned invalidated = 0;
-  for (unsigned g = 0; g < s.gpus; ++g) {
-    const PteChange& c = t.changes[g];
-    if (c.revoke || c.after != (t.old_words[g] & pte::mapping_mask)) pte_install(o.pte[g][page], c.after);
-    if (c.revoke && g != me) ++invalidated;
-  }
-  for (unsigned g = 0; g < s.gpus; ++g)
-    if (t.changes[g].frees_frame) {
-      const std::uint64_t address = pte::address(t.old_words[g]);
-      frame_free(s.pools[g], static_cast<std::uint32_t>((address - reinterpret_cast<std::uint64_t>(s.pools[g].base)) >> s.page_shift));
-    }
+  if (t.fx.pulled) frame_set_owner(s.pools[me], t.new_frame, o.id, page);
+  const unsigned invalidated = install_changes(s, o, page, t.old_words, t.changes);
   if (pte::is_writable(t.changes[me].after)) __stcg(o.dirty + page, 1u);
   store_entry(entry, t.after);
   directory_unlock(entry);
 
   switch (t.action) {
-    case Action::fetch_from_host: count(s, Counter::first_touches, 1); break;
+    case Action::fetch_from_host:
+      // An evicted page that was shared comes back through a shared fault (decide()): counted there.
+      if (t.after.shared == 0) count(s, Counter::first_touches, 1);
+      break;
     case Action::migrate: count(s, Counter::migrations, 1); break;
     case Action::counter_migrate: count(s, Counter::counter_migrations, 1); break;
     case Action::replicate: count(s, Counter::replications, 1); break;
@@ -193,6 +229,114 @@ __device__ inline void finish_transition(const SpaceView& s, const ObjectView& o
   if (copied != 0) count(s, t.fx.source == owner_host ? Counter::pcie_bytes : Counter::nvlink_bytes, copied);
 }
 
+/// All lanes in `mask` carry out the driver's copy order (the driver's `copy`), then make it
+/// visible to every GPU. Returns the bytes copied.
+__device__ inline std::uint64_t warp_copy_order(unsigned mask, unsigned driver, const CopyOrder& copy) {
+  auto* dst = reinterpret_cast<std::byte*>(__shfl_sync(mask, reinterpret_cast<unsigned long long>(copy.dst), driver));
+  const auto* src = reinterpret_cast<const std::byte*>(__shfl_sync(mask, reinterpret_cast<unsigned long long>(copy.src), driver));
+  const std::uint64_t bytes = __shfl_sync(mask, copy.bytes, driver);
+  if (bytes != 0) warp_copy(mask, dst, src, bytes);
+  __threadfence_system();  // the copy reaches every GPU's view (and the host's) before a mapping or the lock publishes it
+  __syncwarp(mask);
+  return bytes;
+}
+
+/// One eviction in progress: the victim (its object and page, the frame it frees) and the plan.
+struct Eviction {
+  const ObjectView* object;
+  std::uint64_t page;
+  std::uint32_t frame;
+  bool dirty;  ///< the page goes to the host dirty: written back
+  DirectoryEntry after;
+  std::uint64_t old_words[max_gpus];
+  PteChange changes[max_gpus];
+};
+
+/// The driver's half of an eviction from this GPU's pool; it holds no directory lock. The clock
+/// proposes at most one sweep of frames; a frame is skipped if it holds no installed page (free,
+/// or taken by a transition not finished), if its page's lock is taken (try-lock only), if it no
+/// longer is this GPU's copy of the page its reverse-map word names (changed hands after the
+/// word was read), or if the page's mappings do not drain in time. For the first victim taken:
+/// evict_copy(), the plan, revoke and drain under its lock, and the write-back order if the page
+/// goes to the host dirty. Returns false if the sweep found no victim.
+__device__ inline bool prepare_eviction(const SpaceView& s, Eviction& ev, CopyOrder& copy) {
+  const unsigned me = s.gpu;
+  const FramePoolView& pool = s.pools[me];
+  for (std::uint32_t step = 0; step < pool.frames; ++step) {
+    const std::uint32_t f = clock_next(pool);
+    const std::uint64_t held = frame_owner_of(pool, f);
+    if (held == frame_owner::empty) continue;
+    const ObjectView& o = s.objects[frame_owner::object(held)];
+    const std::uint64_t page = frame_owner::page(held);
+    DirectoryEntry& entry = o.directory[page];
+    if (!directory_try_lock(entry)) continue;
+    const std::uint64_t address = frame_address(pool, f, s.page_shift);
+    const std::uint64_t mine = pte_load(o.pte[me][page]);
+    const DirectoryEntry before = load_entry(entry);
+    if (!pte::is_own_frame(mine) || pte::address(mine) != address || !before.has_copy(me)) {
+      directory_unlock(entry);
+      continue;
+    }
+    ev.after = before;
+    const EvictEffects fx = evict_copy(ev.after, me);
+    for (unsigned g = 0; g < s.gpus; ++g) ev.old_words[g] = pte_load(o.pte[g][page]);
+    const std::uint64_t owner_frame =
+        owner_frame_after(ev.after, me, address, ev.old_words[ev.after.owner < s.gpus ? ev.after.owner : me]);
+    for (unsigned g = 0; g < s.gpus; ++g)
+      ev.changes[g] = plan_pte(ev.after, g, me, false, ev.old_words[g], owner_frame, address);
+    ev.changes[me].frees_frame = false;  // the frame goes to the evicting driver, not back to the pool
+    if (!revoke_and_drain(s, o, page, ev.changes)) {
+      directory_unlock(entry);
+      continue;
+    }
+    ev.object = &o;
+    ev.page = page;
+    ev.frame = f;
+    ev.dirty = fx.to_host && __ldcg(o.dirty + page) != 0u;
+    copy = CopyOrder{};
+    if (ev.dirty) {
+      copy.dst = o.host + (page << s.page_shift);
+      copy.src = reinterpret_cast<const std::byte*>(address);
+      copy.bytes = page_bytes_of(s, o, page);
+    }
+    return true;
+  }
+  return false;
+}
+
+/// The eviction's last half (the page written back if it was dirty): installs the mappings,
+/// clears the frame's reverse-map word and the page's dirty mark, writes the directory, unlocks.
+__device__ inline void finish_eviction(const SpaceView& s, const Eviction& ev, std::uint64_t copied) {
+  const ObjectView& o = *ev.object;
+  const unsigned invalidated = install_changes(s, o, ev.page, ev.old_words, ev.changes);
+  frame_clear_owner(s.pools[s.gpu], ev.frame);
+  if (ev.dirty) __stcg(o.dirty + ev.page, 0u);
+  store_entry(o.directory[ev.page], ev.after);
+  directory_unlock(o.directory[ev.page]);
+  count(s, Counter::evictions, 1);
+  if (ev.dirty) {
+    count(s, Counter::writebacks, 1);
+    count(s, Counter::pcie_bytes, copied);
+  }
+  if (invalidated != 0) count(s, Counter::invalidations, invalidated);
+}
+
+/// The warp (lanes in `mask`, holding no directory lock) evicts one page of this GPU's pool; its
+/// frame goes to the driver's `reserved`. False (on every lane) if a sweep found no victim.
+__device__ inline bool evict_one(const SpaceView& s, unsigned mask, unsigned driver, std::uint32_t& reserved) {
+  const bool is_driver = lane_id() == driver;
+  Eviction ev;
+  CopyOrder copy;
+  const bool found = __shfl_sync(mask, is_driver && prepare_eviction(s, ev, copy), driver);
+  if (!found) return false;
+  const std::uint64_t copied = warp_copy_order(mask, driver, copy);
+  if (is_driver) {
+    finish_eviction(s, ev, copied);
+    reserved = ev.frame;
+  }
+  return true;
+}
+
 /// Serves one fault on `page` (or, with `counter_migration`, moves the page here if this GPU
 /// maps it remotely). Every lane in `mask` calls it; lane `driver` decides, all lanes copy.
 /// Returns with the page's state changed or found already usable; the caller retries its hold.
@@ -201,10 +345,18 @@ __device__ inline void serve(const SpaceView& s, const ObjectView& o, unsigned m
   const bool is_driver = lane_id() == driver;
   DirectoryEntry& entry = o.directory[page];
   std::uint64_t& own = o.pte[s.gpu][page];
-  bool out_of_frames = false;
+  std::uint32_t reserved = no_frame;  // the driver's frame for the page, from the pool or an eviction
+  std::uint64_t evicting_since = 0;   // the driver: when its sweeps started to find no victim (0: they did not)
+  // The driver: the decision that found the pool full, and the entry it was made on. If the entry
+  // is unchanged when the lock is taken again after the eviction, the decision stands: the fault
+  // is decided (and counted, and seen by the O-Table) once, not once per frame it waited for.
+  bool decided_before = false;
+  DirectoryEntry decided_on;
+  Action decided = Action::local;
   for (;;) {
     bool again = false;
     bool transition = false;
+    bool needs_frame = false;
     Transition t;
     CopyOrder copy;
     if (is_driver) {
@@ -224,6 +376,8 @@ __device__ inline void serve(const SpaceView& s, const ObjectView& o, unsigned m
         Action action = Action::local;
         if (counter_migration) {
           if (before.maps_remote(s.gpu)) action = Action::counter_migrate;
+        } else if (decided_before && same_placement(before, decided_on)) {
+          action = decided;
         } else {
           const Decision d = decide(before, s.gpu, write, [&](bool w) { return shared_fault_policy(s, o, w); });
           if (d.fault == PlacementFault::shared) count(s, Counter::shared_faults, 1);
@@ -237,32 +391,43 @@ __device__ inline void serve(const SpaceView& s, const ObjectView& o, unsigned m
         }
         if (action == Action::local || action == Action::remote) {
           directory_unlock(entry);
-        } else if (prepare_transition(s, o, page, write, before, action, t, copy)) {
+        } else if (prepare_transition(s, o, page, write, before, action, reserved, t, copy)) {
           transition = true;
-        } else if (t.fx.pulled && t.new_frame == no_frame) {
-          directory_unlock(entry);
-          out_of_frames = true;
         } else {
+          // Nothing changed: a mapping did not drain in time (retry), or the pool is full (the
+          // lock is given back before evicting: a lock holder never waits for a victim's lock).
           directory_unlock(entry);
-          again = true;  // a mapping did not drain in time: everything undone, retry
+          needs_frame = t.fx.pulled && reserved == no_frame;
+          decided_before = needs_frame;
+          decided_on = before;
+          decided = action;
+          again = true;
         }
       }
     }
-    if (__shfl_sync(mask, out_of_frames, driver) && is_driver) fail_out_of_frames(s, o.id, page);
-    const bool moves = __shfl_sync(mask, transition, driver);
-    if (moves) {
-      std::byte* dst = reinterpret_cast<std::byte*>(__shfl_sync(mask, reinterpret_cast<unsigned long long>(copy.dst), driver));
-      const auto* src =
-          reinterpret_cast<const std::byte*>(__shfl_sync(mask, reinterpret_cast<unsigned long long>(copy.src), driver));
-      const std::uint64_t bytes = __shfl_sync(mask, copy.bytes, driver);
-      if (bytes != 0) warp_copy(mask, dst, src, bytes);
-      __threadfence_system();  // the copy reaches every GPU's view before a mapping points at it
-      __syncwarp(mask);
-      if (is_driver) finish_transition(s, o, page, entry, t, bytes);
+    if (__shfl_sync(mask, needs_frame, driver)) {
+      if (evict_one(s, mask, driver, reserved)) {
+        evicting_since = 0;
+      } else if (is_driver) {
+        // Every frame was held or locked: back off and try again; give up only after a long time.
+        const std::uint64_t now = global_timer_ns();
+        if (evicting_since == 0) evicting_since = now;
+        if (now - evicting_since > eviction_give_up_ns) fail_out_of_frames(s, o.id, page);
+        __nanosleep(lock_backoff_max_ns);
+      }
+      continue;
     }
-    if (!__shfl_sync(mask, again, driver)) return;
+    if (__shfl_sync(mask, transition, driver)) {
+      const std::uint64_t copied = warp_copy_order(mask, driver, copy);
+      if (is_driver) {
+        finish_transition(s, o, page, entry, t, copied);
+        if (t.fx.pulled) reserved = no_frame;
+      }
+    }
+    if (!__shfl_sync(mask, again, driver)) break;
     if (is_driver) __nanosleep(lock_backoff_max_ns);
   }
+  if (is_driver && reserved != no_frame) frame_free(s.pools[s.gpu], reserved);  // the fault needed no frame after all
 }
 
 /// Performs one access per lane to its page (all active lanes call together, each with its own
