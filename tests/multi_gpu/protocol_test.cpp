@@ -189,8 +189,8 @@ class PageModel {
   }
 
   /// GPU `g`'s pool is full: it gives up its copy of the page (if it has one), as fault.cuh's
-  /// prepare_eviction() / finish_eviction() do: a dirty page that goes to the host is written
-  /// back; a clean one must already equal the host copy.
+  /// begin_eviction(), plan_and_drain() and finish_change() do: a dirty page that goes to the host
+  /// is written back; a clean one must already equal the host copy.
   void evict(unsigned g) {
     if (!entry_.has_copy(g)) return;
     DirectoryEntry after = entry_;
@@ -291,7 +291,7 @@ class PageModel {
       if (changes[g].revoke && g != me) ++counts_.invalidations;
       words_[g] = next;
     }
-    if (pte::is_writable(words_[me])) dirty_ = true;  // as finish_transition marks the page
+    if (pte::is_writable(words_[me])) dirty_ = true;  // as finish_change marks the page
     entry_ = after;
     ++counts_.transitions;
     check_invariants();

@@ -302,11 +302,21 @@ TEST(PlacementEviction, EveryTransitionThatServesASharedFaultMarksThePageShared)
     if (a == Action::counter_migrate) apply(e, 1, Action::map_remote);
     apply(e, 1, a);
     EXPECT_EQ(e.shared, 1);
-    EXPECT_TRUE(same_placement(e, e));
-    DirectoryEntry other = e;
-    other.shared = 0;
-    EXPECT_FALSE(same_placement(e, other));
   }
+}
+
+/// A fault decided again after its pool was full (fault.cuh's serve()) reads the object's policy
+/// without counting: the O-Table sees each fault once.
+TEST(PlacementEviction, AFaultDecidedAgainReadsTheOTableWithoutCounting) {
+  std::uint32_t word = 0;
+  EXPECT_EQ(otable_policy_for(word, true), PagePolicy::access_counter) << "on-touch reads as a relearning fault";
+  EXPECT_EQ(otable_policy_for(word, false), PagePolicy::duplication);
+  EXPECT_EQ(word, 0u);
+  EXPECT_EQ(otable_shared_fault(word, false, default_reset_threshold), PagePolicy::duplication);
+  const std::uint32_t counted = word;
+  EXPECT_EQ(otable_policy_for(word, true), PagePolicy::duplication) << "the learned policy, not the write's";
+  EXPECT_EQ(otable_policy_for(word, false), PagePolicy::duplication);
+  EXPECT_EQ(word, counted) << "nothing counted";
 }
 
 // ---- the O-Table: the paper's state diagram (Fig. 13b) --------------------------------------

@@ -88,11 +88,6 @@ struct DirectoryEntry {
   [[nodiscard]] WARPVM_HD constexpr bool maps_remote(unsigned g) const { return ((remote >> g) & 1u) != 0; }
 };
 
-/// The same placement (the lock word aside): what decide() reads.
-[[nodiscard]] WARPVM_HD_INLINE constexpr bool same_placement(const DirectoryEntry& a, const DirectoryEntry& b) {
-  return a.owner == b.owner && a.replicas == b.replicas && a.remote == b.remote && a.shared == b.shared;
-}
-
 [[nodiscard]] WARPVM_HD_INLINE constexpr bool directory_valid(const DirectoryEntry& e) {
   if (e.owner == owner_host) return e.replicas == 0 && e.remote == 0;
   if (e.owner >= placement_max_gpus) return false;
@@ -365,6 +360,16 @@ WARPVM_HD_INLINE PagePolicy otable_shared_fault(std::uint32_t& word, bool write,
     ref.fetch_and(~high, cuda::std::memory_order_relaxed);
   }
   return learned;
+}
+
+/// The policy a shared fault on the object is served with, read without counting a fault: for a
+/// fault decided again (after its pool was full) that otable_shared_fault has already counted.
+/// An object still on-touch is read as otable_shared_fault serves it (the policy a relearning
+/// fault learns), so nothing is served on-touch after a shared fault.
+[[nodiscard]] WARPVM_HD_INLINE PagePolicy otable_policy_for(std::uint32_t& word, bool write) {
+  const cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> ref(word);
+  const PagePolicy recorded = otable::policy(ref.load(cuda::std::memory_order_relaxed));
+  return recorded == PagePolicy::on_touch ? otable::learned_from(write) : recorded;
 }
 
 /// The device form of a phase boundary for one object.
