@@ -9,11 +9,16 @@
 // checked against a host computation for stencil2d, bfs, im2col and fft, and at samples for conv2d and gemm).
 // The real-UVM modes (uvm, uvm_read_mostly, uvm_accessed_by; in core only) run the reference's
 // kernels on every GPU over one cudaMallocManaged copy of each object, written on the host before
-// every run: coherent programs, checked like the paged modes. JSON Lines out (docs/benchmarks.md),
+// every run: coherent programs, checked like the paged modes. --cache-fraction F < 1 runs the
+// paged modes oversubscribed (issue #6's cache = 2/3 of the footprint): each GPU's frame pool is
+// F x the footprint, pages are evicted (dirty ones written back) and every result is still
+// checked against the reference; ideal and the uvm modes ignore it (uvm stays in core). JSON
+// Lines out (docs/benchmarks.md; records carry cache_fraction, evictions and writebacks),
 // progress on stderr.
 //
 //   warpvm-placement-bench --gpus 2 --bytes 1GiB --repeats 3 [--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d,bfs,fft]
-//                          [--modes on_touch,access_counter,duplication,oasis,ideal,uvm,uvm_read_mostly,uvm_accessed_by] [--out f.jsonl]
+//                          [--modes on_touch,access_counter,duplication,oasis,ideal,uvm,uvm_read_mostly,uvm_accessed_by]
+//                          [--cache-fraction 0.667] [--out f.jsonl]
 
 #include "../micro/bench_support.cuh"
 #include "cli_args.hpp"
@@ -462,6 +467,7 @@ struct Args {
   std::vector<std::uint32_t> reset_thresholds{detail::default_reset_threshold};  ///< oasis: one run each
   std::uint32_t counter_threshold = detail::default_counter_threshold;
   std::uint64_t page_bytes = MultiGpuConfig{}.page_bytes;  ///< the paged modes' page size
+  double cache_fraction = 1.0;  ///< the paged modes' pool per GPU, as a fraction of the footprint
   Options out;  ///< --modes, --repeats, --out, --commit, --driver (parse_shared_option)
 };
 
@@ -469,11 +475,15 @@ struct Args {
   std::fprintf(stderr,
                "%s\nusage: warpvm-placement-bench [--gpus 2] [--bytes 1GiB] [--repeats 3] "
                "[--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d,bfs,fft] [--modes on_touch,access_counter,duplication,oasis,ideal] "
-               "[--reset-thresholds 8] [--counter-threshold 256] [--page-bytes 4KiB] [--uvm-counted-runs 1] [--out f.jsonl] [--commit SHA] [--driver VER]\n"
+               "[--reset-thresholds 8] [--counter-threshold 256] [--page-bytes 4KiB] [--cache-fraction 1] [--uvm-counted-runs 1] [--out f.jsonl] [--commit SHA] [--driver VER]\n"
                "bfs and fft are not run by default (fft: a 1D complex FFT of the largest 2^k points that fit --bytes)\n"
                "--reset-thresholds 4,8,32 runs oasis once per O-Table reset threshold (the paper's sensitivity study)\n"
                "--page-bytes: the paged modes' page size (a power of two, at least 4 KiB; the paper's 4 KB against 2 MB study);\n"
                "  records of another size than 4 KiB name their policy <mode>_page<bytes>\n"
+               "--cache-fraction F in (0, 1]: each GPU's frame pool in the paged modes is F x the footprint (whole pages, at\n"
+               "  least two frames per warp the GPU keeps resident); below 1 pages are evicted and dirty ones written back.\n"
+               "  Records carry the pool's actual fraction. 1 (the default): in core, as before. ideal and the uvm modes\n"
+               "  ignore it (they run in core; their records say 1)\n"
                "--modes also takes uvm, uvm_read_mostly, uvm_accessed_by (not run by default): real UVM, the raw kernels on\n"
                "  every GPU over one cudaMallocManaged copy per object, data written on the host before every run; no advice,\n"
                "  ReadMostly on the objects the workload only reads, or AccessedBy every GPU on every object. In core only:\n"
@@ -504,6 +514,7 @@ Args parse(int argc, char** argv) {
         for (const auto& t : tools::split_list(v)) a.reset_thresholds.push_back(static_cast<std::uint32_t>(std::stoul(t)));
       } else if (flag == "--counter-threshold") a.counter_threshold = static_cast<std::uint32_t>(std::stoul(v));
       else if (flag == "--page-bytes") a.page_bytes = tools::parse_bytes(v);
+      else if (flag == "--cache-fraction") a.cache_fraction = std::stod(v);
       else usage("unknown option " + flag);
     } catch (const std::logic_error&) {
       usage("bad value for " + flag + ": " + v);
@@ -515,6 +526,7 @@ Args parse(int argc, char** argv) {
     if (t < 1 || t > detail::otable::max_reset_threshold) usage("reset thresholds must be in [1, 255]");
   if (a.counter_threshold < 1) usage("--counter-threshold must be at least 1");
   if (a.page_bytes < 4096 || !std::has_single_bit(a.page_bytes)) usage("--page-bytes must be a power of two, at least 4 KiB");
+  if (!(a.cache_fraction > 0 && a.cache_fraction <= 1)) usage("--cache-fraction must be in (0, 1]");
   return a;
 }
 
@@ -1087,6 +1099,25 @@ void join_streams(const std::vector<cudaStream_t>& streams, const std::vector<cu
   check(cudaSetDevice(0), "cudaSetDevice");
 }
 
+/// Each GPU's frame pool in the paged modes. In core (fraction 1): the footprint plus slack, as
+/// before --cache-fraction. Oversubscribed: fraction x footprint in whole pages, but at least two
+/// frames per warp that can be resident on the smallest of the GPUs: these kernels' warps hold
+/// one page at a time (pagerank two: a rank read inside an adjacency span), so at any moment at
+/// least half the frames are not held and an eviction's clock finds a victim within a few steps.
+std::uint64_t pool_bytes_per_gpu(double fraction, std::uint64_t footprint, std::uint64_t page_bytes, unsigned gpus) {
+  if (fraction >= 1) return footprint + footprint / 8 + (64ull << 20);
+  std::uint64_t resident_warps = ~std::uint64_t{0};
+  for (unsigned g = 0; g < gpus; ++g) {
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, static_cast<int>(g)), "cudaGetDeviceProperties");
+    resident_warps = std::min<std::uint64_t>(resident_warps, std::uint64_t(prop.multiProcessorCount) *
+                                                                 static_cast<std::uint64_t>(prop.maxThreadsPerMultiProcessor) / 32);
+  }
+  const auto share = static_cast<std::uint64_t>(std::ceil(fraction * static_cast<double>(footprint) / static_cast<double>(page_bytes)));
+  const std::uint64_t frames = std::max({share, 2 * resident_warps, std::uint64_t{detail::mg::min_pool_frames}});
+  return frames * page_bytes;
+}
+
 void add_stats(Record& r, const GpuPlacementStats& s, double runs) {
   const auto put = [&](const char* k, std::uint64_t v) { r.extra[k] = static_cast<double>(v) / runs; };
   put("local_accesses", s.local_accesses);
@@ -1102,6 +1133,8 @@ void add_stats(Record& r, const GpuPlacementStats& s, double runs) {
   put("aborted_transitions", s.aborted_transitions);
   put("nvlink_bytes", s.nvlink_bytes);
   put("pcie_bytes", s.pcie_bytes);
+  put("evictions", s.evictions);
+  put("writebacks", s.writebacks);  // the timed runs do not flush: these are the evictions' write-backs
   r.faults = static_cast<std::int64_t>((s.first_touches + s.shared_faults) / runs);
   r.bytes_moved = static_cast<std::int64_t>((s.nvlink_bytes + s.pcie_bytes) / runs);
 }
@@ -1219,7 +1252,13 @@ int run(int argc, char** argv) {
         } else {
           MultiGpuConfig config;
           for (unsigned g = 0; g < G; ++g) config.devices.push_back(static_cast<int>(g));
-          config.frame_bytes_per_gpu = footprint + footprint / 8 + (64ull << 20);
+          config.frame_bytes_per_gpu = pool_bytes_per_gpu(a.cache_fraction, footprint, a.page_bytes, G);
+          if (a.cache_fraction < 1) {
+            r.cache_fraction = static_cast<double>(config.frame_bytes_per_gpu) / static_cast<double>(footprint);
+            if (r.cache_fraction >= 1)
+              std::fprintf(stderr, "[%u GPUs] %s: the pool floor (two frames per resident warp) holds the footprint: in core\n", G,
+                           name.c_str());
+          }
           config.default_policy = policy_of(mode);
           config.reset_threshold = reset_threshold;
           config.counter_threshold = a.counter_threshold;

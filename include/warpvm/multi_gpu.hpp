@@ -43,7 +43,9 @@ namespace warpvm {
 
 struct MultiGpuConfig {
   std::vector<int> devices;                      ///< CUDA ordinals; empty: every visible device
-  std::size_t frame_bytes_per_gpu = 1ull << 30;  ///< each GPU's frame pool (no eviction: must hold its share)
+  /// Each GPU's frame pool, at least min_pool_frames (32) pages. A GPU whose pool is full evicts a
+  /// page (its copy is dropped, handed to a replica, or written back to the host).
+  std::size_t frame_bytes_per_gpu = 1ull << 30;
   std::size_t page_bytes = 4096;                 ///< a power of two, at least 4 KB
   PlacementPolicy default_policy = PlacementPolicy::oasis;
   std::uint32_t reset_threshold = detail::default_reset_threshold;      ///< O-Table: shared faults per relearn, 1-255
@@ -69,7 +71,8 @@ struct GpuPlacementStats {
   std::uint64_t aborted_transitions = 0;
   std::uint64_t nvlink_bytes = 0;  ///< pages pulled from peers plus remote lines
   std::uint64_t pcie_bytes = 0;    ///< pages fetched from and written back to the host
-  std::uint64_t writebacks = 0;
+  std::uint64_t writebacks = 0;  ///< dirty pages written back: by flush() and by evictions
+  std::uint64_t evictions = 0;   ///< own copies given up because the pool was full
 
   GpuPlacementStats& operator+=(const GpuPlacementStats& o);
 };
@@ -320,8 +323,9 @@ class MultiGpuSpace {
     launch_one(gpu, kernel, grid, block, shared_bytes, args...);
   }
 
-  /// Waits for every GPU; raises the first device-side failure (a full frame pool, naming the
-  /// object and the GPU) or CUDA error as warpvm::Error.
+  /// Waits for every GPU; raises the first device-side failure (a full frame pool in which no
+  /// page could be evicted for seconds, naming the object and the GPU) or CUDA error as
+  /// warpvm::Error.
   void synchronize();
   /// synchronize(), then writes every dirty page back from its owner: each object's host() is exact.
   void flush();

@@ -30,7 +30,7 @@ constexpr StatField stat_fields[] = {
     &GpuPlacementStats::counter_migrations, &GpuPlacementStats::replications, &GpuPlacementStats::collapses,
     &GpuPlacementStats::remote_maps,    &GpuPlacementStats::write_upgrades,  &GpuPlacementStats::invalidations,
     &GpuPlacementStats::aborted_transitions, &GpuPlacementStats::nvlink_bytes, &GpuPlacementStats::pcie_bytes,
-    &GpuPlacementStats::writebacks};
+    &GpuPlacementStats::writebacks, &GpuPlacementStats::evictions};
 static_assert(std::size(stat_fields) == detail::mg::counter_count, "one GpuPlacementStats field per device counter");
 constexpr bool distinct_fields() {
   for (std::size_t i = 0; i < std::size(stat_fields); ++i)
@@ -154,8 +154,7 @@ __global__ void free_object_frames(const SpaceView* view, std::uint32_t id, std:
        p += std::uint64_t{gridDim.x} * blockDim.x) {
     const std::uint64_t w = pte_load(o.pte[s.gpu][p]);
     if (!pte::is_own_frame(w)) continue;
-    frame_free(s.pools[s.gpu],
-               static_cast<std::uint32_t>((pte::address(w) - reinterpret_cast<std::uint64_t>(s.pools[s.gpu].base)) >> s.page_shift));
+    release_frame(s.pools[s.gpu], frame_at(s.pools[s.gpu], pte::address(w), s.page_shift));
   }
 }
 
@@ -176,6 +175,7 @@ struct GpuState {
   OnDevice<std::byte> frames;      ///< one page more than the pool, so that the base can be aligned
   std::byte* base = nullptr;       ///< page-aligned first frame
   OnDevice<std::uint32_t> pool_words;
+  OnDevice<std::uint64_t> frame_owners;  ///< the pool's reverse map (frame_pool.hpp)
   OnDevice<std::uint64_t> counters;
   OnDevice<ObjectView> objects;
   OnDevice<SpaceView> view;
@@ -218,14 +218,17 @@ class SpaceState {
     page_shift_ = 0;
     while ((std::size_t{1} << page_shift_) < page) ++page_shift_;
     const std::uint64_t frames = config_.frame_bytes_per_gpu / page;
-    WARPVM_EXPECTS(frames >= 1 && frames < no_frame, ErrorKind::invalid_config,
-                   "MultiGpuSpace: frame_bytes_per_gpu must hold from one page to 2^32 - 1 pages");
+    WARPVM_EXPECTS(frames >= min_pool_frames && frames < no_frame, ErrorKind::invalid_config,
+                   "MultiGpuSpace: frame_bytes_per_gpu must hold from " + std::to_string(min_pool_frames) +
+                       " pages (one warp's access may need that many at once; data beyond the pool is evicted "
+                       "as needed) to 2^32 - 1 pages; it holds " + std::to_string(frames));
     frames_ = static_cast<std::uint32_t>(frames);
     WARPVM_EXPECTS(config_.reset_threshold >= 1 && config_.reset_threshold <= otable::max_reset_threshold,
                    ErrorKind::invalid_config, "MultiGpuSpace: reset_threshold must be in [1, 255]");
     WARPVM_EXPECTS(config_.counter_threshold >= 1, ErrorKind::invalid_config,
                    "MultiGpuSpace: counter_threshold must be at least 1");
-    WARPVM_EXPECTS(config_.max_objects >= 1, ErrorKind::invalid_config, "MultiGpuSpace: max_objects must be at least 1");
+    WARPVM_EXPECTS(config_.max_objects >= 1 && config_.max_objects <= frame_owner::max_objects, ErrorKind::invalid_config,
+                   "MultiGpuSpace: max_objects must be in [1, 2^24] (the frames' reverse map holds 24-bit ids)");
     WARPVM_EXPECTS(config_.drain_timeout_seconds > 0, ErrorKind::invalid_config,
                    "MultiGpuSpace: drain_timeout_seconds must be positive");
 
@@ -250,6 +253,7 @@ class SpaceState {
       WARPVM_EXPECTS(aligned + (std::uint64_t{frames_} << page_shift_) <= pte::address_limit, ErrorKind::invalid_config,
                      "MultiGpuSpace: frame addresses exceed what a page-table word holds");
       gs.pool_words = OnDevice<std::uint32_t>(gs.device, frame_pool_words(frames_), "frame pool bitmap");
+      gs.frame_owners = OnDevice<std::uint64_t>(gs.device, frames_, "frame reverse map");
       gs.counters = OnDevice<std::uint64_t>(gs.device, std::size_t{counter_shards} * counter_count, "counters");
       gs.objects = OnDevice<ObjectView>(gs.device, config_.max_objects, "object table");
       gs.view = OnDevice<SpaceView>(gs.device, 1, "space view");
@@ -260,7 +264,8 @@ class SpaceState {
     for (std::size_t g = 0; g < n; ++g) {
       DeviceGuard guard(gpus_[g].device);
       SpaceView v{};
-      for (std::size_t h = 0; h < n; ++h) v.pools[h] = FramePoolView{gpus_[h].base, gpus_[h].pool_words.get(), frames_};
+      for (std::size_t h = 0; h < n; ++h)
+        v.pools[h] = FramePoolView{gpus_[h].base, gpus_[h].pool_words.get(), gpus_[h].frame_owners.get(), frames_};
       v.objects = gpus_[g].objects.get();
       v.otable = otable_.get();
       v.counters = gpus_[g].counters.get();
@@ -298,6 +303,8 @@ class SpaceState {
     o.name = name.empty() ? "object " + std::to_string(id) : std::move(name);
     o.bytes = bytes;
     o.pages = (bytes + page_bytes() - 1) >> page_shift_;
+    WARPVM_EXPECTS(o.pages <= frame_owner::max_pages, ErrorKind::invalid_argument,
+                   "object '" + o.name + "': more pages than the frames' reverse map holds (2^40 - 1)");
     o.policy = policy;
     o.host = make_pinned_zeroed<std::byte>(bytes, cudaHostAllocMapped | cudaHostAllocPortable, o.name.c_str());
     const int home = gpus_[id % gpus_.size()].device;
@@ -380,8 +387,9 @@ class SpaceState {
       throw_error(ErrorKind::out_of_memory,
                   "object '" + name + "' (page " + std::to_string(record.page) + "): the frame pool of GPU " +
                       std::to_string(record.gpu) + " (device " + std::to_string(gpus_[record.gpu].device) + ", " +
-                      std::to_string(record.frames) +
-                      " frames) is full; there is no eviction yet: raise MultiGpuConfig::frame_bytes_per_gpu",
+                      std::to_string(record.frames) + " frames) is full and no frame could be evicted for " +
+                      std::to_string(eviction_give_up_ns / 1'000'000'000ull) +
+                      " s (every frame held by accesses or locked by transitions): raise MultiGpuConfig::frame_bytes_per_gpu",
                   __FILE__, __LINE__);
     }
     expect_success(first, ErrorKind::cuda, "a kernel of the multi-GPU space");
@@ -411,7 +419,10 @@ class SpaceState {
       for (auto& p : o.pte) p.zero();
       for (auto& c : o.counters) c.zero();
     }
-    for (const GpuState& g : gpus_) g.pool_words.zero();
+    for (const GpuState& g : gpus_) {
+      g.pool_words.zero();
+      g.frame_owners.zero();
+    }
     otable_.zero();
   }
 

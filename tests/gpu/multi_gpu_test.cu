@@ -3,7 +3,8 @@
 // replicas collapsing on write; access-counter migration at the threshold; OASIS relearning
 // across phases under many concurrent shared faults on one object; spans (with_span) under every
 // policy; atomics (fetch_add, fetch_min/max/or, compare_exchange) from every GPU on shared pages
-// under every policy, exact against the host; a space over one GPU. The multi-GPU tests run over
+// under every policy, exact against the host; a space over one GPU; pools of a quarter of the
+// footprint (eviction, write-back) under every policy on two GPUs and on one. The multi-GPU tests run over
 // every visible GPU (up to 8) when all pairs have peer access, else over GPUs 0 and 1, and skip
 // (saying why) without two peer-connected GPUs.
 
@@ -459,6 +460,61 @@ TEST_F(MultiGpu, CompareExchangeClaimsEachElementOnceUnderEveryPolicy) {
   }
 }
 
+/// Each GPU rewrites its rows (row mod gpus) in place through one span each: element i becomes
+/// 3 a[i] + mix(i + salt), so every page is read and written by every GPU.
+__global__ void rewrite_rows(shared_array<std::uint32_t> a, std::uint32_t salt) {
+  const unsigned lane = threadIdx.x % 32;
+  const std::uint64_t rows = a.size() / 64;
+  for (std::uint64_t r = thread_index() / 32; r < rows; r += thread_count() / 32) {
+    if (r % a.gpus() != a.gpu()) continue;
+    a.with_span<access::read_write>(r * 64, 64, [&](std::uint32_t* row) {
+      for (unsigned j = lane; j < 64; j += 32) row[j] = row[j] * 3u + static_cast<std::uint32_t>(mix(r * 64 + j + salt));
+    });
+  }
+}
+
+/// Two phases over `devices` with each GPU's pool a quarter of the footprint (32.5 MiB: 8320
+/// pages, 2080 frames per GPU): fresh random values rewritten in place (each page read and
+/// written by every GPU), then every row summed by another GPU than its writer. Both results
+/// must be exact after flush(), and the GPUs must have evicted pages and written dirty ones back
+/// (the counters are read before flush(), whose own write-backs they would include).
+void expect_exact_with_quarter_pools(const std::vector<int>& devices, PlacementPolicy policy) {
+  constexpr std::uint64_t rows = 1 << 17, n = rows * 64;
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(std::string(to_string(policy)) + ", seed " + std::to_string(seed));
+  const std::uint64_t footprint = (n + rows) * sizeof(std::uint32_t);
+  MultiGpuSpace space({.devices = devices, .frame_bytes_per_gpu = footprint / 4, .default_policy = policy});
+  ASSERT_LT(std::uint64_t{space.frames_per_gpu()} * space.page_bytes(), footprint / 3);
+  auto a = space.alloc<std::uint32_t>(n, std::nullopt, "a");
+  auto sums = space.alloc<std::uint32_t>(rows, std::nullopt, "sums");
+  const auto values = random_values(n, seed);
+  std::copy(values.begin(), values.end(), a.host().begin());
+  const auto salt = static_cast<std::uint32_t>(seed >> 11);
+  space.launch(rewrite_rows, dim3(132), dim3(256), 0, a.on(0), salt);
+  space.launch(sum_other_rows, dim3(132), dim3(256), 0, a.on(0), sums.on(0));
+  space.synchronize();
+  const GpuPlacementStats kernels = space.stats().total();
+  space.flush();
+  std::vector<std::uint32_t> want_a(n), want_sums(rows, 0);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    want_a[i] = values[i] * 3u + static_cast<std::uint32_t>(mix(i + salt));
+    want_sums[i / 64] += want_a[i];
+  }
+  EXPECT_EQ(mismatches(a.host(), want_a), 0u) << "every rewritten element is on the host after flush";
+  EXPECT_EQ(mismatches(sums.host(), want_sums), 0u) << "every row sum read the rewritten values";
+  EXPECT_GT(kernels.evictions, 0u);
+  EXPECT_GT(kernels.writebacks, 0u) << "dirty pages that went to the host were written back";
+}
+
+TEST_F(MultiGpu, EvictionKeepsResultsExactUnderEveryPolicy) {
+  for (const PlacementPolicy policy : all_policies) expect_exact_with_quarter_pools(devices, policy);
+}
+
+TEST(MultiGpuSingle, EvictionKeepsAOneGpuSpaceExact) {
+  if (device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
+  expect_exact_with_quarter_pools({0}, PlacementPolicy::oasis);
+}
+
 TEST(MultiGpuSingle, OneGpuSpaceTransposes) {
   if (device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
   constexpr std::uint64_t n = 512;
@@ -477,6 +533,8 @@ TEST(MultiGpuConfigCheck, RejectsBadConfigurations) {
   if (device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
   EXPECT_THROW(MultiGpuSpace({.devices = {0, 0}}), Error);
   EXPECT_THROW(MultiGpuSpace({.devices = {0}, .page_bytes = 2048}), Error);
+  EXPECT_THROW(MultiGpuSpace({.devices = {0}, .frame_bytes_per_gpu = (detail::mg::min_pool_frames - 1) * 4096ull}), Error)
+      << "a pool smaller than one warp's pages";
   EXPECT_THROW(MultiGpuSpace({.devices = {device_count()}}), Error);
 }
 

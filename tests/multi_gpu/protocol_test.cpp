@@ -1,7 +1,8 @@
 // The multi-GPU page-table protocol on the host: the page-table word (holds, revoke, drain,
-// install) with real threads, the frame pool with real threads, and the transition planner
-// driven through placement.hpp's decide()/apply() against a model of a page's contents: every
-// read through any GPU's mapping must see the last value written by any GPU.
+// install) with real threads, the frame pool, its reverse map and eviction clock with real
+// threads, and the transition planner driven through placement.hpp's decide()/apply() and
+// evict_copy() against a model of a page's contents: every read through any GPU's mapping must
+// see the last value written by any GPU, and an evicted page's host copy the last value too.
 
 #include "warpvm/detail/multi_gpu/frame_pool.hpp"
 #include "warpvm/detail/multi_gpu/pte.hpp"
@@ -107,7 +108,7 @@ std::vector<std::uint32_t> take_all(const FramePoolView& pool) {
 TEST(MultiGpuFramePool, ThreadsGetDistinctFramesAndReuseFreedOnes) {
   constexpr std::uint32_t frames = 1000;
   std::vector<std::uint32_t> words(frame_pool_words(frames), 0);
-  const FramePoolView pool{nullptr, words.data(), frames};
+  const FramePoolView pool{nullptr, words.data(), nullptr, frames};
   const std::vector<std::uint32_t> first = take_all(pool);
   EXPECT_EQ(std::set<std::uint32_t>(first.begin(), first.end()).size(), frames);
   EXPECT_EQ(frame_alloc(pool), no_frame) << "a full pool says so";
@@ -121,8 +122,51 @@ TEST(MultiGpuFramePool, ThreadsGetDistinctFramesAndReuseFreedOnes) {
   EXPECT_EQ(take_all(pool), freed);
 }
 
+TEST(MultiGpuFramePool, TheReverseMapRoundTripsAndIsClearedWhenAFrameIsReleased) {
+  constexpr std::uint32_t frames = 40;
+  std::vector<std::uint32_t> words(frame_pool_words(frames), 0);
+  std::vector<std::uint64_t> owners(frames, frame_owner::empty);
+  const FramePoolView pool{nullptr, words.data(), owners.data(), frames};
+  for (const auto& [object, page] : {std::pair<std::uint32_t, std::uint64_t>{0, 0}, {frame_owner::max_objects - 1, 0},
+                                     {7, frame_owner::max_pages - 1}, {12345, 987654321}}) {
+    const std::uint64_t w = frame_owner::make(object, page);
+    EXPECT_NE(w, frame_owner::empty);
+    EXPECT_EQ(frame_owner::object(w), object);
+    EXPECT_EQ(frame_owner::page(w), page);
+  }
+  const std::uint32_t f = frame_alloc(pool);
+  frame_set_owner(pool, f, 3, 17);
+  EXPECT_EQ(frame_owner::page(frame_owner_of(pool, f)), 17u);
+  release_frame(pool, f);
+  EXPECT_EQ(frame_owner_of(pool, f), frame_owner::empty);
+  const std::uint32_t a = 0x1234000, b = frame_at({reinterpret_cast<std::byte*>(std::uintptr_t{a}), nullptr, nullptr, 8}, a + 5 * 4096, 12);
+  EXPECT_EQ(b, 5u);
+  EXPECT_EQ(frame_address({reinterpret_cast<std::byte*>(std::uintptr_t{a}), nullptr, nullptr, 8}, 5, 12), a + 5u * 4096);
+}
+
+/// Threads turning the clock together see every frame once per sweep: a sweep of `frames`
+/// steps by one evicter proposes each frame once unless others move the hand meanwhile, and all
+/// steps together cover the frames evenly.
+TEST(MultiGpuFramePool, TheClockProposesEveryFrameEvenly) {
+  constexpr std::uint32_t frames = 1000, sweeps = 20;
+  std::vector<std::uint32_t> words(frame_pool_words(frames), 0);
+  const FramePoolView pool{nullptr, words.data(), nullptr, frames};
+  std::vector<std::uint32_t> sweep(frames);
+  for (auto& f : sweep) f = clock_next(pool);
+  std::sort(sweep.begin(), sweep.end());
+  for (std::uint32_t f = 0; f < frames; ++f) ASSERT_EQ(sweep[f], f);
+  std::vector<std::atomic<std::uint32_t>> seen(frames);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (std::uint32_t i = 0; i < frames * sweeps / 4; ++i) ++seen[clock_next(pool)];
+    });
+  for (auto& th : threads) th.join();
+  for (std::uint32_t f = 0; f < frames; ++f) EXPECT_EQ(seen[f].load(), sweeps) << "frame " << f;
+}
+
 struct ModelCounts {
-  std::uint64_t transitions = 0, frees = 0, invalidations = 0, upgrades = 0;
+  std::uint64_t transitions = 0, frees = 0, invalidations = 0, upgrades = 0, evictions = 0, to_host = 0, writebacks = 0;
 };
 
 /// One page over `gpus` GPUs, served the way the device handler serves it (fault.cuh's serve()),
@@ -142,6 +186,44 @@ class PageModel {
       serve(g, write, false);
     }
     FAIL() << "GPU " << g << " still faults after serving (write " << write << ")";
+  }
+
+  /// GPU `g`'s pool is full: it gives up its copy of the page (if it has one), as fault.cuh's
+  /// begin_eviction(), plan_and_drain() and finish_change() do: a dirty page that goes to the host
+  /// is written back; a clean one must already equal the host copy.
+  void evict(unsigned g) {
+    if (!entry_.has_copy(g)) return;
+    DirectoryEntry after = entry_;
+    const EvictEffects fx = evict_copy(after, g);
+    const std::uint64_t mine = pte::address(words_[g]);
+    const std::uint64_t owner_frame =
+        owner_frame_after(after, g, mine, words_[after.owner < gpus_ ? after.owner : g]);
+    if (fx.to_host) {
+      ++counts_.to_host;
+      if (dirty_) {
+        host_ = values_.at(mine);
+        dirty_ = false;
+        ++counts_.writebacks;
+      } else {
+        EXPECT_EQ(values_.at(mine), host_) << "a page going to the host clean equals the host copy";
+      }
+    }
+    for (unsigned h = 0; h < gpus_; ++h) {
+      const PteChange c = plan_pte(after, h, g, false, words_[h], owner_frame, mine);
+      if (h == g) {
+        EXPECT_TRUE(c.revoke && c.frees_frame) << "the evicting GPU's own mapping is dropped";
+      } else if (pte::is_present(words_[h]) && pte::address(words_[h]) == mine) {
+        EXPECT_TRUE(c.revoke) << "GPU " << h << " mapped the evicted frame remotely";
+      } else {
+        EXPECT_FALSE(c.frees_frame) << "only the evicting GPU's frame is freed";
+      }
+      if (c.frees_frame) values_.erase(pte::address(words_[h]));
+      if (c.revoke && h != g) ++counts_.invalidations;
+      words_[h] = c.after;
+    }
+    entry_ = after;
+    ++counts_.evictions;
+    check_invariants();
   }
 
   [[nodiscard]] const ModelCounts& counts() const { return counts_; }
@@ -175,6 +257,7 @@ class PageModel {
       action = d.action;
       if ((action == Action::local || action == Action::remote) && write && !pte::is_writable(words_[me])) {
         words_[me] |= pte::writable;
+        dirty_ = true;
         ++counts_.upgrades;
       }
     }
@@ -208,6 +291,7 @@ class PageModel {
       if (changes[g].revoke && g != me) ++counts_.invalidations;
       words_[g] = next;
     }
+    if (pte::is_writable(words_[me])) dirty_ = true;  // as finish_change marks the page
     entry_ = after;
     ++counts_.transitions;
     check_invariants();
@@ -246,6 +330,7 @@ class PageModel {
   std::uint32_t otable_ = 0;
   std::map<std::uint64_t, std::uint64_t> values_;  ///< frame address -> the value it holds
   std::uint64_t host_ = 0, truth_ = 0, next_frame_ = 0;
+  bool dirty_ = false;  ///< the page's dirty mark: set with every writable mapping, cleared by a write-back
   ModelCounts counts_;
 };
 
@@ -268,6 +353,28 @@ TEST(MultiGpuTransitions, EveryReadSeesTheLastWriteAndTablesFollowTheDirectory) 
         EXPECT_GT(model.counts().invalidations, 0u);
         EXPECT_GT(model.counts().frees, 0u);
       }
+    }
+}
+
+/// The same random accesses with evictions by random GPUs in between (a full pool): reads still
+/// see the last write, a page re-fetched from the host after a sole owner's eviction sees it too
+/// (the dirty page was written back), and the tables still follow the directory.
+TEST(MultiGpuTransitions, EvictionsKeepEveryReadExactAndWriteBackDirtyPages) {
+  for (unsigned gpus : {1u, 2u, 3u, 4u})
+    for (PlacementPolicy policy : {PlacementPolicy::on_touch, PlacementPolicy::access_counter,
+                                   PlacementPolicy::duplication, PlacementPolicy::oasis}) {
+      SCOPED_TRACE(std::to_string(gpus) + " GPUs, " + to_string(policy));
+      PageModel model(gpus, policy, 5);
+      std::mt19937 rng(gpus * 37 + static_cast<unsigned>(policy));
+      for (int i = 0; i < 5000 && !::testing::Test::HasFatalFailure(); ++i) {
+        const bool writes_phase = (i / 250) % 2 == 1;
+        if (rng() % 4 == 0) model.evict(rng() % gpus);
+        model.access(rng() % gpus, rng() % 8 < (writes_phase ? 5u : 1u));
+      }
+      EXPECT_GT(model.counts().evictions, 0u);
+      EXPECT_GT(model.counts().to_host, 0u);
+      EXPECT_GT(model.counts().writebacks, 0u);
+      EXPECT_LT(model.counts().writebacks, model.counts().to_host) << "clean pages are not written back";
     }
 }
 

@@ -199,6 +199,126 @@ TEST(Placement, TheHighestGpuIndexWorks) {
   EXPECT_EQ(e.remote, 0u);
 }
 
+// ---- eviction (a full frame pool gives up a copy) --------------------------------------------
+
+TEST(PlacementEviction, AReplicaIsDroppedAndTheOwnerAndRemoteMappersStay) {
+  DirectoryEntry e;
+  int calls = 0;
+  access(e, 0, false, PagePolicy::duplication, &calls);
+  access(e, 1, false, PagePolicy::duplication, &calls);
+  access(e, 2, false, PagePolicy::access_counter, &calls);
+  ASSERT_EQ(e.replicas, bit(1));
+  ASSERT_EQ(e.remote, bit(2));
+  const EvictEffects fx = evict_copy(e, 1);
+  EXPECT_FALSE(fx.to_host);
+  EXPECT_EQ(fx.new_owner, 0);
+  EXPECT_EQ(e.owner, 0);
+  EXPECT_EQ(e.replicas, 0u);
+  EXPECT_EQ(e.remote, bit(2));
+  EXPECT_TRUE(directory_valid(e));
+}
+
+TEST(PlacementEviction, AnOwnerWithReplicasHandsThePageToItsLowestReplica) {
+  DirectoryEntry e;
+  int calls = 0;
+  access(e, 3, false, PagePolicy::duplication, &calls);
+  for (const unsigned g : {5u, 1u, 7u}) access(e, g, false, PagePolicy::duplication, &calls);
+  access(e, 2, false, PagePolicy::access_counter, &calls);
+  const EvictEffects fx = evict_copy(e, 3);
+  EXPECT_FALSE(fx.to_host) << "no data moves: the new owner has the frame it replicated into";
+  EXPECT_EQ(fx.new_owner, 1);
+  EXPECT_EQ(e.owner, 1);
+  EXPECT_EQ(e.replicas, bit(5) | bit(7));
+  EXPECT_EQ(e.remote, bit(2)) << "the remote mapper now maps the new owner's frame";
+  EXPECT_TRUE(directory_valid(e));
+  // The last replica standing becomes an exclusive owner that may write without a fault.
+  evict_copy(e, 1);
+  evict_copy(e, 5);
+  EXPECT_EQ(e.owner, 7);
+  EXPECT_EQ(e.state(), PageState::exclusive);
+  EXPECT_EQ(decide(e, 7, true, NeverAsked{&calls}).action, Action::local);
+}
+
+TEST(PlacementEviction, ASoleOwnersPageGoesToTheHostAndRemoteMappingsAreDropped) {
+  DirectoryEntry e;
+  int calls = 0;
+  access(e, 0, true, PagePolicy::access_counter, &calls);
+  access(e, 1, true, PagePolicy::access_counter, &calls);
+  const EvictEffects fx = evict_copy(e, 0);
+  EXPECT_TRUE(fx.to_host);
+  EXPECT_EQ(fx.new_owner, owner_host);
+  EXPECT_EQ(e.state(), PageState::host);
+  EXPECT_EQ(e.remote, 0u);
+  EXPECT_TRUE(directory_valid(e));
+}
+
+// The paper's oversubscription fix (Section VI-D): a page evicted to the host after it was shared
+// keeps that fact (here the entry's sticky `shared`, there the PTE's policy bits), so that its
+// next fault is a shared fault that consults the object (the O-Table learns from it) and not a
+// first touch taken for private. It is served from the host whatever the policy: there is no
+// GPU copy to map remotely or replicate from.
+TEST(PlacementEviction, AnEvictedSharedPageIsASharedFaultAgainAndAPrivateOneAFirstTouch) {
+  int calls = 0;
+  DirectoryEntry private_page;
+  access(private_page, 0, true, PagePolicy::duplication, &calls);
+  EXPECT_EQ(private_page.shared, 0) << "a first touch is not sharing";
+  evict_copy(private_page, 0);
+  Decision d = decide(private_page, 1, false, NeverAsked{&calls});
+  EXPECT_EQ(d.fault, PlacementFault::first_touch);
+  EXPECT_EQ(d.action, Action::fetch_from_host);
+  EXPECT_EQ(calls, 0);
+
+  DirectoryEntry shared_page;
+  access(shared_page, 0, false, PagePolicy::duplication, &calls);
+  access(shared_page, 1, false, PagePolicy::duplication, &calls);  // a replica: shared
+  ASSERT_EQ(calls, 1);
+  evict_copy(shared_page, 0);
+  evict_copy(shared_page, 1);
+  ASSERT_EQ(shared_page.state(), PageState::host);
+  EXPECT_EQ(shared_page.shared, 1) << "eviction keeps the page's sharing";
+  // Re-referenced through the O-Table (word 0: on-touch, count 0): the fault relearns from it.
+  std::uint32_t otable_word = 0;
+  d = decide(shared_page, 0, false, [&](bool w) { return otable_shared_fault(otable_word, w, default_reset_threshold); });
+  EXPECT_EQ(d.fault, PlacementFault::shared);
+  EXPECT_EQ(d.action, Action::fetch_from_host);
+  EXPECT_EQ(d.policy, PagePolicy::duplication) << "a read relearns duplication";
+  EXPECT_EQ(otable::count(otable_word), 1u) << "the O-Table counted the fault";
+  EXPECT_EQ(otable::policy(otable_word), PagePolicy::duplication);
+  apply(shared_page, 0, d.action);
+  EXPECT_EQ(shared_page.owner, 0);
+  EXPECT_EQ(shared_page.shared, 1);
+  // The next GPU's fault finds it held: served by the learned policy as before the eviction.
+  EXPECT_EQ(access(shared_page, 1, false, PagePolicy::duplication, &calls).action, Action::replicate);
+}
+
+TEST(PlacementEviction, EveryTransitionThatServesASharedFaultMarksThePageShared) {
+  for (const Action a : {Action::migrate, Action::map_remote, Action::replicate, Action::collapse_and_own,
+                         Action::collapse_and_map_remote, Action::counter_migrate}) {
+    SCOPED_TRACE(to_string(a));
+    DirectoryEntry e;
+    apply(e, 0, Action::fetch_from_host);
+    EXPECT_EQ(e.shared, 0);
+    if (a == Action::collapse_and_own || a == Action::collapse_and_map_remote) apply(e, 2, Action::replicate);
+    if (a == Action::counter_migrate) apply(e, 1, Action::map_remote);
+    apply(e, 1, a);
+    EXPECT_EQ(e.shared, 1);
+  }
+}
+
+/// A fault decided again after its pool was full (fault.cuh's serve()) reads the object's policy
+/// without counting: the O-Table sees each fault once.
+TEST(PlacementEviction, AFaultDecidedAgainReadsTheOTableWithoutCounting) {
+  std::uint32_t word = 0;
+  EXPECT_EQ(otable_policy_for(word, true), PagePolicy::access_counter) << "on-touch reads as a relearning fault";
+  EXPECT_EQ(otable_policy_for(word, false), PagePolicy::duplication);
+  EXPECT_EQ(word, 0u);
+  EXPECT_EQ(otable_shared_fault(word, false, default_reset_threshold), PagePolicy::duplication);
+  const std::uint32_t counted = word;
+  EXPECT_EQ(otable_policy_for(word, true), PagePolicy::duplication) << "the learned policy, not the write's";
+  EXPECT_EQ(otable_policy_for(word, false), PagePolicy::duplication);
+  EXPECT_EQ(word, counted) << "nothing counted";
+}
+
 // ---- the O-Table: the paper's state diagram (Fig. 13b) --------------------------------------
 
 TEST(OTable, StartsOnTouchAndLearnsFromTheFirstSharedFault) {

@@ -9,6 +9,15 @@
 /// copy the page (host -> GPU over PCIe, or peer -> GPU over NVLink); the driver installs the new
 /// mappings, gives back freed frames, writes the directory and unlocks. Then the warp retries.
 ///
+/// A full pool. When the page must be pulled and the pool has no free frame, the driver gives
+/// the faulting page's lock back and, holding no directory lock, evicts: the pool's clock
+/// (frame_pool.hpp) proposes frames, the reverse map names the page a frame holds, the driver
+/// only try-locks that page's directory entry (a victim whose lock is taken is skipped), checks
+/// that the frame is still this GPU's copy of it, and runs placement.hpp's evict_copy(): the same
+/// plan / revoke / drain as a transition, then the warp writes the page back to the host if it
+/// goes there dirty. The frame is not returned to the pool but kept by the driver for its fault
+/// (so another warp cannot take it first), which it then decides again (serve()).
+///
 /// Why this cannot deadlock. The waits are: (a) a warp waiting for a directory lock, (b) a lock
 /// holder waiting for holders of a revoked mapping to drain, (c) nothing else (frame allocation,
 /// the O-Table and the counters are single atomics). (a) never happens while the waiting warp
@@ -20,7 +29,9 @@
 /// lock holder whose mappings do not drain within drain_timeout_ns cancels its revokes, gives
 /// the lock back and retries later (aborted_transitions). So every wait a lock holder does ends,
 /// no cycle of waits can be permanent, and revoked words are never left behind. Lock holders
-/// take one directory lock at a time (counter migrations walk their group page by page).
+/// take one directory lock at a time (counter migrations walk their group page by page; an
+/// evicter holds only its victim's lock, taken by a try-lock after the faulting page's lock was
+/// given back, and a victim that does not drain in time is skipped like one whose lock is taken).
 
 #include "warpvm/detail/core/device_support.cuh"
 #include "warpvm/detail/multi_gpu/frame_pool.hpp"
@@ -39,6 +50,9 @@ namespace warpvm::detail::mg {
 inline constexpr unsigned lock_backoff_min_ns = 32;
 inline constexpr unsigned lock_backoff_max_ns = 1024;
 inline constexpr unsigned line_shift = 7;  ///< 128 B lines
+/// A fault that finds no frame to evict (every frame held by accesses or locked by transitions,
+/// sweep after sweep) for this long gives up with the pool's error instead of hanging the GPU.
+inline constexpr std::uint64_t eviction_give_up_ns = 10'000'000'000ull;
 static_assert((1u << line_shift) == remote_access_bytes, "a remote access is one line");
 
 __device__ __forceinline__ void count(const SpaceView& s, Counter c, std::uint64_t n) {
@@ -52,6 +66,7 @@ __device__ inline DirectoryEntry load_entry(const DirectoryEntry& e) {
   copy.replicas = __ldcg(reinterpret_cast<const unsigned long long*>(&e.replicas));
   copy.remote = __ldcg(reinterpret_cast<const unsigned long long*>(&e.remote));
   copy.owner = __ldcg(&e.owner);
+  copy.shared = __ldcg(&e.shared);
   copy.lock = 1;
   return copy;
 }
@@ -61,10 +76,11 @@ __device__ inline void store_entry(DirectoryEntry& e, const DirectoryEntry& v) {
   __stcg(reinterpret_cast<unsigned long long*>(&e.replicas), static_cast<unsigned long long>(v.replicas));
   __stcg(reinterpret_cast<unsigned long long*>(&e.remote), static_cast<unsigned long long>(v.remote));
   __stcg(&e.owner, v.owner);
+  __stcg(&e.shared, v.shared);
 }
 
-/// The pool of this GPU is full: the first failure is recorded for the host (which names the
-/// object), then the kernel traps. No eviction yet (docs/placement.md).
+/// The pool of this GPU is full and nothing in it could be evicted for eviction_give_up_ns: the
+/// first failure is recorded for the host (which names the object), then the kernel traps.
 __device__ inline void fail_out_of_frames(const SpaceView& s, std::uint32_t object_id, std::uint64_t page) {
   if (cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(*s.error_claim).exchange(1u) == 0u) {
     volatile ErrorRecord* record = s.error;
@@ -84,14 +100,17 @@ __device__ inline void fail_out_of_frames(const SpaceView& s, std::uint32_t obje
   return o.bytes - begin < full ? o.bytes - begin : full;
 }
 
-[[nodiscard]] __device__ inline PagePolicy shared_fault_policy(const SpaceView& s, const ObjectView& o, bool write) {
+/// The object's policy for a shared fault. `learns`: the fault is seen for the first time, and
+/// OASIS's O-Table learns from it; a fault decided again (after an eviction) only reads it.
+[[nodiscard]] __device__ inline PagePolicy shared_fault_policy(const SpaceView& s, const ObjectView& o, bool write,
+                                                               bool learns) {
   switch (o.policy) {
     case PlacementPolicy::on_touch: return PagePolicy::on_touch;
     case PlacementPolicy::access_counter: return PagePolicy::access_counter;
     case PlacementPolicy::duplication: return PagePolicy::duplication;
     case PlacementPolicy::oasis: break;
   }
-  return otable_shared_fault(s.otable[o.id], write, s.reset_threshold);
+  return learns ? otable_shared_fault(s.otable[o.id], write, s.reset_threshold) : otable_policy_for(s.otable[o.id], write);
 }
 
 /// What the driver tells the other lanes after deciding.
@@ -101,48 +120,21 @@ struct CopyOrder {
   std::uint64_t bytes = 0;
 };
 
-/// The driver's half of a transition, the lock held and the directory read: plans, allocates,
-/// revokes and drains. Returns false (everything undone, the lock still held) if a mapping did
-/// not drain in time or the pool is full; otherwise fills the plan and the copy order.
-struct Transition {
-  DirectoryEntry after;
-  Effects fx;
-  Action action;
-  std::uint64_t old_words[max_gpus];
-  PteChange changes[max_gpus];
-  std::uint32_t new_frame;
-};
-
-__device__ inline bool prepare_transition(const SpaceView& s, const ObjectView& o, std::uint64_t page, bool write,
-                                          const DirectoryEntry& before, Action action, Transition& t,
-                                          CopyOrder& copy) {
-  const unsigned me = s.gpu;
-  t.after = before;
-  t.action = action;
-  t.fx = apply(t.after, me, action);
-  for (unsigned g = 0; g < s.gpus; ++g) t.old_words[g] = pte_load(o.pte[g][page]);
-  t.new_frame = no_frame;
-  std::uint64_t requester_frame = pte::address(t.old_words[me]);
-  if (t.fx.pulled) {
-    t.new_frame = frame_alloc(s.pools[me]);
-    if (t.new_frame == no_frame) return false;
-    requester_frame = reinterpret_cast<std::uint64_t>(s.pools[me].base) + (std::uint64_t{t.new_frame} << s.page_shift);
-  }
-  const std::uint64_t owner_frame =
-      owner_frame_after(t.after, me, requester_frame, t.old_words[t.after.owner < s.gpus ? t.after.owner : me]);
+/// Revokes every mapping `changes` takes away or narrows and waits for its holders to drain (the
+/// page's lock held). False if one did not drain within the timeout: the revokes are cancelled,
+/// nothing changed.
+__device__ inline bool revoke_and_drain(const SpaceView& s, const ObjectView& o, std::uint64_t page,
+                                        const PteChange* changes) {
   for (unsigned g = 0; g < s.gpus; ++g)
-    t.changes[g] = plan_pte(t.after, g, me, write, t.old_words[g], owner_frame, requester_frame);
-  for (unsigned g = 0; g < s.gpus; ++g)
-    if (t.changes[g].revoke) pte_begin_revoke(o.pte[g][page]);
+    if (changes[g].revoke) pte_begin_revoke(o.pte[g][page]);
   const std::uint64_t started = global_timer_ns();
   for (unsigned g = 0; g < s.gpus; ++g) {
-    if (!t.changes[g].revoke) continue;
+    if (!changes[g].revoke) continue;
     unsigned backoff = lock_backoff_min_ns;
     while (!pte_drained(o.pte[g][page])) {
       if (global_timer_ns() - started > s.drain_timeout_ns) {
         for (unsigned h = 0; h < s.gpus; ++h)
-          if (t.changes[h].revoke) pte_cancel_revoke(o.pte[h][page]);
-        if (t.new_frame != no_frame) frame_free(s.pools[me], t.new_frame);
+          if (changes[h].revoke) pte_cancel_revoke(o.pte[h][page]);
         count(s, Counter::aborted_transitions, 1);
         return false;
       }
@@ -150,36 +142,170 @@ __device__ inline bool prepare_transition(const SpaceView& s, const ObjectView& 
       backoff = backoff * 2 < lock_backoff_max_ns ? backoff * 2 : lock_backoff_max_ns;
     }
   }
-  if (t.fx.pulled) {
-    copy.dst = reinterpret_cast<std::byte*>(requester_frame);
-    copy.src = t.fx.source == owner_host ? o.host + (page << s.page_shift)
-                                         : reinterpret_cast<const std::byte*>(pte::address(t.old_words[t.fx.source]));
-    copy.bytes = page_bytes_of(s, o, page);
-  }
   return true;
 }
 
-/// The driver's last half: installs the mappings, frees frames, writes the directory, unlocks.
-__device__ inline void finish_transition(const SpaceView& s, const ObjectView& o, std::uint64_t page,
-                                         DirectoryEntry& entry, const Transition& t, std::uint64_t copied) {
-  const unsigned me = s.gpu;
+/// Installs every GPU's planned word and gives back the own frames the plan frees (the page's
+/// lock held, the drain done). Returns how many other GPUs' mappings were revoked.
+__device__ inline unsigned install_changes(const SpaceView& s, const ObjectView& o, std::uint64_t page,
+                                           const std::uint64_t* old_words, const PteChange* changes) {
   unsigned invalidated = 0;
   for (unsigned g = 0; g < s.gpus; ++g) {
-    const PteChange& c = t.changes[g];
-    if (c.revoke || c.after != (t.old_words[g] & pte::mapping_mask)) pte_install(o.pte[g][page], c.after);
-    if (c.revoke && g != me) ++invalidated;
+    const PteChange& c = changes[g];
+    if (c.revoke || c.after != (old_words[g] & pte::mapping_mask)) pte_install(o.pte[g][page], c.after);
+    if (c.revoke && g != s.gpu) ++invalidated;
   }
   for (unsigned g = 0; g < s.gpus; ++g)
-    if (t.changes[g].frees_frame) {
-      const std::uint64_t address = pte::address(t.old_words[g]);
-      frame_free(s.pools[g], static_cast<std::uint32_t>((address - reinterpret_cast<std::uint64_t>(s.pools[g].base)) >> s.page_shift));
-    }
-  if (pte::is_writable(t.changes[me].after)) __stcg(o.dirty + page, 1u);
-  store_entry(entry, t.after);
-  directory_unlock(entry);
+    if (changes[g].frees_frame) release_frame(s.pools[g], frame_at(s.pools[g], pte::address(old_words[g]), s.page_shift));
+  return invalidated;
+}
 
+/// One change of one page's placement, planned by the driver under the page's lock: the faulting
+/// page's transition, or an eviction of a victim page from this GPU's pool. serve() has one plan,
+/// one plan-and-drain and one copy loop, whichever it is: the fault path is inlined into every
+/// paged kernel, and a second copy of them cost every kernel registers (occupancy) or spills.
+struct Transition {
+  const ObjectView* object;  ///< the page changed: the faulting one, or an eviction's victim
+  std::uint64_t page;
+  bool evicts;
+  DirectoryEntry after;
+  Effects fx;     ///< an eviction: none (it pulls nothing; a write-back is counted as PCIe bytes)
+  Action action;  ///< an eviction: local (no transition counter)
+  std::uint64_t old_words[max_gpus];
+  PteChange changes[max_gpus];
+  std::uint32_t new_frame;  ///< a transition: the frame a pulled page goes to; an eviction: the frame it frees
+};
+
+/// The driver starts the fault's transition (the lock held, the directory read `before`): the
+/// directory after `action`, and the requester's frame after it (`frame`): its present one, or
+/// for a pulled page `reserved` (kept from an eviction or an earlier try), else one from the
+/// pool. False if the pool is full (nothing changed, `reserved` is no_frame).
+__device__ inline bool begin_transition(const SpaceView& s, const ObjectView& o, std::uint64_t page,
+                                        const DirectoryEntry& before, Action action, std::uint32_t& reserved,
+                                        Transition& t, std::uint64_t& frame) {
+  const unsigned me = s.gpu;
+  t.object = &o;
+  t.page = page;
+  t.evicts = false;
+  t.after = before;
+  t.action = action;
+  t.fx = apply(t.after, me, action);
+  t.new_frame = no_frame;
+  if (!t.fx.pulled) {
+    frame = pte::address(pte_load(o.pte[me][page]));
+    return true;
+  }
+  if (reserved == no_frame) reserved = frame_alloc(s.pools[me]);
+  if (reserved == no_frame) return false;
+  t.new_frame = reserved;
+  frame = frame_address(s.pools[me], t.new_frame, s.page_shift);
+  return true;
+}
+
+/// The driver starts an eviction from this GPU's pool for its fault on `faulting_page` of object
+/// `object_id`; it holds no directory lock. The clock proposes frames; a frame is skipped if it
+/// holds no installed page (free, or taken by a transition not finished), if its page's lock is
+/// taken (try-lock only), or if it no longer is this GPU's copy of the page its reverse-map word
+/// names (changed hands after the word was read). For the first victim: true, its lock held,
+/// evict_copy() done (`t`: the victim, the frame it frees; `frame`: that frame's address). A sweep
+/// that finds no victim tries the pool again (frames given back since it was found full): false
+/// with that frame in `reserved`; else it backs off and sweeps again, and after
+/// eviction_give_up_ns of that the kernel fails (fail_out_of_frames).
+__device__ inline bool begin_eviction(const SpaceView& s, std::uint32_t object_id, std::uint64_t faulting_page,
+                                      std::uint32_t& reserved, Transition& t, std::uint64_t& frame) {
+  const unsigned me = s.gpu;
+  const FramePoolView& pool = s.pools[me];
+  const std::uint64_t started = global_timer_ns();
+  for (;;) {
+    for (std::uint32_t step = 0; step < pool.frames; ++step) {
+      const std::uint32_t f = clock_next(pool);
+      const std::uint64_t held = frame_owner_of(pool, f);
+      if (held == frame_owner::empty) continue;
+      const ObjectView& o = s.objects[frame_owner::object(held)];
+      const std::uint64_t page = frame_owner::page(held);
+      DirectoryEntry& entry = o.directory[page];
+      if (!directory_try_lock(entry)) continue;
+      frame = frame_address(pool, f, s.page_shift);
+      const std::uint64_t mine = pte_load(o.pte[me][page]);
+      t.after = load_entry(entry);
+      if (!pte::is_own_frame(mine) || pte::address(mine) != frame || !t.after.has_copy(me)) {
+        directory_unlock(entry);
+        continue;
+      }
+      evict_copy(t.after, me);
+      t.object = &o;
+      t.page = page;
+      t.evicts = true;
+      t.fx = Effects{};
+      t.action = Action::local;
+      t.new_frame = f;
+      return true;
+    }
+    reserved = frame_alloc(pool);
+    if (reserved != no_frame) return false;
+    if (global_timer_ns() - started > eviction_give_up_ns) fail_out_of_frames(s, object_id, faulting_page);
+    __nanosleep(lock_backoff_max_ns);
+  }
+}
+
+/// Plans every GPU's mapping of `t.after` (its page's lock held; `frame` the requester's frame
+/// after it, `write` whether the requester writes), revokes the mappings that change and waits
+/// for them to drain. False if one did not drain in time (nothing changed, the lock still held).
+__device__ inline bool plan_and_drain(const SpaceView& s, Transition& t, bool write, std::uint64_t frame) {
+  const unsigned me = s.gpu;
+  const ObjectView& o = *t.object;
+  for (unsigned g = 0; g < s.gpus; ++g) t.old_words[g] = pte_load(o.pte[g][t.page]);
+  const std::uint64_t owner_frame =
+      owner_frame_after(t.after, me, frame, t.old_words[t.after.owner < s.gpus ? t.after.owner : me]);
+  for (unsigned g = 0; g < s.gpus; ++g)
+    t.changes[g] = plan_pte(t.after, g, me, write, t.old_words[g], owner_frame, frame);
+  if (t.evicts) t.changes[me].frees_frame = false;  // the frame goes to the evicting driver, not back to the pool
+  return revoke_and_drain(s, o, t.page, t.changes);
+}
+
+/// What the warp copies once the change is drained: a pulled page into the requester's `frame`
+/// (from the host, or the owner's frame over NVLink), or an evicted page that goes to the host
+/// dirty back to the host (its only copy, `frame`). Nothing otherwise.
+__device__ inline CopyOrder copy_order_of(const SpaceView& s, const Transition& t, std::uint64_t frame) {
+  const ObjectView& o = *t.object;
+  std::byte* host = o.host + (t.page << s.page_shift);
+  CopyOrder copy;
+  if (t.evicts) {
+    if (t.after.owner != owner_host || __ldcg(o.dirty + t.page) == 0u) return copy;
+    copy.dst = host;
+    copy.src = reinterpret_cast<const std::byte*>(frame);
+  } else {
+    if (!t.fx.pulled) return copy;
+    copy.dst = reinterpret_cast<std::byte*>(frame);
+    copy.src = t.fx.source == owner_host ? host : reinterpret_cast<const std::byte*>(pte::address(t.old_words[t.fx.source]));
+  }
+  copy.bytes = page_bytes_of(s, o, t.page);
+  return copy;
+}
+
+/// The driver's last half, the copy done, on `page` of `o` (t.object and t.page, passed again by
+/// the caller: see serve()): installs the mappings, frees frames, keeps the reverse map and the
+/// dirty mark, writes the directory, unlocks, counts.
+__device__ inline void finish_change(const SpaceView& s, const ObjectView& o, std::uint64_t page, const Transition& t,
+                                     std::uint64_t copied) {
+  const unsigned me = s.gpu;
+  if (t.fx.pulled) frame_set_owner(s.pools[me], t.new_frame, o.id, page);
+  if (t.evicts) frame_clear_owner(s.pools[me], t.new_frame);
+  const unsigned invalidated = install_changes(s, o, page, t.old_words, t.changes);
+  if (pte::is_writable(t.changes[me].after)) __stcg(o.dirty + page, 1u);
+  if (t.evicts && copied != 0) __stcg(o.dirty + page, 0u);  // an eviction copies only to write a dirty page back
+  store_entry(o.directory[page], t.after);
+  directory_unlock(o.directory[page]);
+
+  if (t.evicts) {
+    count(s, Counter::evictions, 1);
+    if (copied != 0) count(s, Counter::writebacks, 1);
+  }
   switch (t.action) {
-    case Action::fetch_from_host: count(s, Counter::first_touches, 1); break;
+    case Action::fetch_from_host:
+      // An evicted page that was shared comes back through a shared fault (decide()): counted there.
+      if (t.after.shared == 0) count(s, Counter::first_touches, 1);
+      break;
     case Action::migrate: count(s, Counter::migrations, 1); break;
     case Action::counter_migrate: count(s, Counter::counter_migrations, 1); break;
     case Action::replicate: count(s, Counter::replications, 1); break;
@@ -193,76 +319,130 @@ __device__ inline void finish_transition(const SpaceView& s, const ObjectView& o
   if (copied != 0) count(s, t.fx.source == owner_host ? Counter::pcie_bytes : Counter::nvlink_bytes, copied);
 }
 
+/// All lanes in `mask` carry out the driver's copy order (the driver's `copy`), then make it
+/// visible to every GPU. Returns the bytes copied.
+__device__ inline std::uint64_t warp_copy_order(unsigned mask, unsigned driver, const CopyOrder& copy) {
+  auto* dst = reinterpret_cast<std::byte*>(__shfl_sync(mask, reinterpret_cast<unsigned long long>(copy.dst), driver));
+  const auto* src = reinterpret_cast<const std::byte*>(__shfl_sync(mask, reinterpret_cast<unsigned long long>(copy.src), driver));
+  const std::uint64_t bytes = __shfl_sync(mask, copy.bytes, driver);
+  if (bytes != 0) warp_copy(mask, dst, src, bytes);
+  __threadfence_system();  // the copy reaches every GPU's view (and the host's) before a mapping or the lock publishes it
+  __syncwarp(mask);
+  return bytes;
+}
+
 /// Serves one fault on `page` (or, with `counter_migration`, moves the page here if this GPU
 /// maps it remotely). Every lane in `mask` calls it; lane `driver` decides, all lanes copy.
 /// Returns with the page's state changed or found already usable; the caller retries its hold.
+///
+/// Each round the driver takes one lock and plans one change: the fault's transition, or, when
+/// the round before found the pool full, an eviction (the fault's lock given back first: a lock
+/// holder never waits for a victim's lock) whose frame it keeps in `reserved`, so that no other
+/// warp takes it first. After an eviction the fault is decided again on the page's state then:
+/// it was counted (and, under OASIS, taught to the O-Table) the first time, so later rounds only
+/// read the object's policy.
 __device__ inline void serve(const SpaceView& s, const ObjectView& o, unsigned mask, unsigned driver, std::uint64_t page,
                              bool write, bool counter_migration) {
   const bool is_driver = lane_id() == driver;
   DirectoryEntry& entry = o.directory[page];
   std::uint64_t& own = o.pte[s.gpu][page];
-  bool out_of_frames = false;
+  // The driver's state across rounds.
+  std::uint32_t reserved = no_frame;  // its frame for the page, from the pool or an eviction
+  bool needs_frame = false;           // the round before found the pool full: this one evicts
   for (;;) {
     bool again = false;
-    bool transition = false;
+    bool changes = false;  // the driver planned and drained a change: the warp copies
     Transition t;
     CopyOrder copy;
     if (is_driver) {
-      // (a): wait for the lock; a fault whose mapping became usable meanwhile needs nothing.
-      bool locked = false;
-      for (unsigned backoff = lock_backoff_min_ns;;) {
-        if (!counter_migration && pte::usable(pte_load(own), write)) break;
-        if (directory_try_lock(entry)) {
-          locked = true;
-          break;
+      bool planned = false;  // `t` holds a change, its page's lock held
+      std::uint64_t frame = 0;
+      if (needs_frame) {
+        planned = begin_eviction(s, o.id, page, reserved, t, frame);
+        needs_frame = planned;  // else a frame came free: decide again with it
+        again = true;
+      } else {
+        // (a): wait for the lock; a fault whose mapping became usable meanwhile needs nothing.
+        bool locked = false;
+        for (unsigned backoff = lock_backoff_min_ns;;) {
+          if (!counter_migration && pte::usable(pte_load(own), write)) break;
+          if (directory_try_lock(entry)) {
+            locked = true;
+            break;
+          }
+          __nanosleep(backoff);
+          backoff = backoff * 2 < lock_backoff_max_ns ? backoff * 2 : lock_backoff_max_ns;
         }
-        __nanosleep(backoff);
-        backoff = backoff * 2 < lock_backoff_max_ns ? backoff * 2 : lock_backoff_max_ns;
-      }
-      if (locked) {
-        const DirectoryEntry before = load_entry(entry);
-        Action action = Action::local;
-        if (counter_migration) {
-          if (before.maps_remote(s.gpu)) action = Action::counter_migrate;
-        } else {
-          const Decision d = decide(before, s.gpu, write, [&](bool w) { return shared_fault_policy(s, o, w); });
-          if (d.fault == PlacementFault::shared) count(s, Counter::shared_faults, 1);
-          action = d.action;
-          if ((action == Action::local || action == Action::remote) && write && !pte::is_writable(pte_load(own))) {
-            // A write through a mapping the directory lets this GPU write: grant it, mark dirty.
-            __stcg(o.dirty + page, 1u);
-            pte_grant_write(own);
-            count(s, Counter::write_upgrades, 1);
+        if (locked) {
+          const DirectoryEntry before = load_entry(entry);
+          Action action = Action::local;
+          if (counter_migration) {
+            if (before.maps_remote(s.gpu)) action = Action::counter_migrate;
+          } else {
+            // A driver holding a frame for the fault took it in an earlier round, for the transition
+            // decided (and counted) then: deciding again (after an eviction or a drain timeout) counts nothing.
+            const bool first_decision = reserved == no_frame;
+            const Decision d =
+                decide(before, s.gpu, write, [&](bool w) { return shared_fault_policy(s, o, w, first_decision); });
+            if (d.fault == PlacementFault::shared && first_decision) count(s, Counter::shared_faults, 1);
+            action = d.action;
+            if ((action == Action::local || action == Action::remote) && write && !pte::is_writable(pte_load(own))) {
+              // A write through a mapping the directory lets this GPU write: grant it, mark dirty.
+              __stcg(o.dirty + page, 1u);
+              pte_grant_write(own);
+              count(s, Counter::write_upgrades, 1);
+            }
+          }
+          if (action == Action::local || action == Action::remote) {
+            directory_unlock(entry);
+          } else if (begin_transition(s, o, page, before, action, reserved, t, frame)) {
+            planned = true;
+          } else {
+            // The pool is full: the lock is given back, the next round evicts.
+            directory_unlock(entry);
+            needs_frame = true;
+            again = true;
           }
         }
-        if (action == Action::local || action == Action::remote) {
-          directory_unlock(entry);
-        } else if (prepare_transition(s, o, page, write, before, action, t, copy)) {
-          transition = true;
-        } else if (t.fx.pulled && t.new_frame == no_frame) {
-          directory_unlock(entry);
-          out_of_frames = true;
+      }
+      if (planned) {
+        if (plan_and_drain(s, t, write && !t.evicts, frame)) {
+          changes = true;
+          copy = copy_order_of(s, t, frame);
         } else {
-          directory_unlock(entry);
-          again = true;  // a mapping did not drain in time: everything undone, retry
+          // A mapping did not drain in time: nothing changed; back off and retry (an eviction
+          // sweeps on from the next frame).
+          directory_unlock(t.object->directory[t.page]);
+          if (!t.evicts) __nanosleep(lock_backoff_max_ns);
+          again = true;
         }
       }
     }
-    if (__shfl_sync(mask, out_of_frames, driver) && is_driver) fail_out_of_frames(s, o.id, page);
-    const bool moves = __shfl_sync(mask, transition, driver);
-    if (moves) {
-      std::byte* dst = reinterpret_cast<std::byte*>(__shfl_sync(mask, reinterpret_cast<unsigned long long>(copy.dst), driver));
-      const auto* src =
-          reinterpret_cast<const std::byte*>(__shfl_sync(mask, reinterpret_cast<unsigned long long>(copy.src), driver));
-      const std::uint64_t bytes = __shfl_sync(mask, copy.bytes, driver);
-      if (bytes != 0) warp_copy(mask, dst, src, bytes);
-      __threadfence_system();  // the copy reaches every GPU's view before a mapping points at it
-      __syncwarp(mask);
-      if (is_driver) finish_transition(s, o, page, entry, t, bytes);
+    if (__shfl_sync(mask, changes, driver)) {
+      const std::uint64_t copied = warp_copy_order(mask, driver, copy);
+      if (is_driver) {
+        // The page changed is this fault's, or an eviction's victim: read back from the frame's
+        // reverse-map word (stable: the victim's lock is held) rather than kept live across the
+        // copy, which would cost every paged kernel registers.
+        const ObjectView* changed = &o;
+        std::uint64_t changed_page = page;
+        if (t.evicts) {
+          const std::uint64_t victim = frame_owner_of(s.pools[s.gpu], t.new_frame);
+          changed = &s.objects[frame_owner::object(victim)];
+          changed_page = frame_owner::page(victim);
+        }
+        finish_change(s, *changed, changed_page, t, copied);
+        if (t.evicts) {
+          reserved = t.new_frame;
+          needs_frame = false;
+        } else if (t.fx.pulled) {
+          reserved = no_frame;
+        }
+      }
     }
-    if (!__shfl_sync(mask, again, driver)) return;
-    if (is_driver) __nanosleep(lock_backoff_max_ns);
+    if (!__shfl_sync(mask, again, driver)) break;
   }
+  if (is_driver && reserved != no_frame) frame_free(s.pools[s.gpu], reserved);  // the fault needed no frame after all
 }
 
 /// Performs one access per lane to its page (all active lanes call together, each with its own

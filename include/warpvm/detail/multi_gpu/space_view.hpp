@@ -39,8 +39,8 @@ enum class Counter : std::uint32_t {
   local_accesses,       ///< warp accesses (one per page per warp) served from the GPU's own frame
   remote_accesses,      ///< warp accesses to a peer's frame over NVLink
   remote_lines,         ///< 128 B lines those touched (what the access counters count)
-  first_touches,        ///< pages fetched from the host
-  shared_faults,        ///< faults on pages another GPU held (the O-Table learns from these)
+  first_touches,        ///< faults on pages on the host never shared: first touches, and private pages evicted and touched again
+  shared_faults,        ///< faults on pages another GPU held, or shared before an eviction (the O-Table learns from these)
   migrations,           ///< fault-driven page moves (on-touch, duplication's write)
   counter_migrations,   ///< pages moved because this GPU's access counter reached the threshold
   replications,
@@ -51,7 +51,8 @@ enum class Counter : std::uint32_t {
   aborted_transitions,  ///< transitions abandoned because a mapping did not drain in time (retried)
   nvlink_bytes,         ///< pages pulled from peers (the host adds remote_lines' bytes: one atomic less per access)
   pcie_bytes,           ///< pages fetched from the host plus pages written back
-  writebacks,
+  writebacks,           ///< dirty pages copied back to the host: by flush(), and by evictions of a sole owner's page
+  evictions,            ///< own copies given up to free a frame of a full pool
   count
 };
 inline constexpr std::uint32_t counter_count = static_cast<std::uint32_t>(Counter::count);

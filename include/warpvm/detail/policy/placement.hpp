@@ -14,6 +14,9 @@
 ///     this GPU writes). Only then is `policy_for(write)` called: the object's fixed policy, or
 ///     its O-Table entry (`otable_shared_fault`), which learns from this very fault.
 ///  2. `apply(entry, gpu, action)` performs the directory transition and says what moved.
+///     `evict_copy(entry, gpu)` is the one transition no access asks for: a GPU whose frame pool
+///     is full gives up its copy of a victim page (a replica is dropped, a replica is promoted in
+///     the owner's place, or a sole owner's page goes back to the host).
 ///  3. A remote access is counted (`count_remote`) per 64 KB group per GPU; when a GPU's count
 ///     for a group reaches the threshold, each page of the group it maps remotely gets
 ///     `counter_migrate`.
@@ -70,6 +73,10 @@ struct DirectoryEntry {
   std::uint64_t remote = 0;    ///< GPUs mapping the owner's frame over the link
   std::uint32_t lock = 0;      ///< device form: held by the fault handler changing the page
   std::uint8_t owner = owner_host;
+  /// Sticky: a shared fault (or a counter migration) has served the page. It survives eviction
+  /// to the host, where it stands for OASIS's PTE policy bits of an evicted page (Section VI-D):
+  /// a re-referenced page that was shared is a shared fault, not a first touch (decide()).
+  std::uint8_t shared = 0;
 
   [[nodiscard]] WARPVM_HD constexpr PageState state() const {
     return owner == owner_host ? PageState::host : replicas != 0 ? PageState::replicated : PageState::exclusive;
@@ -139,9 +146,18 @@ struct Decision {
 /// Serves one access by GPU `gpu`. `policy_for(write)` returns the object's policy for a shared
 /// fault and is called exactly once per shared fault, never otherwise (OASIS's O-Table learns
 /// from it). Does not change `e`; `apply` does.
+///
+/// A page on the host that was shared before it was evicted (`e.shared`) is not mistaken for a
+/// private one (the paper's oversubscription fix, Section VI-D): its fault is shared, so the
+/// object is consulted and the O-Table learns from it, and it is served by fetching the page
+/// from the host whatever the policy says (the only copy is there: nothing to map remotely or
+/// replicate from). The next GPU to fault on it then sees it held and gets the object's policy.
 template <class PolicyFor>
 [[nodiscard]] WARPVM_HD Decision decide(const DirectoryEntry& e, unsigned gpu, bool write, PolicyFor&& policy_for) {
-  if (e.owner == owner_host) return {Action::fetch_from_host, PlacementFault::first_touch, PagePolicy::on_touch};
+  if (e.owner == owner_host) {
+    if (e.shared == 0) return {Action::fetch_from_host, PlacementFault::first_touch, PagePolicy::on_touch};
+    return {Action::fetch_from_host, PlacementFault::shared, policy_for(write)};
+  }
   const bool replicated = e.replicas != 0;
   const bool copy = e.has_copy(gpu);
   if (!write || !replicated) {
@@ -176,6 +192,8 @@ struct Effects {
 WARPVM_HD_INLINE Effects apply(DirectoryEntry& e, unsigned gpu, Action action) {
   const std::uint64_t me = std::uint64_t{1} << gpu;
   Effects fx;
+  // Every other action serves a shared fault (or a counter migration): the page is shared for good.
+  if (action != Action::local && action != Action::remote && action != Action::fetch_from_host) e.shared = 1;
   switch (action) {
     case Action::local:
     case Action::remote: break;
@@ -209,6 +227,38 @@ WARPVM_HD_INLINE Effects apply(DirectoryEntry& e, unsigned gpu, Action action) {
       e.replicas = 0;
       e.remote |= me;
       break;
+  }
+  return fx;
+}
+
+/// What an eviction did.
+struct EvictEffects {
+  bool to_host = false;                 ///< the evicting GPU was the sole owner: the page is on the host again
+  std::uint8_t new_owner = owner_host;  ///< the owner after the eviction
+};
+
+/// GPU `gpu` gives up its own copy of the page (`e.has_copy(gpu)`, the lock held on a device):
+///  - a replica is dropped; nothing moves, the owner and the remote mappers are untouched;
+///  - an owner with replicas hands the page to its lowest-numbered replica, which becomes the
+///    owner with the frame it has (no copy); remote mappers then map the new owner's frame;
+///  - a sole owner's page goes back to the host (the caller writes it back if it is dirty) and
+///    every remote mapping is dropped.
+/// `shared` is kept: a page evicted after being shared stays shared on its next fault (decide()).
+WARPVM_HD_INLINE EvictEffects evict_copy(DirectoryEntry& e, unsigned gpu) {
+  const std::uint64_t me = std::uint64_t{1} << gpu;
+  EvictEffects fx;
+  if (e.owner != gpu) {
+    e.replicas &= ~me;
+    fx.new_owner = e.owner;
+  } else if (e.replicas != 0) {
+    const auto heir = static_cast<std::uint8_t>(cuda::std::countr_zero(e.replicas));
+    e.replicas &= ~(std::uint64_t{1} << heir);
+    e.owner = heir;
+    fx.new_owner = heir;
+  } else {
+    e.owner = owner_host;
+    e.remote = 0;
+    fx.to_host = true;
   }
   return fx;
 }
@@ -310,6 +360,16 @@ WARPVM_HD_INLINE PagePolicy otable_shared_fault(std::uint32_t& word, bool write,
     ref.fetch_and(~high, cuda::std::memory_order_relaxed);
   }
   return learned;
+}
+
+/// The policy a shared fault on the object is served with, read without counting a fault: for a
+/// fault decided again (after its pool was full) that otable_shared_fault has already counted.
+/// An object still on-touch is read as otable_shared_fault serves it (the policy a relearning
+/// fault learns), so nothing is served on-touch after a shared fault.
+[[nodiscard]] WARPVM_HD_INLINE PagePolicy otable_policy_for(std::uint32_t& word, bool write) {
+  const cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> ref(word);
+  const PagePolicy recorded = otable::policy(ref.load(cuda::std::memory_order_relaxed));
+  return recorded == PagePolicy::on_touch ? otable::learned_from(write) : recorded;
 }
 
 /// The device form of a phase boundary for one object.
