@@ -133,13 +133,6 @@ WARPVM_HD_INLINE void release_frame(const FramePoolView& pool, std::uint32_t f) 
   frame_free(pool, f);
 }
 
-/// Whether this pool has had to look for a victim since the space was made or last emptied (the
-/// clock's hand moves only then; after 2^32 steps it wraps and reads "no" for one step). The
-/// placement controller reads it (capacity_aware in placement.hpp).
-[[nodiscard]] WARPVM_HD_INLINE bool pool_has_evicted(const FramePoolView& pool) {
-  return pool_atomic(pool.words[2]).load(cuda::std::memory_order_relaxed) != 0;
-}
-
 /// The eviction clock's next candidate: the frames in round-robin order (a 32-bit hand: at its
 /// wrap the order skips at most frames - 1 candidates once, which only shifts the sweep).
 WARPVM_HD_INLINE std::uint32_t clock_next(const FramePoolView& pool) {
