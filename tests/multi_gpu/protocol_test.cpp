@@ -335,47 +335,47 @@ class PageModel {
 };
 
 /// Random accesses (a few hot GPUs, reads and writes) to one page under every policy and GPU
-/// count, with a small counter threshold so that counter migrations happen too.
-TEST(MultiGpuTransitions, EveryReadSeesTheLastWriteAndTablesFollowTheDirectory) {
+/// count, in phases of mostly reads, then mostly writes, so replicas build up and collapse; with
+/// `evictions`, a random GPU also evicts the page before one access in four (a full pool). The
+/// model checks every read against the last write and the tables against the directory;
+/// `check` then looks at its counts.
+template <class Check>
+void random_accesses(unsigned seed, bool evictions, Check&& check) {
   for (unsigned gpus : {1u, 2u, 3u, 4u})
     for (PlacementPolicy policy : {PlacementPolicy::on_touch, PlacementPolicy::access_counter,
                                    PlacementPolicy::duplication, PlacementPolicy::oasis}) {
       SCOPED_TRACE(std::to_string(gpus) + " GPUs, " + to_string(policy));
       PageModel model(gpus, policy, 5);
-      std::mt19937 rng(gpus * 31 + static_cast<unsigned>(policy));
+      std::mt19937 rng(gpus * seed + static_cast<unsigned>(policy));
       for (int i = 0; i < 5000 && !::testing::Test::HasFatalFailure(); ++i) {
-        // Phases of mostly reads, then mostly writes, so replicas build up and collapse.
         const bool writes_phase = (i / 250) % 2 == 1;
+        if (evictions && rng() % 4 == 0) model.evict(rng() % gpus);
         model.access(rng() % gpus, rng() % 8 < (writes_phase ? 5u : 1u));
       }
-      EXPECT_GT(model.counts().transitions, 0u);
-      if (gpus > 1) {
-        EXPECT_GT(model.counts().invalidations, 0u);
-        EXPECT_GT(model.counts().frees, 0u);
-      }
+      check(gpus, model.counts());
     }
 }
 
-/// The same random accesses with evictions by random GPUs in between (a full pool): reads still
-/// see the last write, a page re-fetched from the host after a sole owner's eviction sees it too
-/// (the dirty page was written back), and the tables still follow the directory.
-TEST(MultiGpuTransitions, EvictionsKeepEveryReadExactAndWriteBackDirtyPages) {
-  for (unsigned gpus : {1u, 2u, 3u, 4u})
-    for (PlacementPolicy policy : {PlacementPolicy::on_touch, PlacementPolicy::access_counter,
-                                   PlacementPolicy::duplication, PlacementPolicy::oasis}) {
-      SCOPED_TRACE(std::to_string(gpus) + " GPUs, " + to_string(policy));
-      PageModel model(gpus, policy, 5);
-      std::mt19937 rng(gpus * 37 + static_cast<unsigned>(policy));
-      for (int i = 0; i < 5000 && !::testing::Test::HasFatalFailure(); ++i) {
-        const bool writes_phase = (i / 250) % 2 == 1;
-        if (rng() % 4 == 0) model.evict(rng() % gpus);
-        model.access(rng() % gpus, rng() % 8 < (writes_phase ? 5u : 1u));
-      }
-      EXPECT_GT(model.counts().evictions, 0u);
-      EXPECT_GT(model.counts().to_host, 0u);
-      EXPECT_GT(model.counts().writebacks, 0u);
-      EXPECT_LT(model.counts().writebacks, model.counts().to_host) << "clean pages are not written back";
+TEST(MultiGpuTransitions, EveryReadSeesTheLastWriteAndTablesFollowTheDirectory) {
+  random_accesses(31, false, [](unsigned gpus, const ModelCounts& counts) {
+    EXPECT_GT(counts.transitions, 0u);
+    if (gpus > 1) {
+      EXPECT_GT(counts.invalidations, 0u);
+      EXPECT_GT(counts.frees, 0u);
     }
+  });
+}
+
+/// Reads still see the last write with evictions in between, a page re-fetched from the host
+/// after a sole owner's eviction too (the dirty page was written back), and the tables still
+/// follow the directory.
+TEST(MultiGpuTransitions, EvictionsKeepEveryReadExactAndWriteBackDirtyPages) {
+  random_accesses(37, true, [](unsigned, const ModelCounts& counts) {
+    EXPECT_GT(counts.evictions, 0u);
+    EXPECT_GT(counts.to_host, 0u);
+    EXPECT_GT(counts.writebacks, 0u);
+    EXPECT_LT(counts.writebacks, counts.to_host) << "clean pages are not written back";
+  });
 }
 
 }  // namespace
