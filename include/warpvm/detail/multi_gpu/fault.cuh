@@ -209,13 +209,19 @@ __device__ inline bool begin_transition(const SpaceView& s, const ObjectView& o,
 /// names (changed hands after the word was read). For the first victim: true, its lock held,
 /// evict_copy() done (`t`: the victim, the frame it frees; `frame`: that frame's address). A sweep
 /// that finds no victim tries the pool again (frames given back since it was found full): false
-/// with that frame in `reserved`; else it backs off and sweeps again, and after
-/// eviction_give_up_ns of that the kernel fails (fail_out_of_frames).
+/// with that frame in `reserved`; else it backs off and sweeps again. `since` is when the fault
+/// began to look for a frame (in units of 2^20 ns, odd; 0: now: one word the paged kernels keep
+/// live, where nanoseconds would take two), kept across rounds by the caller so that victims whose
+/// drains time out (every frame held, e.g. by warps inside nested accesses that wait for frames
+/// themselves) do not restart the clock: after eviction_give_up_ns without a frame the kernel
+/// fails (fail_out_of_frames) instead of hanging.
 __device__ inline bool begin_eviction(const SpaceView& s, std::uint32_t object_id, std::uint64_t faulting_page,
-                                      std::uint32_t& reserved, Transition& t, std::uint64_t& frame) {
+                                      std::uint32_t& since, std::uint32_t& reserved, Transition& t,
+                                      std::uint64_t& frame) {
   const unsigned me = s.gpu;
   const FramePoolView& pool = s.pools[me];
-  const std::uint64_t started = global_timer_ns();
+  const auto now = [] { return static_cast<std::uint32_t>(global_timer_ns() >> 20) | 1u; };
+  if (since == 0) since = now();
   for (;;) {
     for (std::uint32_t step = 0; step < pool.frames; ++step) {
       const std::uint32_t f = clock_next(pool);
@@ -243,7 +249,7 @@ __device__ inline bool begin_eviction(const SpaceView& s, std::uint32_t object_i
     }
     reserved = frame_alloc(pool);
     if (reserved != no_frame) return false;
-    if (global_timer_ns() - started > eviction_give_up_ns) fail_out_of_frames(s, object_id, faulting_page);
+    if (now() - since > static_cast<std::uint32_t>(eviction_give_up_ns >> 20)) fail_out_of_frames(s, object_id, faulting_page);
     __nanosleep(lock_backoff_max_ns);
   }
 }
@@ -349,6 +355,7 @@ __device__ inline void serve(const SpaceView& s, const ObjectView& o, unsigned m
   // The driver's state across rounds.
   std::uint32_t reserved = no_frame;  // its frame for the page, from the pool or an eviction
   bool needs_frame = false;           // the round before found the pool full: this one evicts
+  std::uint32_t seeking_since = 0;    // when it began to look for a frame (begin_eviction's give-up)
   for (;;) {
     bool again = false;
     bool changes = false;  // the driver planned and drained a change: the warp copies
@@ -357,8 +364,10 @@ __device__ inline void serve(const SpaceView& s, const ObjectView& o, unsigned m
     if (is_driver) {
       bool planned = false;  // `t` holds a change, its page's lock held
       std::uint64_t frame = 0;
-      if (needs_frame) {
-        planned = begin_eviction(s, o.id, page, reserved, t, frame);
+      if (needs_frame && !counter_migration && pte::usable(pte_load(own), write)) {
+        needs_frame = false;  // another warp served the fault meanwhile: no page is evicted for it
+      } else if (needs_frame) {
+        planned = begin_eviction(s, o.id, page, seeking_since, reserved, t, frame);
         needs_frame = planned;  // else a frame came free: decide again with it
         again = true;
       } else {
