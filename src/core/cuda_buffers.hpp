@@ -39,6 +39,20 @@ using registration = std::unique_ptr<std::byte, HostUnregister>;
 using stream_ptr = std::unique_ptr<std::remove_pointer_t<cudaStream_t>, StreamDestroy>;
 using event_ptr = std::unique_ptr<std::remove_pointer_t<cudaEvent_t>, EventDestroy>;
 
+/// A stream of the current device that does not synchronise with the legacy default stream.
+inline stream_ptr make_stream() {
+  cudaStream_t created = nullptr;
+  WARPVM_CUDA_TRY(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
+  return stream_ptr(created);
+}
+
+/// An event of the current device for ordering and completion queries only (no timing).
+inline event_ptr make_event() {
+  cudaEvent_t created = nullptr;
+  WARPVM_CUDA_TRY(cudaEventCreateWithFlags(&created, cudaEventDisableTiming));
+  return event_ptr(created);
+}
+
 /// Makes config.device current for a scope and restores the caller's device after it.
 class DeviceGuard {
  public:

@@ -55,9 +55,7 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
                      " visible)");
   const DeviceGuard on_device(config.device);
   WARPVM_CUDA_TRY(cudaDeviceGetAttribute(&multiprocessors, cudaDevAttrMultiProcessorCount, config.device));
-  cudaStream_t created = nullptr;
-  WARPVM_CUDA_TRY(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
-  stream_.reset(created);
+  stream_ = make_stream();
 
   const std::size_t cache_bytes = choose_cache_bytes(config);
   const std::uint64_t frame_count = cache_bytes / config.page_bytes;

@@ -243,9 +243,7 @@ class SpaceState {
       GpuState& gs = gpus_[g];
       gs.device = config_.devices[g];
       DeviceGuard guard(gs.device);
-      cudaStream_t s = nullptr;
-      WARPVM_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-      gs.stream.reset(s);
+      gs.stream = make_stream();
       gs.frames = OnDevice<std::byte>(gs.device, (std::uint64_t{frames_} + 1) << page_shift_, "frame pool");
       const auto raw = reinterpret_cast<std::uint64_t>(gs.frames.get());
       const std::uint64_t aligned = (raw + page - 1) & ~static_cast<std::uint64_t>(page - 1);

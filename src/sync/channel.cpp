@@ -153,11 +153,6 @@ ChannelState::ChannelState(const ChannelConfig& cfg)
                  "(buffer_device >= 0): the consumers poll the device map and read the buffer in place");
   const DeviceGuard on_device_guard(cfg.device);
 
-  auto make_stream = [] {
-    cudaStream_t created = nullptr;
-    WARPVM_CUDA_TRY(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
-    return stream_ptr(created);
-  };
   stream_ = make_stream();
   if (cfg.buffer_device < 0) {
     // Mapped too: producer kernels write it through its device address.
@@ -211,17 +206,11 @@ ChannelState::ChannelState(const ChannelConfig& cfg)
   offsets_mirror_ = make_pinned_zeroed<std::uint64_t>(cfg.max_warps, cudaHostAllocDefault, "offsets (host copy)");
   answer_snapshots_ = make_pinned_zeroed<std::byte>(std::size_t{answer_slots} * answer_slot_bytes(), cudaHostAllocDefault,
                                                     "the channel's answer snapshots");
-  for (event_ptr& copied : answer_copied_) {
-    cudaEvent_t created_event = nullptr;
-    WARPVM_CUDA_TRY(cudaEventCreateWithFlags(&created_event, cudaEventDisableTiming));
-    copied.reset(created_event);
-  }
+  for (event_ptr& copied : answer_copied_) copied = make_event();
   if (cfg.device_producers) {
     map_snapshot_ = make_pinned_zeroed<std::uint64_t>(AvailabilityBitmap<>::words_required(cfg.tag_count),
                                                       cudaHostAllocDefault, "device map (host copy)");
-    cudaEvent_t created_event = nullptr;
-    WARPVM_CUDA_TRY(cudaEventCreateWithFlags(&created_event, cudaEventDisableTiming));
-    map_copied_.reset(created_event);
+    map_copied_ = make_event();
   }
   tree_.reset();
   dab_.clear();

@@ -94,9 +94,7 @@ HostBatchedService::HostBatchedService(const Config& config, std::byte* frames, 
       model_(chunks_, config.prefetch, config.fault_batch_size) {
   WARPVM_EXPECTS(chunks_ >= 1, ErrorKind::invalid_config,
                  "the host_batched transport serves whole 2 MB chunks: the cache needs at least 2 MiB");
-  cudaStream_t created = nullptr;
-  WARPVM_CUDA_TRY(cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking));
-  stream_.reset(created);
+  stream_ = make_stream();
   slots_ = make_pinned_zeroed<std::uint64_t>(ring_capacity, cudaHostAllocMapped, "the fault buffer");
   replay_ = make_device_zeroed<ReplayState>(1, "the replay state");
   staged_replay_ = make_pinned_zeroed<ReplayState>(1, cudaHostAllocDefault, "the staged replay state");
