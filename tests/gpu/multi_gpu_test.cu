@@ -276,17 +276,24 @@ TEST_F(MultiGpu, OasisRelearnsAcrossPhasesUnderManyConcurrentSharedFaults) {
   EXPECT_EQ(space.stats().total().aborted_transitions, 0u);
 }
 
-/// Rows of 64 elements: each GPU writes its rows (row mod gpus) through one span each.
-__global__ void fill_rows(shared_array<std::uint32_t> a, std::uint32_t salt) {
+/// body(r, row, lane) for each row r of 64 elements that this GPU owns (r mod gpus), a warp per
+/// row, through one read_write span of it (`row` points at its first element).
+template <class Body>
+__device__ void for_each_own_row(const shared_array<std::uint32_t>& a, Body&& body) {
   const unsigned lane = threadIdx.x % 32;
   const std::uint64_t rows = a.size() / 64;
   for (std::uint64_t r = thread_index() / 32; r < rows; r += thread_count() / 32) {
     if (r % a.gpus() != a.gpu()) continue;
-    a.with_span<access::read_write>(r * 64, 64, [&](std::uint32_t* row) {
-      row[lane] = static_cast<std::uint32_t>(mix(r * 64 + lane + salt));
-      row[lane + 32] = static_cast<std::uint32_t>(mix(r * 64 + lane + 32 + salt));
-    });
+    a.with_span<access::read_write>(r * 64, 64, [&](std::uint32_t* row) { body(r, row, lane); });
   }
+}
+
+/// Rows of 64 elements: each GPU writes its rows (row mod gpus) through one span each.
+__global__ void fill_rows(shared_array<std::uint32_t> a, std::uint32_t salt) {
+  for_each_own_row(a, [&](std::uint64_t r, std::uint32_t* row, unsigned lane) {
+    row[lane] = static_cast<std::uint32_t>(mix(r * 64 + lane + salt));
+    row[lane + 32] = static_cast<std::uint32_t>(mix(r * 64 + lane + 32 + salt));
+  });
 }
 
 /// Each GPU sums the rows another GPU wrote (one span per row), a warp reduction per row.
@@ -463,14 +470,9 @@ TEST_F(MultiGpu, CompareExchangeClaimsEachElementOnceUnderEveryPolicy) {
 /// Each GPU rewrites its rows (row mod gpus) in place through one span each: element i becomes
 /// 3 a[i] + mix(i + salt), so every page is read and written by every GPU.
 __global__ void rewrite_rows(shared_array<std::uint32_t> a, std::uint32_t salt) {
-  const unsigned lane = threadIdx.x % 32;
-  const std::uint64_t rows = a.size() / 64;
-  for (std::uint64_t r = thread_index() / 32; r < rows; r += thread_count() / 32) {
-    if (r % a.gpus() != a.gpu()) continue;
-    a.with_span<access::read_write>(r * 64, 64, [&](std::uint32_t* row) {
-      for (unsigned j = lane; j < 64; j += 32) row[j] = row[j] * 3u + static_cast<std::uint32_t>(mix(r * 64 + j + salt));
-    });
-  }
+  for_each_own_row(a, [&](std::uint64_t r, std::uint32_t* row, unsigned lane) {
+    for (unsigned j = lane; j < 64; j += 32) row[j] = row[j] * 3u + static_cast<std::uint32_t>(mix(r * 64 + j + salt));
+  });
 }
 
 /// Two phases over `devices` with each GPU's pool a quarter of the footprint (32.5 MiB: 8320
