@@ -45,7 +45,7 @@ const char* const all_modes =
                "%s\nusage: warpvm-apps-bench [--workloads mvt,atax,bicg,query] [--size 32768] [--rows 1000000000]\n"
                "       [--seed 1] [--chunk-rows 268435456] [--page-bytes 4096] [--modes m,n] [--cache-fractions 1,0.5,0.25] [--repeats 3]\n"
                "       [--eviction clock|fifo] [--out file.jsonl] [--commit SHA] [--driver VER] [--suite apps]\n"
-               "       [--trace batches.csv]\n"
+               "       [--trace batches.csv] [--automatic-remote-share 0.0625]\n"
                "mvt, atax, bicg: an N x N float matrix (--size N); query: a trip table of --rows rows.\n"
                "workloads: %s\nmodes: %s\n"
                "--chunk-rows: rows per chunk of each column in the query's bulk copy (explicit)\n"
@@ -207,6 +207,7 @@ class AppsBench {
                       std::uint64_t least_threads) const {
     Config config = Config::preset(preset);
     if (preset == Preset::warpvm) config.eviction = o_.common.eviction;
+    config.automatic_remote_share = o_.common.automatic_remote_share;
     config.page_bytes = o_.page_bytes;
     const std::uint64_t pages = (migrate_bytes + o_.page_bytes - 1) / o_.page_bytes;
     const auto frames = static_cast<std::uint64_t>(fraction * static_cast<double>(pages));
@@ -287,6 +288,8 @@ class AppsBench {
     add_paging_stats(r, rt, o_.common.repeats + 1);  // the warm-up run counts too
     r.extra["page_bytes"] = static_cast<double>(rt.page_bytes());
     r.extra["cache_share"] = footprint_bytes == 0 ? 0.0 : static_cast<double>(rt.cache_bytes()) / footprint_bytes;
+    if (run.placement == Placement::automatic)
+      r.extra["automatic_remote_share"] = rt.config().automatic_remote_share;
     r.verified = verify();
     if (run.uvm_preset()) add_batch_summary(r, rt, cold_before, launch, trace_);
     return r;

@@ -95,7 +95,7 @@ const char* const all_modes =
                "%s\nusage: warpvm-graph-bench [--apps bfs,cc,sssp,cc_afforest] [--generator rmat|uniform] [--scale 22] [--edge-factor 16]\n"
                "       [--graph-file g.mtx|g.el|g.wvg] [--graph-cache g.wvg] [--seed 1]\n"
                "       [--sources 4] [--roots a,b] [--modes m,n] [--cache-fractions 1,0.5,0.25] [--repeats 3]\n"
-               "       [--eviction clock|fifo] [--out file.jsonl] [--commit SHA] [--driver VER] [--suite graph]\n"
+               "       [--eviction clock|fifo] [--automatic-remote-share 0.0625] [--out file.jsonl] [--commit SHA] [--driver VER] [--suite graph]\n"
                "       [--trace batches.csv] [--uvm-counted-runs 1] [--sssp-reference dijkstra|certified-gpu]\n"
                "       [--balanced CHUNK]\n"
                "BFS and SSSP from --sources roots (vertices with a neighbour, drawn from the seed) or from\n"
@@ -323,8 +323,12 @@ class GraphBench {
           paged(app, warpvm_config(app, Config{.eviction = o_.common.eviction}, fraction), "warpvm", fraction);
       if (o_.common.wants_mode("warpvm_auto"))
         for (const double fraction : o_.common.cache_fractions)
-          paged(app, warpvm_config(app, Config{.eviction = o_.common.eviction}, fraction), "warpvm_auto", fraction,
-                Placement::automatic);
+          paged(app,
+                warpvm_config(app,
+                              Config{.eviction = o_.common.eviction,
+                                     .automatic_remote_share = o_.common.automatic_remote_share},
+                              fraction),
+                "warpvm_auto", fraction, Placement::automatic);
       if (o_.common.wants_mode("warpvm_dream"))
         for (const double fraction : o_.common.cache_fractions)
           paged(app, warpvm_config(app, Config::preset(Preset::dream), fraction), "warpvm_dream", fraction);
@@ -831,6 +835,8 @@ class GraphBench {
       add_paging_stats(rec, rt, o_.common.repeats + 1);  // the warm-up run counts too
       rec.extra["cache_share"] = static_cast<double>(rt.frame_count()) / static_cast<double>(footprint_pages(app));
       rec.extra["max_blocks"] = static_cast<double>(max_blocks);
+      if (placement == Placement::automatic)
+        rec.extra["automatic_remote_share"] = config.automatic_remote_share;
       rec.verified = matches(t, values_.as<std::uint32_t>(), iterations);
       if (uvm_preset) add_batch_summary(rec, rt, before, run, trace_);
       finish(rec, t, iterations, true);

@@ -27,7 +27,7 @@ namespace {
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
                "%s\nusage: warpvm-bench [--workloads a,b] [--modes m,n] [--cache-fractions 1,0.5] "
-               "[--bytes 16GiB] [--repeats 3] [--eviction clock|fifo] [--out file.jsonl] "
+               "[--bytes 16GiB] [--repeats 3] [--eviction clock|fifo] [--automatic-remote-share 0.0625] [--out file.jsonl] "
                "[--commit SHA] [--driver VER] [--suite NAME] [--trace batches.csv] [--uvm-batch-sizes 256] "
                "[--uvm-prefetch on,off] [--fault-events] [--events events.csv] [--uvm-counted-runs 1]\n"
                "workloads: stream, vadd, random_page, sparse_read, resident\n"
@@ -68,6 +68,7 @@ bool parse_shared_option(Options& o, const std::string& flag, const std::string&
     for (const auto& f : tools::split_list(value)) o.cache_fractions.push_back(std::stod(f));
   } else if (flag == "--repeats") o.repeats = std::stoi(value);
   else if (flag == "--eviction") o.eviction = value == "fifo" ? EvictionPolicy::fifo : EvictionPolicy::clock;
+  else if (flag == "--automatic-remote-share") o.automatic_remote_share = std::stod(value);
   else if (flag == "--out") o.out = value;
   else if (flag == "--commit") o.commit = value;
   else if (flag == "--driver") o.driver = value;

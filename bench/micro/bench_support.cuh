@@ -24,6 +24,8 @@ struct Options {
   std::uint64_t dataset_bytes = 16ull << 30;
   int repeats = 3;
   EvictionPolicy eviction = EvictionPolicy::clock;
+  /// warpvm_auto: Config::automatic_remote_share of the runs (the library's default unless given).
+  double automatic_remote_share = Config{}.automatic_remote_share;
   std::string out = "-";
   std::string commit = "unknown";
   std::string driver = "unknown";
@@ -44,7 +46,7 @@ struct Options {
 Options parse_options(int argc, char** argv);
 
 /// Applies one of the options every benchmark takes (--modes, --cache-fractions, --repeats,
-/// --eviction, --out, --commit, --driver, --suite, --trace); false when `flag` is none of them.
+/// --eviction, --automatic-remote-share, --out, --commit, --driver, --suite, --trace); false when `flag` is none of them.
 /// @throws std::logic_error (std::stoi and friends) on a value that is not a number.
 bool parse_shared_option(Options& o, const std::string& flag, const std::string& value);
 

@@ -95,7 +95,7 @@ class array {
     const T seen = *frame_slot(frame, i);
     if (unheld) return seen;
     if (object_.placement == Placement::automatic && cache_.transport == Transport::gpu_initiated &&
-        detail::read_absent_page_remotely(object_, page))
+        detail::read_absent_page_remotely(object_, page, byte_in_page(i), sizeof(T)))
       return detail::load_through_l2(remote_slot(i));
     return on_pinned(i, detail::Intent::read, [](const T* slot) { return *slot; });
   }
@@ -240,6 +240,10 @@ class array {
     return reinterpret_cast<T*>(cache_.frame_data(frame)) + (i & (elements_per_page() - 1));
   }
   [[nodiscard]] __device__ T* remote_slot(std::uint64_t i) const { return reinterpret_cast<T*>(object_.host) + i; }
+  /// Where element i starts within its page, in bytes (a page holds fewer than 2^32 bytes).
+  [[nodiscard]] __device__ std::uint32_t byte_in_page(std::uint64_t i) const {
+    return static_cast<std::uint32_t>((i & (elements_per_page() - 1)) * sizeof(T));
+  }
   /// The frame of a migrate page: without a hold when nothing can be evicted, else acquired
   /// (held = true; unpin() releases it).
   __device__ std::uint32_t pin(std::uint64_t page, detail::Intent intent, bool& held) const {

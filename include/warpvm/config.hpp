@@ -34,8 +34,9 @@ enum class Placement : std::uint8_t {
   migrate,  ///< pages are copied into the device cache on first touch
   remote,   ///< every access goes to pinned host memory over the link (zero-copy); nothing cached
   /// Per page, as access counters do: element reads of an absent page go to host memory over the
-  /// link until the page has been read Config::automatic_remote_reads times, then it migrates.
-  /// Sparse pages cost only the lines read; dense ones are copied once. Writes, atomics, spans
+  /// link while what they fetched (32-byte sectors) stays within Config::automatic_remote_share
+  /// of the page, then it migrates. Sparse pages cost only the sectors read; dense ones are
+  /// copied once, at the first dense read. Writes, atomics, spans
   /// and cursors migrate at once. The uvm preset (host_batched) migrates, as UVM does. The
   /// default of Runtime::alloc and adopt: the choice between zero-copy and migration is per page,
   /// not left to the user.
@@ -94,9 +95,11 @@ struct Config {
   std::uint32_t max_pages_held_per_thread = 4;
   /// Objects that may be alive at once.
   std::uint32_t max_objects = 1024;
-  /// Placement::automatic: warp-level reads of an absent page served from host memory before
-  /// the page migrates (each group of lanes reading one page counts once).
-  std::uint32_t automatic_remote_reads = 4;
+  /// Placement::automatic: the share of a page's bytes that element reads of it may fetch from
+  /// host memory (in 32-byte sectors, each counted once per warp access) before it migrates, in
+  /// [0, 1]. 1/16 of a 4 KB page is 8 sectors: eight scattered reads, or none for a warp access
+  /// that reads 8 sectors or more (that page is copied at once). 0 migrates at every absence.
+  double automatic_remote_share = 1.0 / 16;
   /// CUDA device ordinal.
   int device = 0;
   /// A warp that finds no evictable frame for this long records a no_progress error and traps.

@@ -4,6 +4,7 @@
 #include "nvtx_range.hpp"
 
 #include "warpvm/detail/core/inspect.hpp"
+#include "warpvm/detail/policy/automatic.hpp"
 #include "warpvm/detail/policy/victim.hpp"
 
 #include <algorithm>
@@ -149,8 +150,13 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
     slot.host = adopted;
   }
   slot.pages = make_device_zeroed<PageEntry>(pages, ("the page table of '" + slot.name + "'").c_str());
-  slot.descriptor = ObjectDescriptor{detail::on_device(slot.host), bytes, slot.pages.get(), nullptr,
-                                     config.automatic_remote_reads, id, Placement::migrate};
+  slot.descriptor = ObjectDescriptor{detail::on_device(slot.host),
+                                     bytes,
+                                     slot.pages.get(),
+                                     nullptr,
+                                     automatic_remote_sectors(config.page_bytes, config.automatic_remote_share),
+                                     id,
+                                     Placement::migrate};
   set_counts_for(slot, placement);
   slot.in_use = true;
   *free_slot = std::move(slot);
@@ -203,8 +209,8 @@ void RuntimeState::mark_pages_absent(std::uint32_t id) {
   const std::uint64_t pages = view_.geometry().pages_for(slot.descriptor.bytes);
   WARPVM_CUDA_TRY(cudaMemsetAsync(slot.descriptor.pages, 0, pages * sizeof(PageEntry), stream()));
   // Placement::automatic learns again from scratch: a dropped page's history is not its future's.
-  if (slot.absent_reads)
-    WARPVM_CUDA_TRY(cudaMemsetAsync(slot.absent_reads.get(), 0, pages * sizeof(std::uint32_t), stream()));
+  if (slot.remote_sectors)
+    WARPVM_CUDA_TRY(cudaMemsetAsync(slot.remote_sectors.get(), 0, pages * sizeof(std::uint32_t), stream()));
 }
 
 void RuntimeState::unregister_object(std::uint32_t id) noexcept {
@@ -237,14 +243,14 @@ void RuntimeState::set_counts_for(ObjectSlot& slot, Placement placement) {
   // Allocated before anything changes, so that an allocation failure leaves the slot as it was.
   const std::uint64_t pages = view_.geometry().pages_for(slot.descriptor.bytes);
   if (placement == Placement::automatic) {
-    if (!slot.absent_reads)
-      slot.absent_reads =
-          make_device_zeroed<std::uint32_t>(pages, ("the absent-read counts of '" + slot.name + "'").c_str());
+    if (!slot.remote_sectors)
+      slot.remote_sectors =
+          make_device_zeroed<std::uint32_t>(pages, ("the remote-sector counts of '" + slot.name + "'").c_str());
     else if (slot.descriptor.placement != Placement::automatic)  // coming back: learn from scratch
-      WARPVM_CUDA_TRY(cudaMemset(slot.absent_reads.get(), 0, pages * sizeof(std::uint32_t)));
+      WARPVM_CUDA_TRY(cudaMemset(slot.remote_sectors.get(), 0, pages * sizeof(std::uint32_t)));
   }
   slot.descriptor.placement = placement;
-  slot.descriptor.absent_reads = placement == Placement::automatic ? slot.absent_reads.get() : nullptr;
+  slot.descriptor.remote_sectors = placement == Placement::automatic ? slot.remote_sectors.get() : nullptr;
 }
 
 void RuntimeState::write_back(std::uint32_t object_filter, bool write_back, bool drop) {

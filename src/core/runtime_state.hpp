@@ -27,7 +27,7 @@ struct ObjectSlot {
   pinned_ptr<std::byte> owned_host;  ///< set when the runtime allocated the backing store
   registration registered;           ///< set when adopt() pinned caller memory itself
   device_ptr<PageEntry> pages;
-  device_ptr<std::uint32_t> absent_reads;  ///< Placement::automatic's per-page counts
+  device_ptr<std::uint32_t> remote_sectors;  ///< Placement::automatic's per-page counts
   bool in_use = false;
 };
 

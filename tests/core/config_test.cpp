@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 namespace warpvm {
@@ -40,6 +41,10 @@ TEST(Config, HoldsAndObjects) {
   expect_invalid(Config{.max_objects = 0}, "max_objects");
   expect_invalid(Config{.watchdog_seconds = 0}, "watchdog_seconds");
   expect_invalid(Config{.watchdog_seconds = 1e300}, "watchdog_seconds");
+  expect_invalid(Config{.automatic_remote_share = -0.01}, "automatic_remote_share");
+  expect_invalid(Config{.automatic_remote_share = 1.5}, "automatic_remote_share");
+  expect_invalid(Config{.automatic_remote_share = std::numeric_limits<double>::quiet_NaN()}, "automatic_remote_share");
+  for (double ok : {0.0, 1.0 / 16, 1.0}) EXPECT_NO_THROW((Config{.automatic_remote_share = ok}.validate()));
   expect_invalid(Config{.eviction = static_cast<EvictionPolicy>(7)}, "eviction");
 }
 

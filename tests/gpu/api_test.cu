@@ -5,6 +5,7 @@
 #include "gpu_test_support.cuh"
 
 #include "warpvm/detail/core/inspect.hpp"
+#include "warpvm/detail/policy/automatic.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -185,8 +186,9 @@ TEST_F(Api, AutomaticPlacementReadsSparsePagesRemotelyAndMigratesDenseOnes) {
   fill_initial(a, 21);
   const std::vector<std::uint32_t> v(a.host().begin(), a.host().end());
 
-  // Each sparse page is read by one lane, three times in all (below the 4 remote reads a page
-  // gets before it migrates): nothing is loaded.
+  // A page may give remote reads 8 sectors (1/16 of 4 KB) before it migrates. Each sparse page
+  // is read by one lane, one sector, three times in all: nothing is loaded.
+  ASSERT_EQ(detail::automatic_remote_sectors(4096, rt.config().automatic_remote_share), 8u);
   DeviceVector<std::uint32_t> sparse(sparse_pages);
   for (std::uint32_t seed : {1u, 2u, 3u}) {
     rt.launch(read_one_per_page, dim3(16), dim3(128), 0, a.device(), std::uint64_t{0}, sparse_pages, seed,
@@ -196,7 +198,8 @@ TEST_F(Api, AutomaticPlacementReadsSparsePagesRemotelyAndMigratesDenseOnes) {
   }
   EXPECT_EQ(rt.stats().misses, 0u) << "sparse reads must not migrate pages";
 
-  // Dense reads: 32 warp-level reads per page, so every other page migrates, once.
+  // Dense reads: 32 warp accesses of 4 sectors each per page, so every other page migrates, once
+  // (at its third access).
   const std::uint64_t dense = (pages - sparse_pages) * per_page;
   DeviceVector<std::uint32_t> out(dense);
   rt.launch(read_range, dim3(64), dim3(256), 0, a.device(), sparse_pages * per_page, dense, out.get());
@@ -205,14 +208,14 @@ TEST_F(Api, AutomaticPlacementReadsSparsePagesRemotelyAndMigratesDenseOnes) {
   EXPECT_EQ(out.to_host(), expected);
   EXPECT_EQ(rt.stats().misses, pages - sparse_pages);
 
-  // The fourth read of a sparse page is still remote; the fifth migrates it.
-  for (std::uint32_t seed : {4u, 5u}) {
+  // Reads four to eight of a sparse page are still remote; the ninth migrates it.
+  for (std::uint32_t seed = 4; seed <= 9; ++seed) {
     rt.launch(read_one_per_page, dim3(16), dim3(128), 0, a.device(), std::uint64_t{0}, sparse_pages, seed,
               sparse.get());
     rt.synchronize();
     EXPECT_EQ(sparse.to_host(), one_per_page(v, per_page, 0, sparse_pages, seed)) << "seed " << seed;
+    EXPECT_EQ(rt.stats().misses, seed < 9 ? pages - sparse_pages : pages) << "seed " << seed;
   }
-  EXPECT_EQ(rt.stats().misses, pages);
 
   // Dropping the cache forgets the counts: sparse reads are remote again.
   rt.drop_cached();
@@ -222,6 +225,49 @@ TEST_F(Api, AutomaticPlacementReadsSparsePagesRemotelyAndMigratesDenseOnes) {
   rt.synchronize();
   EXPECT_EQ(sparse.to_host(), one_per_page(v, per_page, 0, sparse_pages, 6u));
   EXPECT_EQ(rt.stats().misses, 0u);
+}
+
+/// out[w * 32 + lane] = a[element]: warp w reads page `first_page + w`, lane l the element at
+/// l * lane_stride (mod the page), so a warp access fetches one sector (stride 0) or one per lane.
+__global__ void read_lane_strided(array<std::uint32_t> a, std::uint64_t first_page, std::uint64_t pages,
+                                  std::uint64_t lane_stride, std::uint32_t* out) {
+  const std::uint64_t warps = std::uint64_t{gridDim.x} * blockDim.x / 32;
+  const std::uint32_t lane = threadIdx.x % 32;
+  for (std::uint64_t w = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32; w < pages; w += warps)
+    out[w * 32 + lane] = a[(first_page + w) * a.elements_per_page() + lane * lane_stride % a.elements_per_page()];
+}
+
+TEST_F(Api, AutomaticPlacementPricesAWarpAccessInTheSectorsItFetches) {
+  Runtime rt(Config{.cache_bytes = 16ull << 20, .max_pages_held_per_thread = 1});
+  constexpr std::uint64_t pages = 512, half = pages / 2, per_page = 1024;
+  auto a = rt.alloc<std::uint32_t>(pages * per_page, Placement::automatic, "priced");
+  fill_initial(a, 23);
+  const std::vector<std::uint32_t> v(a.host().begin(), a.host().end());
+  const std::uint32_t budget = detail::automatic_remote_sectors(4096, rt.config().automatic_remote_share);
+  ASSERT_GE(budget, 2u);
+  ASSERT_LT(budget, 32u);
+  auto expected = [&](std::uint64_t first_page, std::uint64_t stride) {
+    std::vector<std::uint32_t> out(half * 32);
+    for (std::uint64_t w = 0; w < half; ++w)
+      for (std::uint64_t l = 0; l < 32; ++l) out[w * 32 + l] = v[(first_page + w) * per_page + l * stride % per_page];
+    return out;
+  };
+  DeviceVector<std::uint32_t> out(half * 32);
+  auto read = [&](std::uint64_t first_page, std::uint64_t stride) {
+    rt.launch(read_lane_strided, dim3(8), dim3(128), 0, a.device(), first_page, half, stride, out.get());
+    rt.synchronize();
+    EXPECT_EQ(out.to_host(), expected(first_page, stride)) << "pages from " << first_page << ", stride " << stride;
+  };
+
+  // 32 lanes on one element fetch one sector: the budget's worth of such accesses stay remote.
+  for (std::uint32_t k = 0; k < budget; ++k) read(0, 0);
+  EXPECT_EQ(rt.stats().misses, 0u);
+  // One sector per lane (8 elements apart) is more than the budget: those pages migrate at once.
+  read(half, 8);
+  EXPECT_EQ(rt.stats().misses, half);
+  // The first half's next access would pass its budget: it migrates.
+  read(0, 0);
+  EXPECT_EQ(rt.stats().misses, pages);
 }
 
 TEST_F(Api, AutomaticPlacementReadsWhatEvictedWritesLeft) {

@@ -9,6 +9,7 @@
 #include "warpvm/detail/core/cache_view.hpp"
 #include "warpvm/detail/core/device_support.cuh"
 #include "warpvm/detail/core/page_table.hpp"
+#include "warpvm/detail/policy/automatic.hpp"
 #include "warpvm/detail/policy/victim.hpp"
 #include "warpvm/detail/trace/fault_recorder.cuh"
 #include "warpvm/detail/transport/warp_copy.cuh"
@@ -136,21 +137,31 @@ __device__ __forceinline__ bool peek_resident_unheld(const CacheView& cache, con
 }
 
 /// Placement::automatic: whether the calling lane's read of `page` goes to host memory instead of
-/// migrating the page. All active lanes call together; lanes reading one page decide together
-/// and count once. Only an absent page is read remotely: its host copy is current, since an
-/// eviction writes a dirty page back (system fence) before its release makes the page absent,
-/// and the leader's acquire load, then a barrier of its group, order the remote reads after that.
-__device__ inline bool read_absent_page_remotely(const ObjectDescriptor& object, std::uint64_t page) {
+/// migrating the page. All active lanes call together; lanes reading one page decide together,
+/// priced at the 32-byte sectors they fetch between them (`byte_in_page`: where the lane's
+/// element starts; an element of `element_bytes` > 32 spans several sectors), and their leader
+/// adds that to the page's count when it stays within the budget (policy/automatic.hpp). Only an
+/// absent page is read remotely: its host copy is current, since an eviction writes a dirty page
+/// back (system fence) before its release makes the page absent, and the leader's acquire load,
+/// then a barrier of its group, order the remote reads after that.
+__device__ inline bool read_absent_page_remotely(const ObjectDescriptor& object, std::uint64_t page,
+                                                 std::uint32_t byte_in_page, std::uint32_t element_bytes) {
   const unsigned mask = __activemask();
   const unsigned peers = __match_any_sync(mask, make_page_key(object.id, page));
   const unsigned leader = first_lane(peers);
+  const unsigned same_sector = __match_any_sync(peers, byte_in_page / remote_sector_bytes);
+  const unsigned sector_leaders = __ballot_sync(peers, lane_id() == first_lane(same_sector));
+  const std::uint32_t element_sectors = element_bytes > remote_sector_bytes ? element_bytes / remote_sector_bytes : 1u;
+  const std::uint32_t sectors = static_cast<std::uint32_t>(__popc(sector_leaders)) * element_sectors;
   bool remote = false;
   if (lane_id() == leader && page_word::is_absent(page_load(object.pages[page].state))) {
-    // A page past its remote reads migrates on every later absence: a plain load says so
-    // without the atomic (and the count stops there instead of wrapping).
-    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device> reads(object.absent_reads[page]);
-    remote = reads.load(cuda::std::memory_order_relaxed) < object.remote_reads &&
-             reads.fetch_add(1u, cuda::std::memory_order_relaxed) < object.remote_reads;
+    // A page past its budget migrates on every later absence: a plain load says so without the
+    // atomic (and the count stops near the budget instead of wrapping).
+    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device> fetched(object.remote_sectors[page]);
+    remote = automatic_reads_remotely(fetched.load(cuda::std::memory_order_relaxed), sectors,
+                                      object.remote_sector_budget) &&
+             automatic_reads_remotely(fetched.fetch_add(sectors, cuda::std::memory_order_relaxed), sectors,
+                                      object.remote_sector_budget);
   }
   remote = __shfl_sync(peers, remote, leader);
   // A shuffle orders no memory accesses: the barrier puts every peer's host read after the

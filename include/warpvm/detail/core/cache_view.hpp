@@ -22,9 +22,11 @@ struct ObjectDescriptor {
   std::byte* host;            ///< device-accessible pointer to the pinned backing store
   std::uint64_t bytes;        ///< object size
   PageEntry* pages;           ///< state and frame of each page (page_table.hpp)
-  /// Placement::automatic: reads of each page while it was absent (null for other placements).
-  std::uint32_t* absent_reads;
-  std::uint32_t remote_reads;  ///< Placement::automatic: absent reads served remotely per page
+  /// Placement::automatic: 32-byte sectors read remotely from each page while it was absent
+  /// (null for other placements).
+  std::uint32_t* remote_sectors;
+  std::uint32_t remote_sector_budget;  ///< Placement::automatic: sectors a page may give remotely
+                                       ///< before it migrates (policy/automatic.hpp)
   std::uint32_t id;
   Placement placement;
 };
