@@ -88,6 +88,7 @@ struct SpaceView {
   ErrorRecord* error;             ///< mapped host memory
   std::uint32_t* error_claim;     ///< device word on the first GPU
   std::uint64_t drain_timeout_ns; ///< a transition whose mappings have not drained by then is abandoned
+  std::uint64_t registered_pages; ///< pages of the live objects (the host rewrites it as they come and go)
   std::uint32_t reset_threshold;
   std::uint32_t counter_threshold;
   std::uint32_t pages_per_group;  ///< pages per access-counter group (64 KB / page, at least 1)
