@@ -122,6 +122,37 @@ TEST(MultiGpuFramePool, ThreadsGetDistinctFramesAndReuseFreedOnes) {
   EXPECT_EQ(take_all(pool), freed);
 }
 
+TEST(MultiGpuFramePool, TakersAndGiversRacingNeverShareAFrameAndTheCountStaysExact) {
+  // A pool run dry by the bump counter, then four threads that each take a frame when they
+  // can, hold it for a moment and give it back, against a few frames given back up front:
+  // no frame is ever held twice, and at the end exactly the frames given back can be taken.
+  constexpr std::uint32_t frames = 300, spare = 7;
+  std::vector<std::uint32_t> words(frame_pool_words(frames), 0);
+  const FramePoolView pool{nullptr, words.data(), nullptr, frames};
+  ASSERT_EQ(take_all(pool).size(), frames);
+  for (std::uint32_t f = 0; f < spare; ++f) frame_free(pool, f * 41);
+  std::vector<std::atomic<int>> held(frames);
+  std::atomic<unsigned> doubles{0}, taken{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int round = 0; round < 20000; ++round) {
+        const std::uint32_t f = frame_alloc(pool);
+        if (f == no_frame) continue;
+        ASSERT_LT(f, frames);
+        if (held[f].fetch_add(1) != 0) ++doubles;
+        ++taken;
+        held[f].fetch_sub(1);
+        frame_free(pool, f);
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(doubles.load(), 0u);
+  EXPECT_GT(taken.load(), 0u);
+  EXPECT_EQ(take_all(pool).size(), spare) << "the free count matches the bits set";
+  EXPECT_EQ(frame_alloc(pool), no_frame);
+}
+
 TEST(MultiGpuFramePool, ItIsNearlyFullOnceNineTenthsOfItWereHandedOut) {
   constexpr std::uint32_t frames = 100;
   std::vector<std::uint32_t> words(frame_pool_words(frames), 0);

@@ -5,8 +5,13 @@
 /// migration frees the old owner's frame from the new owner's fault handler), so every atomic is
 /// system scope. No ABA: a frame is claimed by clearing its own bit, never through a list.
 ///
-/// `words` (device memory of the pool's GPU): [0] the bump counter, [1] the scan hint, [2] the
-/// eviction clock's hand, then ceil(frames / 32) bitmap words.
+/// `words` (device memory of the pool's GPU): [0] the bump counter, [1] the scan hint (the word
+/// of the frame given back last), [2] the eviction clock's hand, [3] the free count (frames given
+/// back and not yet reserved), then ceil(frames / 32) bitmap words. The free count makes a full
+/// pool say so in one load, and a taker reserves a frame in it before it looks for the bit, so
+/// its scan always ends on a set bit: without it every fault in a full pool scanned the whole
+/// bitmap (frames / 32 atomic loads) before it could evict, and with few frames free each take
+/// was a long scan.
 ///
 /// Eviction (fault.cuh) needs to get from a frame back to the page it holds: `owners` (device
 /// memory of the pool's GPU, one word per frame) is the reverse map, written under the page's
@@ -38,14 +43,14 @@ inline constexpr std::uint32_t min_pool_frames = 32;
 
 struct FramePoolView {
   std::byte* base;         ///< frame f is base + f * page bytes
-  std::uint32_t* words;    ///< bump, hint, clock hand, bitmap
+  std::uint32_t* words;    ///< bump, scan hint, clock hand, free count, bitmap
   std::uint64_t* owners;   ///< per frame: frame_owner::make(object, page) of the page it holds, or empty
   std::uint32_t frames;
 
   [[nodiscard]] WARPVM_HD std::uint32_t bitmap_words() const { return (frames + 31) / 32; }
 };
 
-inline constexpr std::uint32_t pool_header_words = 3;
+inline constexpr std::uint32_t pool_header_words = 4;
 
 /// 32-bit words a pool of `frames` frames needs.
 [[nodiscard]] WARPVM_HD_INLINE constexpr std::uint64_t frame_pool_words(std::uint32_t frames) {
@@ -86,9 +91,17 @@ WARPVM_HD_INLINE std::uint32_t frame_alloc(const FramePoolView& pool) {
     const std::uint32_t f = bump.fetch_add(1, cuda::std::memory_order_relaxed);
     if (f < pool.frames) return f;
   }
+  // Reserve one of the frames given back; each reservation is backed by a set bit (frame_free
+  // sets the bit before it counts it), so the scan below finds one.
+  pool_atomic free_count(pool.words[3]);
+  std::uint32_t available = free_count.load(cuda::std::memory_order_relaxed);
+  do {
+    if (available == 0) return no_frame;
+  } while (!free_count.compare_exchange_weak(available, available - 1, cuda::std::memory_order_acquire,
+                                             cuda::std::memory_order_relaxed));
   const std::uint32_t n = pool.bitmap_words();
-  const std::uint32_t start = pool_atomic(pool.words[1]).fetch_add(1, cuda::std::memory_order_relaxed) % n;
-  for (std::uint32_t i = 0; i < n; ++i) {
+  const std::uint32_t start = pool_atomic(pool.words[1]).load(cuda::std::memory_order_relaxed) % n;
+  for (std::uint32_t i = 0;; ++i) {
     const std::uint32_t w = (start + i) % n;
     pool_atomic bits(pool.words[pool_header_words + w]);
     std::uint32_t seen = bits.load(cuda::std::memory_order_relaxed);
@@ -102,13 +115,15 @@ WARPVM_HD_INLINE std::uint32_t frame_alloc(const FramePoolView& pool) {
       }
     }
   }
-  return no_frame;
 }
 
-/// Gives frame `f` back. Release: whatever the caller did with the frame happens first.
+/// Gives frame `f` back. Release: whatever the caller did with the frame happens first. The bit
+/// is set before the frame is counted free, so a reservation never waits for a bit.
 WARPVM_HD_INLINE void frame_free(const FramePoolView& pool, std::uint32_t f) {
   pool_atomic(pool.words[pool_header_words + f / 32])
       .fetch_or(std::uint32_t{1} << (f % 32), cuda::std::memory_order_release);
+  pool_atomic(pool.words[1]).store(f / 32, cuda::std::memory_order_relaxed);
+  pool_atomic(pool.words[3]).fetch_add(1, cuda::std::memory_order_release);
 }
 
 /// Records that frame `f` now holds `page` of `object` as the pool's GPU's own copy (the page's
