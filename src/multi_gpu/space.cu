@@ -12,7 +12,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstddef>
 #include <cstring>
 #include <iterator>
 #include <string>
@@ -336,7 +335,6 @@ class SpaceState {
     }
     o.live = true;
     objects_[id] = std::move(o);
-    publish_registered_pages();
     return id;
   }
 
@@ -352,20 +350,6 @@ class SpaceState {
     }
     synchronize_streams();
     objects_[id] = ObjectState{};
-    publish_registered_pages();
-  }
-
-  /// Every GPU's SpaceView::registered_pages, after an object came or went. A kernel running
-  /// meanwhile reads the old count or the new one: either is a sound hint (pool_under_pressure).
-  void publish_registered_pages() {
-    std::uint64_t pages = 0;
-    for (const ObjectState& o : objects_)
-      if (o.live) pages += o.pages;
-    for (const GpuState& g : gpus_) {
-      DeviceGuard guard(g.device);
-      WARPVM_CUDA_TRY(cudaMemcpy(reinterpret_cast<std::byte*>(g.view.get()) + offsetof(SpaceView, registered_pages), &pages,
-                                 sizeof pages, cudaMemcpyHostToDevice));
-    }
   }
 
   void begin_phase() {

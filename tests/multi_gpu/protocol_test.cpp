@@ -153,24 +153,6 @@ TEST(MultiGpuFramePool, TakersAndGiversRacingNeverShareAFrameAndTheCountStaysExa
   EXPECT_EQ(frame_alloc(pool), no_frame);
 }
 
-TEST(MultiGpuFramePool, ItIsNearlyFullOnceNineTenthsOfItWereHandedOut) {
-  constexpr std::uint32_t frames = 100;
-  std::vector<std::uint32_t> words(frame_pool_words(frames), 0);
-  const FramePoolView pool{nullptr, words.data(), nullptr, frames};
-  for (std::uint32_t f = 0; f < 89; ++f) ASSERT_NE(frame_alloc(pool), no_frame);
-  EXPECT_FALSE(pool_nearly_full(pool));
-  ASSERT_NE(frame_alloc(pool), no_frame);
-  EXPECT_TRUE(pool_nearly_full(pool));
-  frame_free(pool, 3);  // frames given back do not count: the pool has been that full
-  EXPECT_TRUE(pool_nearly_full(pool));
-  // Under pressure only when the objects also have more pages than the pool has frames: an
-  // in-core space (each GPU holds at most one copy of each page) never evicts.
-  EXPECT_FALSE(pool_under_pressure(pool, frames));
-  EXPECT_TRUE(pool_under_pressure(pool, frames + 1));
-  std::vector<std::uint32_t> unused_words(frame_pool_words(frames), 0);
-  EXPECT_FALSE(pool_under_pressure(FramePoolView{nullptr, unused_words.data(), nullptr, frames}, std::uint64_t{frames} * 4));
-}
-
 TEST(MultiGpuFramePool, TheReverseMapRoundTripsAndIsClearedWhenAFrameIsReleased) {
   constexpr std::uint32_t frames = 40;
   std::vector<std::uint32_t> words(frame_pool_words(frames), 0);

@@ -201,20 +201,6 @@ TEST(Placement, TheHighestGpuIndexWorks) {
 
 // ---- eviction (a full frame pool gives up a copy) --------------------------------------------
 
-TEST(PlacementEviction, UnderPressureOasisMapsWhatItWouldReplicate) {
-  // Before the pool is nearly full, OASIS serves as the O-Table says; after, duplication
-  // becomes access-counter and the other policies stay.
-  for (const PagePolicy p : {PagePolicy::on_touch, PagePolicy::access_counter, PagePolicy::duplication})
-    EXPECT_EQ(capacity_aware(p, false), p);
-  EXPECT_EQ(capacity_aware(PagePolicy::duplication, true), PagePolicy::access_counter);
-  EXPECT_EQ(capacity_aware(PagePolicy::access_counter, true), PagePolicy::access_counter);
-  EXPECT_EQ(capacity_aware(PagePolicy::on_touch, true), PagePolicy::on_touch);
-  // A shared read that the O-Table learns as duplication is then mapped remotely.
-  std::uint32_t word = 0;
-  EXPECT_EQ(capacity_aware(otable_shared_fault(word, false, default_reset_threshold), true), PagePolicy::access_counter);
-  EXPECT_EQ(otable_policy_for(word, false), PagePolicy::duplication);  // what the O-Table keeps
-}
-
 TEST(PlacementEviction, AReplicaIsDroppedAndTheOwnerAndRemoteMappersStay) {
   DirectoryEntry e;
   int calls = 0;

@@ -101,9 +101,7 @@ __device__ inline void fail_out_of_frames(const SpaceView& s, std::uint32_t obje
 }
 
 /// The object's policy for a shared fault. `learns`: the fault is seen for the first time, and
-/// OASIS's O-Table learns from it; a fault decided again (after an eviction) only reads it. Under
-/// OASIS a GPU whose pool is under pressure (pool_under_pressure) maps remotely what the O-Table
-/// would replicate (capacity_aware).
+/// OASIS's O-Table learns from it; a fault decided again (after an eviction) only reads it.
 [[nodiscard]] __device__ inline PagePolicy shared_fault_policy(const SpaceView& s, const ObjectView& o, bool write,
                                                                bool learns) {
   switch (o.policy) {
@@ -112,9 +110,7 @@ __device__ inline void fail_out_of_frames(const SpaceView& s, std::uint32_t obje
     case PlacementPolicy::duplication: return PagePolicy::duplication;
     case PlacementPolicy::oasis: break;
   }
-  const PagePolicy learned =
-      learns ? otable_shared_fault(s.otable[o.id], write, s.reset_threshold) : otable_policy_for(s.otable[o.id], write);
-  return capacity_aware(learned, pool_under_pressure(s.pools[s.gpu], s.registered_pages));
+  return learns ? otable_shared_fault(s.otable[o.id], write, s.reset_threshold) : otable_policy_for(s.otable[o.id], write);
 }
 
 /// What the driver tells the other lanes after deciding.

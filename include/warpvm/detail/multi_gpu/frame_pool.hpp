@@ -149,23 +149,6 @@ WARPVM_HD_INLINE void release_frame(const FramePoolView& pool, std::uint32_t f) 
   frame_free(pool, f);
 }
 
-/// Whether the bump counter has handed out nine tenths of the pool since the space was made or
-/// last emptied: the pool is close to needing eviction (frames given back since then are not
-/// counted, so it may read "nearly full" with free frames left). The placement controller reads
-/// it (capacity_aware in placement.hpp) to stop replicating before replicas fill the pool.
-[[nodiscard]] WARPVM_HD_INLINE bool pool_nearly_full(const FramePoolView& pool) {
-  return pool_atomic(pool.words[0]).load(cuda::std::memory_order_relaxed) >= pool.frames - pool.frames / 10;
-}
-
-/// Whether a replica would now cost this GPU an eviction soon: the space's objects have more
-/// pages than the pool has frames (otherwise the pool never evicts: a GPU holds at most one copy
-/// of a page) and nine tenths of it has been handed out. The static half keeps an in-core space
-/// replicating freely: the 90% mark alone also fired where replicas fit (in-core FFT 52% slower,
-/// docs/placement.md).
-[[nodiscard]] WARPVM_HD_INLINE bool pool_under_pressure(const FramePoolView& pool, std::uint64_t registered_pages) {
-  return registered_pages > pool.frames && pool_nearly_full(pool);
-}
-
 /// The eviction clock's next candidate: the frames in round-robin order (a 32-bit hand: at its
 /// wrap the order skips at most frames - 1 candidates once, which only shifts the sweep).
 WARPVM_HD_INLINE std::uint32_t clock_next(const FramePoolView& pool) {

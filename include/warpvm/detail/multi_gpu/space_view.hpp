@@ -94,10 +94,6 @@ struct SpaceView {
   unsigned gpu;
   unsigned gpus;
   unsigned page_shift;
-  /// Pages of the live objects (the host rewrites it as they come and go). Last, so that the
-  /// fields the hit path reads keep their offsets (placed after drain_timeout_ns, it shifted
-  /// them and in-core gemm and transpose ran 13-14% slower, with the same registers).
-  std::uint64_t registered_pages;
 };
 
 /// A handle's binding to one GPU: enough for the hit path without touching the tables.

@@ -372,16 +372,6 @@ WARPVM_HD_INLINE PagePolicy otable_shared_fault(std::uint32_t& word, bool write,
   return recorded == PagePolicy::on_touch ? otable::learned_from(write) : recorded;
 }
 
-/// OASIS under memory pressure, warpvm's addition to the paper's controller (which ignores
-/// capacity): once the faulting GPU's pool is nearly full, a shared fault that the O-Table would
-/// serve by duplication is served as access-counter (a remote mapping, migration at the counter
-/// threshold) instead. A replica then takes a frame that another page will need; measured at
-/// cache 2/3, duplication's replicas made the pools thrash (transpose 45x slower than
-/// access-counter; docs/placement.md, "Eviction across GPUs"). The O-Table still learns as before.
-[[nodiscard]] WARPVM_HD_INLINE constexpr PagePolicy capacity_aware(PagePolicy policy, bool pool_nearly_full) {
-  return pool_nearly_full && policy == PagePolicy::duplication ? PagePolicy::access_counter : policy;
-}
-
 /// The device form of a phase boundary for one object.
 WARPVM_HD_INLINE void otable_begin_phase(std::uint32_t& word) {
   cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(word).fetch_and(~otable::count_mask,
