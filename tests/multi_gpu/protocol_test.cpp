@@ -122,7 +122,7 @@ TEST(MultiGpuFramePool, ThreadsGetDistinctFramesAndReuseFreedOnes) {
   EXPECT_EQ(take_all(pool), freed);
 }
 
-TEST(MultiGpuFramePool, TakersAndGiversRacingNeverShareAFrameAndTheCountStaysExact) {
+TEST(MultiGpuFramePool, TakersAndGiversRacingNeverShareAFrame) {
   // A pool run dry by the bump counter, then four threads that each take a frame when they
   // can, hold it for a moment and give it back, against a few frames given back up front:
   // no frame is ever held twice, and at the end exactly the frames given back can be taken.
@@ -149,7 +149,24 @@ TEST(MultiGpuFramePool, TakersAndGiversRacingNeverShareAFrameAndTheCountStaysExa
   for (auto& th : threads) th.join();
   EXPECT_EQ(doubles.load(), 0u);
   EXPECT_GT(taken.load(), 0u);
-  EXPECT_EQ(take_all(pool).size(), spare) << "the free count matches the bits set";
+  EXPECT_EQ(take_all(pool).size(), spare) << "every frame given back can be taken again";
+  EXPECT_EQ(frame_alloc(pool), no_frame);
+}
+
+TEST(MultiGpuFramePool, AFullPoolSaysSoWithinTheScanWindowAndRotatingScansFindALoneFreeFrame) {
+  constexpr std::uint32_t frames = 32 * 100;  // 100 bitmap words, a scan window of 32
+  std::vector<std::uint32_t> words(frame_pool_words(frames), 0);
+  const FramePoolView pool{nullptr, words.data(), nullptr, frames};
+  ASSERT_EQ(take_all(pool).size(), frames);
+  EXPECT_EQ(frame_alloc(pool), no_frame);
+  frame_free(pool, 77 * 32 + 5);  // one free frame, in word 77
+  std::uint32_t misses = 0, found = no_frame;
+  while (found == no_frame && misses < 100) {
+    found = frame_alloc(pool);
+    if (found == no_frame) ++misses;
+  }
+  EXPECT_EQ(found, 77u * 32 + 5);
+  EXPECT_LE(misses, 100u / frame_scan_words + 1) << "each scan starts a window further on";
   EXPECT_EQ(frame_alloc(pool), no_frame);
 }
 

@@ -6,14 +6,13 @@
 /// system scope. No ABA: a frame is claimed by clearing its own bit, never through a list.
 ///
 /// `words` (device memory of the pool's GPU): [0] the bump counter, [1] the scan hint, [2] the
-/// eviction clock's hand, [3] the free count (frames given back and not yet reserved, as a
-/// signed number: a taker that finds it at zero or below backs out), then ceil(frames / 32)
-/// bitmap words. The free count makes a full pool say so in one load, and a taker reserves a
-/// frame in it before it scans, so its scan ends on a set bit: without it every fault in a full
-/// pool scanned the whole bitmap (frames / 32 atomic loads) before it could evict. Takers start
-/// their scans at rotating words (the hint), not where the last frame was given back: starting
-/// there put every taker on one word, and FFT in core, which recycles replica frames by the
-/// million, ran 2.2x slower (measured at 4f49c38).
+/// eviction clock's hand, then ceil(frames / 32) bitmap words. Once the bump counter is spent, a
+/// taker scans at most `frame_scan_words` bitmap words, from where the last scan ended: a full pool then
+/// says so after 32 loads instead of frames / 32 (5,500 at 1 GiB), which every fault that had to
+/// evict paid first (oversubscribed duplication 1.4-5x slower, measured at 3bc656d). A pool with
+/// a few frames free outside the window may evict instead of taking one; the next scans start
+/// elsewhere. A free count beside the bitmap did the same in O(1) but its atomics in every
+/// frame_free cost the kernels registers (transpose 80 -> 96) and in-core gemm and transpose 17%.
 ///
 /// Eviction (fault.cuh) needs to get from a frame back to the page it holds: `owners` (device
 /// memory of the pool's GPU, one word per frame) is the reverse map, written under the page's
@@ -45,14 +44,14 @@ inline constexpr std::uint32_t min_pool_frames = 32;
 
 struct FramePoolView {
   std::byte* base;         ///< frame f is base + f * page bytes
-  std::uint32_t* words;    ///< bump, scan hint, clock hand, free count, bitmap
+  std::uint32_t* words;    ///< bump, hint, clock hand, bitmap
   std::uint64_t* owners;   ///< per frame: frame_owner::make(object, page) of the page it holds, or empty
   std::uint32_t frames;
 
   [[nodiscard]] WARPVM_HD std::uint32_t bitmap_words() const { return (frames + 31) / 32; }
 };
 
-inline constexpr std::uint32_t pool_header_words = 4;
+inline constexpr std::uint32_t pool_header_words = 3;
 
 /// 32-bit words a pool of `frames` frames needs.
 [[nodiscard]] WARPVM_HD_INLINE constexpr std::uint64_t frame_pool_words(std::uint32_t frames) {
@@ -86,24 +85,22 @@ inline constexpr std::uint64_t max_pages = (std::uint64_t{1} << (64 - id_bits)) 
 using pool_atomic = cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>;
 using owner_atomic = cuda::atomic_ref<std::uint64_t, cuda::thread_scope_system>;
 
-/// A free frame of the pool, or no_frame when every frame is in use.
+/// Bitmap words one frame_alloc scans at most once the bump counter is spent (1024 frames).
+inline constexpr std::uint32_t frame_scan_words = 32;
+
+/// A free frame of the pool, or no_frame when none was found (every frame in use, or none free
+/// within the scan window).
 WARPVM_HD_INLINE std::uint32_t frame_alloc(const FramePoolView& pool) {
   pool_atomic bump(pool.words[0]);
   if (bump.load(cuda::std::memory_order_relaxed) < pool.frames) {
     const std::uint32_t f = bump.fetch_add(1, cuda::std::memory_order_relaxed);
     if (f < pool.frames) return f;
   }
-  // Reserve one of the frames given back; each reservation is backed by a set bit (frame_free
-  // sets the bit before it counts it), so the scan below finds one.
-  pool_atomic free_count(pool.words[3]);
-  if (static_cast<std::int32_t>(free_count.load(cuda::std::memory_order_relaxed)) <= 0) return no_frame;
-  if (static_cast<std::int32_t>(free_count.fetch_sub(1, cuda::std::memory_order_acquire)) <= 0) {
-    free_count.fetch_add(1, cuda::std::memory_order_relaxed);  // none was left: undo
-    return no_frame;
-  }
   const std::uint32_t n = pool.bitmap_words();
-  const std::uint32_t start = pool_atomic(pool.words[1]).fetch_add(1, cuda::std::memory_order_relaxed) % n;
-  for (std::uint32_t i = 0;; ++i) {
+  // Each scan starts a window further on: successive takers cover the bitmap between them.
+  const std::uint32_t start = pool_atomic(pool.words[1]).fetch_add(frame_scan_words, cuda::std::memory_order_relaxed) % n;
+  const std::uint32_t window = n < frame_scan_words ? n : frame_scan_words;
+  for (std::uint32_t i = 0; i < window; ++i) {
     const std::uint32_t w = (start + i) % n;
     pool_atomic bits(pool.words[pool_header_words + w]);
     std::uint32_t seen = bits.load(cuda::std::memory_order_relaxed);
@@ -117,14 +114,13 @@ WARPVM_HD_INLINE std::uint32_t frame_alloc(const FramePoolView& pool) {
       }
     }
   }
+  return no_frame;
 }
 
-/// Gives frame `f` back. Release: whatever the caller did with the frame happens first. The bit
-/// is set before the frame is counted free, so a reservation never waits for a bit.
+/// Gives frame `f` back. Release: whatever the caller did with the frame happens first.
 WARPVM_HD_INLINE void frame_free(const FramePoolView& pool, std::uint32_t f) {
   pool_atomic(pool.words[pool_header_words + f / 32])
       .fetch_or(std::uint32_t{1} << (f % 32), cuda::std::memory_order_release);
-  pool_atomic(pool.words[3]).fetch_add(1, cuda::std::memory_order_release);
 }
 
 /// Records that frame `f` now holds `page` of `object` as the pool's GPU's own copy (the page's
