@@ -18,6 +18,7 @@
 #include "warpvm/sim/rmat.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -78,6 +79,9 @@ struct GraphOptions {
   /// --balanced: the kernels walk DREAM's Balanced CSR, a warp per chunk of at most this many
   /// edges of a frontier vertex's row; 0 (the default): a warp per frontier vertex.
   std::uint32_t balanced_chunk = 0;
+  /// --auto-migrate-objects: in mode warpvm_auto these objects (offsets, columns, weights, values,
+  /// chunk_offsets, vertex_chunks) migrate instead, to see which object's remote reads cost.
+  std::vector<std::string> auto_migrate_objects;
   [[nodiscard]] bool balanced() const { return balanced_chunk != 0; }
   [[nodiscard]] bool wants(App app) const { return std::find(apps.begin(), apps.end(), app) != apps.end(); }
   [[nodiscard]] bool loaded() const { return !graph_file.empty(); }
@@ -86,6 +90,9 @@ struct GraphOptions {
     return {.scale = graph.scale, .edge_factor = graph.edge_factor, .seed = graph.seed};
   }
 };
+
+/// The objects of the paged modes, as Runtime::adopt names them.
+const std::string graph_object_names[] = {"offsets", "columns", "weights", "values", "chunk_offsets", "vertex_chunks"};
 
 const char* const all_modes =
     "explicit, uvm, uvm_read_mostly, uvm_prefetch, zero_copy, warpvm, warpvm_auto, warpvm_dream, warpvm_uvm, device";
@@ -97,7 +104,7 @@ const char* const all_modes =
                "       [--sources 4] [--roots a,b] [--modes m,n] [--cache-fractions 1,0.5,0.25] [--repeats 3]\n"
                "       [--eviction clock|fifo] [--automatic-remote-share 0.0625] [--out file.jsonl] [--commit SHA] [--driver VER] [--suite graph]\n"
                "       [--trace batches.csv] [--uvm-counted-runs 1] [--sssp-reference dijkstra|certified-gpu]\n"
-               "       [--balanced CHUNK]\n"
+               "       [--balanced CHUNK] [--auto-migrate-objects offsets,values]\n"
                "BFS and SSSP from --sources roots (vertices with a neighbour, drawn from the seed) or from\n"
                "--roots, and CC, over an R-MAT graph of 2^scale vertices and edge-factor x 2^scale undirected\n"
                "edges (--generator uniform: both ends of each edge uniform, no hubs), or over --graph-file:\n"
@@ -111,6 +118,8 @@ const char* const all_modes =
                "warp per vertex\n"
                "CC by label propagation (cc), or by Afforest (cc_afforest: not in the default list)\n"
                "modes: %s\n"
+               "--auto-migrate-objects: in mode warpvm_auto the named objects (offsets, columns, weights,\n"
+               "values, chunk_offsets, vertex_chunks) migrate instead (records: migrate_<object> 1)\n"
                "--eviction applies to mode warpvm (warpvm_dream is FIFO); --trace writes the fault batches of\n"
                "the warpvm_uvm runs (the uvm preset) as CSV\n",
                message, all_modes);
@@ -160,6 +169,11 @@ GraphOptions parse(int argc, char** argv) {
         const unsigned long chunk = std::stoul(value);
         if (chunk < 1 || chunk > 0xffffffffu) usage("--balanced takes a chunk of at least one edge (32-bit)");
         o.balanced_chunk = static_cast<std::uint32_t>(chunk);
+      } else if (flag == "--auto-migrate-objects") {
+        o.auto_migrate_objects = tools::split_list(value);
+        for (const std::string& name : o.auto_migrate_objects)
+          if (std::find(std::begin(graph_object_names), std::end(graph_object_names), name) == std::end(graph_object_names))
+            usage(("--auto-migrate-objects: unknown object " + name).c_str());
       } else if (flag == "--apps") {
         o.apps.clear();
         for (const std::string& name : tools::split_list(value)) {
@@ -781,18 +795,24 @@ class GraphBench {
   void paged(App app, const Config& config, const char* mode, double fraction,
              Placement placement = Placement::migrate) {
     const bool uvm_preset = config.transport == Transport::host_batched;
+    const auto placed = [&](const std::string& name) {
+      const auto& listed = o_.auto_migrate_objects;
+      return placement == Placement::automatic && std::find(listed.begin(), listed.end(), name) != listed.end()
+                 ? Placement::migrate
+                 : placement;
+    };
     Runtime rt(config);
-    auto offsets = rt.adopt(offsets_.as<std::uint64_t>(), n_ + 1, placement, "offsets");
-    auto columns = rt.adopt(columns_.as<std::uint32_t>(), m_, placement, "columns");
+    auto offsets = rt.adopt(offsets_.as<std::uint64_t>(), n_ + 1, placed("offsets"), "offsets");
+    auto columns = rt.adopt(columns_.as<std::uint32_t>(), m_, placed("columns"), "columns");
     object<std::uint32_t> weights;
-    if (app == App::sssp) weights = rt.adopt(weights_->as<std::uint32_t>(), m_, placement, "weights");
-    auto values = rt.adopt(values_.as<std::uint32_t>(), n_, placement, "values");
+    if (app == App::sssp) weights = rt.adopt(weights_->as<std::uint32_t>(), m_, placed("weights"), "weights");
+    auto values = rt.adopt(values_.as<std::uint32_t>(), n_, placed("values"), "values");
     object<std::uint64_t> chunk_offsets;
     object<std::uint32_t> vertex_chunks;
     std::optional<apps::PagedChunkTable> chunk_table;
     if (o_.balanced()) {
-      chunk_offsets = rt.adopt(chunk_offsets_->as<std::uint64_t>(), chunk_count_ + 1, placement, "chunk_offsets");
-      vertex_chunks = rt.adopt(vertex_chunks_->as<std::uint32_t>(), n_ + 1, placement, "vertex_chunks");
+      chunk_offsets = rt.adopt(chunk_offsets_->as<std::uint64_t>(), chunk_count_ + 1, placed("chunk_offsets"), "chunk_offsets");
+      vertex_chunks = rt.adopt(vertex_chunks_->as<std::uint32_t>(), n_ + 1, placed("vertex_chunks"), "vertex_chunks");
       chunk_table = apps::PagedChunkTable{chunk_offsets.device(), vertex_chunks.device()};
     }
     const apps::PagedChunkTable* chunks = chunk_table ? &*chunk_table : nullptr;
@@ -835,8 +855,10 @@ class GraphBench {
       add_paging_stats(rec, rt, o_.common.repeats + 1);  // the warm-up run counts too
       rec.extra["cache_share"] = static_cast<double>(rt.frame_count()) / static_cast<double>(footprint_pages(app));
       rec.extra["max_blocks"] = static_cast<double>(max_blocks);
-      if (placement == Placement::automatic)
+      if (placement == Placement::automatic) {
         rec.extra["automatic_remote_share"] = config.automatic_remote_share;
+        for (const std::string& name : o_.auto_migrate_objects) rec.extra["migrate_" + name] = 1;
+      }
       rec.verified = matches(t, values_.as<std::uint32_t>(), iterations);
       if (uvm_preset) add_batch_summary(rec, rt, before, run, trace_);
       finish(rec, t, iterations, true);
