@@ -857,7 +857,12 @@ class GraphBench {
       rec.extra["max_blocks"] = static_cast<double>(max_blocks);
       if (placement == Placement::automatic) {
         rec.extra["automatic_remote_share"] = config.automatic_remote_share;
-        for (const std::string& name : o_.auto_migrate_objects) rec.extra["migrate_" + name] = 1;
+        for (const std::string& name : o_.auto_migrate_objects) {
+          const bool made = name == "weights" ? app == App::sssp
+                            : name == "chunk_offsets" || name == "vertex_chunks" ? o_.balanced()
+                                                                                  : true;
+          if (made) rec.extra["migrate_" + name] = 1;  // only the objects this run has
+        }
       }
       rec.verified = matches(t, values_.as<std::uint32_t>(), iterations);
       if (uvm_preset) add_batch_summary(rec, rt, before, run, trace_);

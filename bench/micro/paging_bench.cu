@@ -248,8 +248,11 @@ class Bench {
 
   Config warpvm_config(std::uint64_t footprint, double fraction, std::uint32_t holds) const {
     const std::uint64_t cache = std::max<std::uint64_t>(4096, static_cast<std::uint64_t>(footprint * fraction) / 4096 * 4096);
-    return Config{.cache_bytes = cache, .eviction = o_.eviction, .fault_event_capacity = event_capacity(footprint),
-                  .max_pages_held_per_thread = holds};
+    return Config{.cache_bytes = cache,
+                  .eviction = o_.eviction,
+                  .fault_event_capacity = event_capacity(footprint),
+                  .max_pages_held_per_thread = holds,
+                  .automatic_remote_share = o_.automatic_remote_share};
   }
   /// Room for every page faulting, waited for and evicted a few times over, per run.
   std::size_t event_capacity(std::uint64_t footprint) const {
@@ -354,6 +357,7 @@ class Bench {
                       bool cold = true) {
     r.policy = to_string(o_.eviction);
     r.cache_fraction = fraction;
+    if (r.mode == "warpvm_auto") r.extra["automatic_remote_share"] = rt.config().automatic_remote_share;
     if (!cold) launch();  // warm the cache once; runs then measure the hit path
     rt.reset_stats();
     const bool events = rt.config().fault_event_capacity != 0;

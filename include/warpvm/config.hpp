@@ -98,7 +98,7 @@ struct Config {
   /// Placement::automatic: the share of a page's bytes that element reads of it may fetch from
   /// host memory (in 32-byte sectors, each counted once per warp access) before it migrates, in
   /// [0, 1]. 1/16 of a 4 KB page is 8 sectors: eight scattered reads, or none for a warp access
-  /// that reads 8 sectors or more (that page is copied at once). 0 migrates at every absence.
+  /// that reads more than 8 sectors (that page is copied at once). 0 migrates at every absence.
   double automatic_remote_share = 1.0 / 16;
   /// CUDA device ordinal.
   int device = 0;

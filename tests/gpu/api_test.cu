@@ -270,6 +270,27 @@ TEST_F(Api, AutomaticPlacementPricesAWarpAccessInTheSectorsItFetches) {
   EXPECT_EQ(rt.stats().misses, pages);
 }
 
+TEST_F(Api, AutomaticPlacementReadsACoalescedPageRemotelyTwiceThenMigratesIt) {
+  // One warp per page, its lanes on 32 consecutive uint32 (128 B, 4 sectors): with a budget of 8
+  // sectors the first two accesses are remote and the third migrates the page.
+  Runtime rt(Config{.cache_bytes = 16ull << 20, .max_pages_held_per_thread = 1});
+  ASSERT_EQ(detail::automatic_remote_sectors(4096, rt.config().automatic_remote_share), 8u);
+  constexpr std::uint64_t pages = 256, per_page = 1024;
+  auto a = rt.alloc<std::uint32_t>(pages * per_page, Placement::automatic, "coalesced");
+  fill_initial(a, 24);
+  const std::vector<std::uint32_t> v(a.host().begin(), a.host().end());
+  std::vector<std::uint32_t> expected(pages * 32);
+  for (std::uint64_t p = 0; p < pages; ++p)
+    for (std::uint64_t l = 0; l < 32; ++l) expected[p * 32 + l] = v[p * per_page + l];
+  DeviceVector<std::uint32_t> out(pages * 32);
+  for (std::uint64_t access = 1; access <= 3; ++access) {
+    rt.launch(read_lane_strided, dim3(8), dim3(128), 0, a.device(), std::uint64_t{0}, pages, std::uint64_t{1}, out.get());
+    rt.synchronize();
+    EXPECT_EQ(out.to_host(), expected) << "access " << access;
+    EXPECT_EQ(rt.stats().misses, access < 3 ? 0u : pages) << "access " << access;
+  }
+}
+
 TEST_F(Api, AutomaticPlacementReadsWhatEvictedWritesLeft) {
   // 64 frames for 1024 pages: the rewrite evicts and writes back almost every page; remote
   // reads of the absent pages must see the written-back values, cached reads the rest.

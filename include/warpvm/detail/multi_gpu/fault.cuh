@@ -208,8 +208,9 @@ __device__ inline bool begin_transition(const SpaceView& s, const ObjectView& o,
 /// taken (try-lock only), or if it no longer is this GPU's copy of the page its reverse-map word
 /// names (changed hands after the word was read). For the first victim: true, its lock held,
 /// evict_copy() done (`t`: the victim, the frame it frees; `frame`: that frame's address). A sweep
-/// that finds no victim tries the pool again (frames given back since it was found full): false
-/// with that frame in `reserved`; else it backs off and sweeps again. `since` is when the fault
+/// that finds no victim looks through the whole pool again (frames given back since it was found
+/// full; frame_alloc scans a window of the bitmap per call, so as many calls as there are
+/// windows): false with that frame in `reserved`; else it backs off and sweeps again. `since` is when the fault
 /// began to look for a frame (in units of 2^20 ns, odd; 0: now: one word the paged kernels keep
 /// live, where nanoseconds would take two), kept across rounds by the caller so that victims whose
 /// drains time out (every frame held, e.g. by warps inside nested accesses that wait for frames
@@ -247,8 +248,10 @@ __device__ inline bool begin_eviction(const SpaceView& s, std::uint32_t object_i
       t.new_frame = f;
       return true;
     }
-    reserved = frame_alloc(pool);
-    if (reserved != no_frame) return false;
+    for (std::uint32_t window = 0; window <= pool.bitmap_words() / frame_scan_words; ++window) {
+      reserved = frame_alloc(pool);
+      if (reserved != no_frame) return false;
+    }
     if (now() - since > static_cast<std::uint32_t>(eviction_give_up_ns >> 20)) fail_out_of_frames(s, object_id, faulting_page);
     __nanosleep(lock_backoff_max_ns);
   }
