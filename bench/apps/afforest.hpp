@@ -26,6 +26,7 @@
 #include "warpvm/detail/host_device.hpp"
 #include "warpvm/sim/rmat.hpp"
 
+#include <algorithm>
 #include <cstdint>
 
 namespace warpvm::apps::afforest {
@@ -83,14 +84,9 @@ WARPVM_HD_INLINE std::uint32_t sample_vertex(std::uint32_t i, std::uint64_t vert
 }
 
 /// The most frequent of `count` (at least one) values, the least of them on a tie. Sorts `values`
-/// in place (insertion sort: the sample is small).
-WARPVM_HD_INLINE std::uint32_t most_frequent(std::uint32_t* values, std::uint32_t count) {
-  for (std::uint32_t i = 1; i < count; ++i) {
-    const std::uint32_t value = values[i];
-    std::uint32_t j = i;
-    for (; j > 0 && values[j - 1] > value; --j) values[j] = values[j - 1];
-    values[j] = value;
-  }
+/// in place. Host only: the sample's roots come back to the host to be counted.
+inline std::uint32_t most_frequent(std::uint32_t* values, std::uint32_t count) {
+  std::sort(values, values + count);
   std::uint32_t best = values[0], best_run = 0;
   for (std::uint32_t begin = 0; begin < count;) {
     std::uint32_t end = begin + 1;

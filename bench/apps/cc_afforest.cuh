@@ -53,48 +53,28 @@ struct AfforestCounts {
 /// host memory; not copyable.
 class AfforestScratch {
  public:
-  AfforestScratch() {
-    try {
-      WARPVM_CUDA_TRY(cudaMalloc(&samples_, afforest::samples * sizeof(std::uint32_t)));
-      WARPVM_CUDA_TRY(cudaMalloc(&entries_, sizeof(unsigned long long)));
-      WARPVM_CUDA_TRY(cudaHostAlloc(&host_samples_, afforest::samples * sizeof(std::uint32_t), cudaHostAllocDefault));
-      WARPVM_CUDA_TRY(cudaHostAlloc(&host_entries_, sizeof(unsigned long long), cudaHostAllocDefault));
-    } catch (...) {
-      release();
-      throw;
-    }
-  }
-  ~AfforestScratch() { release(); }
-  AfforestScratch(const AfforestScratch&) = delete;
-  AfforestScratch& operator=(const AfforestScratch&) = delete;
-
-  [[nodiscard]] std::uint32_t* samples() const { return samples_; }
-  [[nodiscard]] unsigned long long* entries() const { return entries_; }
+  [[nodiscard]] std::uint32_t* samples() const { return samples_.get(); }
+  [[nodiscard]] unsigned long long* entries() const { return entries_.get(); }
   /// The most frequent root of the sample once the work queued on `stream` is done (waits).
   std::uint32_t most_frequent_root(cudaStream_t stream) const {
-    WARPVM_CUDA_TRY(cudaMemcpyAsync(host_samples_, samples_, afforest::samples * sizeof(std::uint32_t),
+    WARPVM_CUDA_TRY(cudaMemcpyAsync(host_samples_.get(), samples_.get(), afforest::samples * sizeof(std::uint32_t),
                                     cudaMemcpyDeviceToHost, stream));
     WARPVM_CUDA_TRY(cudaStreamSynchronize(stream));
-    return afforest::most_frequent(host_samples_, afforest::samples);
+    return afforest::most_frequent(host_samples_.get(), afforest::samples);
   }
   /// The entry count once the work queued on `stream` is done (waits).
   std::uint64_t entries_counted(cudaStream_t stream) const {
-    WARPVM_CUDA_TRY(cudaMemcpyAsync(host_entries_, entries_, sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
+    WARPVM_CUDA_TRY(
+        cudaMemcpyAsync(host_entries_.get(), entries_.get(), sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
     WARPVM_CUDA_TRY(cudaStreamSynchronize(stream));
     return *host_entries_;
   }
 
  private:
-  void release() noexcept {
-    cudaFree(samples_);
-    cudaFree(entries_);
-    cudaFreeHost(host_samples_);
-    cudaFreeHost(host_entries_);
-  }
-  std::uint32_t* samples_ = nullptr;
-  unsigned long long* entries_ = nullptr;
-  std::uint32_t* host_samples_ = nullptr;
-  unsigned long long* host_entries_ = nullptr;
+  DeviceMemory<std::uint32_t> samples_ = device_memory<std::uint32_t>(afforest::samples);
+  DeviceMemory<unsigned long long> entries_ = device_memory<unsigned long long>(1);
+  PinnedMemory<std::uint32_t> host_samples_ = pinned_memory<std::uint32_t>(afforest::samples);
+  PinnedMemory<unsigned long long> host_entries_ = pinned_memory<unsigned long long>(1);
 };
 
 namespace graph_detail {

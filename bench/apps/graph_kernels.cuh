@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -272,6 +273,33 @@ inline std::uint64_t max_paged_blocks(const Runtime& rt, std::uint64_t wanted, u
   return std::max<std::uint64_t>(1, std::min(wanted, rt.max_resident_threads() / block_threads));
 }
 
+/// Device (cudaMalloc) or pinned host (cudaHostAlloc) memory for the apps' scratch, freed with
+/// its owner; null until made. (The library's own owners in src/core/cuda_buffers.hpp are
+/// private to it, and these headers are also compiled into the GPU tests.)
+struct CudaFree {
+  void operator()(void* p) const noexcept { cudaFree(p); }
+};
+struct CudaFreeHost {
+  void operator()(void* p) const noexcept { cudaFreeHost(p); }
+};
+template <class T>
+using DeviceMemory = std::unique_ptr<T, CudaFree>;
+template <class T>
+using PinnedMemory = std::unique_ptr<T, CudaFreeHost>;
+
+template <class T>
+DeviceMemory<T> device_memory(std::uint64_t count) {
+  T* p = nullptr;
+  WARPVM_CUDA_TRY(cudaMalloc(&p, count * sizeof(T)));
+  return DeviceMemory<T>(p);
+}
+template <class T>
+PinnedMemory<T> pinned_memory(std::uint64_t count) {
+  T* p = nullptr;
+  WARPVM_CUDA_TRY(cudaHostAlloc(&p, count * sizeof(T), cudaHostAllocDefault));
+  return PinnedMemory<T>(p);
+}
+
 /// The two frontier queues, the next queue's length and the per-vertex stamps (iteration last
 /// queued for), and for balanced runs the chunk queue (a frontier's chunks and their vertices),
 /// in device memory; not copyable.
@@ -279,28 +307,19 @@ class FrontierQueues {
  public:
   /// `chunks`: the Balanced CSR's chunk count when balanced runs use these queues (the chunk
   /// queue's room: a frontier holds each vertex once, so at most every chunk), else 0.
-  explicit FrontierQueues(std::uint64_t vertices, std::uint64_t chunks = 0) : vertices_(vertices) {
-    try {
-      WARPVM_CUDA_TRY(cudaMalloc(&queues_[0], vertices * sizeof(std::uint32_t)));
-      WARPVM_CUDA_TRY(cudaMalloc(&queues_[1], vertices * sizeof(std::uint32_t)));
-      WARPVM_CUDA_TRY(cudaMalloc(&stamps_, vertices * sizeof(std::uint32_t)));
-      WARPVM_CUDA_TRY(cudaMalloc(&next_size_, sizeof(std::uint32_t)));
-      WARPVM_CUDA_TRY(cudaHostAlloc(&host_word_, sizeof(std::uint32_t), cudaHostAllocDefault));
-      if (chunks != 0) {
-        // The chunk count goes through 32-bit atomics and ids, as frontier sizes do.
-        if (chunks > 0xffffffffu) throw std::invalid_argument("FrontierQueues: more chunks than 32-bit ids can name");
-        WARPVM_CUDA_TRY(cudaMalloc(&chunk_vertices_, chunks * sizeof(std::uint32_t)));
-        WARPVM_CUDA_TRY(cudaMalloc(&chunk_ids_, chunks * sizeof(std::uint32_t)));
-        WARPVM_CUDA_TRY(cudaMalloc(&chunk_count_, sizeof(std::uint32_t)));
-      }
-    } catch (...) {
-      release();
-      throw;
-    }
+  explicit FrontierQueues(std::uint64_t vertices, std::uint64_t chunks = 0)
+      : vertices_(vertices),
+        queues_{device_memory<std::uint32_t>(vertices), device_memory<std::uint32_t>(vertices)},
+        stamps_(device_memory<std::uint32_t>(vertices)),
+        next_size_(device_memory<std::uint32_t>(1)),
+        host_word_(pinned_memory<std::uint32_t>(1)) {
+    if (chunks == 0) return;
+    // The chunk count goes through 32-bit atomics and ids, as frontier sizes do.
+    if (chunks > 0xffffffffu) throw std::invalid_argument("FrontierQueues: more chunks than 32-bit ids can name");
+    chunk_vertices_ = device_memory<std::uint32_t>(chunks);
+    chunk_ids_ = device_memory<std::uint32_t>(chunks);
+    chunk_count_ = device_memory<std::uint32_t>(1);
   }
-  ~FrontierQueues() { release(); }
-  FrontierQueues(const FrontierQueues&) = delete;
-  FrontierQueues& operator=(const FrontierQueues&) = delete;
 
   /// Iterates on `stream` from the frontier {root} until a frontier is empty.
   /// `expand(frontier, frontier_size, next, next_size, stamps, iteration)` launches one
@@ -310,14 +329,14 @@ class FrontierQueues {
   template <class Expand>
   std::uint32_t run_from(cudaStream_t stream, std::uint32_t root, Expand&& expand) {
     *host_word_ = root;
-    WARPVM_CUDA_TRY(cudaMemcpyAsync(queues_[0], host_word_, sizeof root, cudaMemcpyHostToDevice, stream));
+    WARPVM_CUDA_TRY(cudaMemcpyAsync(queues_[0].get(), host_word_.get(), sizeof root, cudaMemcpyHostToDevice, stream));
     return iterate(stream, 1, expand);
   }
 
   /// The same from the frontier of every vertex.
   template <class Expand>
   std::uint32_t run_from_all(cudaStream_t stream, Expand&& expand) {
-    fill_identity<<<256, 256, 0, stream>>>(queues_[0], vertices_);
+    fill_identity<<<256, 256, 0, stream>>>(queues_[0].get(), vertices_);
     WARPVM_CUDA_TRY(cudaGetLastError());
     return iterate(stream, static_cast<std::uint32_t>(vertices_), expand);
   }
@@ -328,12 +347,10 @@ class FrontierQueues {
   /// launches the pass over them (launch_over_rows) unless there are none. Returns their number.
   template <class Select, class Visit>
   std::uint32_t run_over_selected(cudaStream_t stream, Select&& select, Visit&& visit) {
-    WARPVM_CUDA_TRY(cudaMemsetAsync(next_size_, 0, sizeof(std::uint32_t), stream));
-    select(queues_[0], next_size_);
-    WARPVM_CUDA_TRY(cudaMemcpyAsync(host_word_, next_size_, sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream));
-    WARPVM_CUDA_TRY(cudaStreamSynchronize(stream));
-    const std::uint32_t size = *host_word_;
-    if (size > 0) visit(static_cast<const std::uint32_t*>(queues_[0]), size);
+    WARPVM_CUDA_TRY(cudaMemsetAsync(next_size_.get(), 0, sizeof(std::uint32_t), stream));
+    select(queues_[0].get(), next_size_.get());
+    const std::uint32_t size = read_back(next_size_.get(), stream);
+    if (size > 0) visit(static_cast<const std::uint32_t*>(queues_[0].get()), size);
     return size;
   }
 
@@ -356,56 +373,50 @@ class FrontierQueues {
     }
     if (chunk_ids_ == nullptr) throw std::logic_error("FrontierQueues: balanced runs need queues built with the chunk count");
     const cudaStream_t stream = launch.launch_stream();
-    WARPVM_CUDA_TRY(cudaMemsetAsync(chunk_count_, 0, sizeof(std::uint32_t), stream));
+    WARPVM_CUDA_TRY(cudaMemsetAsync(chunk_count_.get(), 0, sizeof(std::uint32_t), stream));
     // A thread per frontier vertex: a warp per 32.
     const auto warps = static_cast<std::uint32_t>((std::uint64_t{size} + 31) / 32);
     launch(expand_to_chunks<decltype(table->vertex_chunks)>, frontier_grid(warps, max_blocks, block_threads),
-           block, table->vertex_chunks, frontier, size, chunk_vertices_, chunk_ids_, chunk_count_);
+           block, table->vertex_chunks, frontier, size, chunk_vertices_.get(), chunk_ids_.get(), chunk_count_.get());
     // host_word_ is free here: iterate() reads the next frontier's size into it after this.
-    WARPVM_CUDA_TRY(cudaMemcpyAsync(host_word_, chunk_count_, sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream));
-    WARPVM_CUDA_TRY(cudaStreamSynchronize(stream));
-    const std::uint32_t chunks = *host_word_;
+    const std::uint32_t chunks = read_back(chunk_count_.get(), stream);
     if (chunks == 0) return;  // frontier vertices without edges: nothing to visit
-    launch_rows(graph_detail::ChunkRows<decltype(table->chunk_offsets)>{table->chunk_offsets, chunk_vertices_, chunk_ids_, chunks},
+    launch_rows(graph_detail::ChunkRows<decltype(table->chunk_offsets)>{table->chunk_offsets, chunk_vertices_.get(),
+                                                                        chunk_ids_.get(), chunks},
                 frontier_grid(chunks, max_blocks, block_threads), block);
   }
 
  private:
+  /// `word` (device memory) once the work queued on `stream` is done (waits), through host_word_.
+  std::uint32_t read_back(const std::uint32_t* word, cudaStream_t stream) const {
+    WARPVM_CUDA_TRY(cudaMemcpyAsync(host_word_.get(), word, sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream));
+    WARPVM_CUDA_TRY(cudaStreamSynchronize(stream));
+    return *host_word_;
+  }
+
   template <class Expand>
   std::uint32_t iterate(cudaStream_t stream, std::uint32_t size, Expand& expand) {
-    WARPVM_CUDA_TRY(cudaMemsetAsync(stamps_, 0, vertices_ * sizeof(std::uint32_t), stream));
+    WARPVM_CUDA_TRY(cudaMemsetAsync(stamps_.get(), 0, vertices_ * sizeof(std::uint32_t), stream));
     std::uint32_t iteration = 0;
     while (size > 0) {
-      WARPVM_CUDA_TRY(cudaMemsetAsync(next_size_, 0, sizeof(std::uint32_t), stream));
-      expand(static_cast<const std::uint32_t*>(queues_[iteration % 2]), size, queues_[(iteration + 1) % 2], next_size_,
-             stamps_, iteration + 1);
+      WARPVM_CUDA_TRY(cudaMemsetAsync(next_size_.get(), 0, sizeof(std::uint32_t), stream));
+      expand(static_cast<const std::uint32_t*>(queues_[iteration % 2].get()), size, queues_[(iteration + 1) % 2].get(),
+             next_size_.get(), stamps_.get(), iteration + 1);
       WARPVM_CUDA_TRY(cudaGetLastError());
-      WARPVM_CUDA_TRY(cudaMemcpyAsync(host_word_, next_size_, sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream));
-      WARPVM_CUDA_TRY(cudaStreamSynchronize(stream));
-      size = *host_word_;
+      size = read_back(next_size_.get(), stream);
       ++iteration;
     }
     return iteration;
   }
 
-  void release() noexcept {
-    cudaFree(queues_[0]);
-    cudaFree(queues_[1]);
-    cudaFree(stamps_);
-    cudaFree(next_size_);
-    cudaFreeHost(host_word_);
-    cudaFree(chunk_vertices_);
-    cudaFree(chunk_ids_);
-    cudaFree(chunk_count_);
-  }
   std::uint64_t vertices_;
-  std::uint32_t* queues_[2] = {nullptr, nullptr};
-  std::uint32_t* stamps_ = nullptr;
-  std::uint32_t* next_size_ = nullptr;
-  std::uint32_t* host_word_ = nullptr;  // pinned: the root going in, each iteration's size coming out
-  std::uint32_t* chunk_vertices_ = nullptr;  // the chunk queue (balanced runs): each chunk's vertex
-  std::uint32_t* chunk_ids_ = nullptr;       // and the chunk
-  std::uint32_t* chunk_count_ = nullptr;
+  DeviceMemory<std::uint32_t> queues_[2];
+  DeviceMemory<std::uint32_t> stamps_;
+  DeviceMemory<std::uint32_t> next_size_;
+  PinnedMemory<std::uint32_t> host_word_;  // the root going in, each iteration's size coming out
+  DeviceMemory<std::uint32_t> chunk_vertices_;  // the chunk queue (balanced runs): each chunk's vertex
+  DeviceMemory<std::uint32_t> chunk_ids_;       // and the chunk
+  DeviceMemory<std::uint32_t> chunk_count_;
 };
 
 }  // namespace warpvm::apps
