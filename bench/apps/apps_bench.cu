@@ -65,7 +65,7 @@ AppsOptions parse(int argc, char** argv) {
     if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
     const std::string value = argv[++i];
     try {
-      if (parse_shared_option(o.common, flag, value)) continue;
+      if (parse_shared_option(o.common, flag, value) || parse_automatic_option(o.common, flag, value)) continue;
       if (flag == "--workloads") o.common.workloads = tools::split_list(value);
       else if (flag == "--size") o.n = std::stoull(value);
       else if (flag == "--rows") o.rows = static_cast<std::uint64_t>(std::stod(value));  // 1e9 reads as it should

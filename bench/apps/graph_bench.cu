@@ -18,7 +18,6 @@
 #include "warpvm/sim/rmat.hpp"
 
 #include <algorithm>
-#include <iterator>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -27,6 +26,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -144,7 +144,7 @@ GraphOptions parse(int argc, char** argv) {
     if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
     const std::string value = argv[++i];
     try {
-      if (parse_shared_option(o.common, flag, value)) continue;
+      if (parse_shared_option(o.common, flag, value) || parse_automatic_option(o.common, flag, value)) continue;
       if (flag == "--scale") {
         o.graph.scale = static_cast<unsigned>(std::stoul(value));
         generator_flags = true;
@@ -795,11 +795,13 @@ class GraphBench {
   void paged(App app, const Config& config, const char* mode, double fraction,
              Placement placement = Placement::migrate) {
     const bool uvm_preset = config.transport == Transport::host_batched;
+    std::vector<std::string> migrated;  // the objects --auto-migrate-objects moved out of automatic
     const auto placed = [&](const std::string& name) {
       const auto& listed = o_.auto_migrate_objects;
-      return placement == Placement::automatic && std::find(listed.begin(), listed.end(), name) != listed.end()
-                 ? Placement::migrate
-                 : placement;
+      if (placement != Placement::automatic || std::find(listed.begin(), listed.end(), name) == listed.end())
+        return placement;
+      migrated.push_back(name);
+      return Placement::migrate;
     };
     Runtime rt(config);
     auto offsets = rt.adopt(offsets_.as<std::uint64_t>(), n_ + 1, placed("offsets"), "offsets");
@@ -857,12 +859,7 @@ class GraphBench {
       rec.extra["max_blocks"] = static_cast<double>(max_blocks);
       if (placement == Placement::automatic) {
         rec.extra["automatic_remote_share"] = config.automatic_remote_share;
-        for (const std::string& name : o_.auto_migrate_objects) {
-          const bool made = name == "weights" ? app == App::sssp
-                            : name == "chunk_offsets" || name == "vertex_chunks" ? o_.balanced()
-                                                                                  : true;
-          if (made) rec.extra["migrate_" + name] = 1;  // only the objects this run has
-        }
+        for (const std::string& name : migrated) rec.extra["migrate_" + name] = 1;
       }
       rec.verified = matches(t, values_.as<std::uint32_t>(), iterations);
       if (uvm_preset) add_batch_summary(rec, rt, before, run, trace_);

@@ -68,7 +68,6 @@ bool parse_shared_option(Options& o, const std::string& flag, const std::string&
     for (const auto& f : tools::split_list(value)) o.cache_fractions.push_back(std::stod(f));
   } else if (flag == "--repeats") o.repeats = std::stoi(value);
   else if (flag == "--eviction") o.eviction = value == "fifo" ? EvictionPolicy::fifo : EvictionPolicy::clock;
-  else if (flag == "--automatic-remote-share") o.automatic_remote_share = std::stod(value);
   else if (flag == "--out") o.out = value;
   else if (flag == "--commit") o.commit = value;
   else if (flag == "--driver") o.driver = value;
@@ -79,12 +78,18 @@ bool parse_shared_option(Options& o, const std::string& flag, const std::string&
   return true;
 }
 
+bool parse_automatic_option(Options& o, const std::string& flag, const std::string& value) {
+  if (flag != "--automatic-remote-share") return false;
+  o.automatic_remote_share = std::stod(value);
+  return true;
+}
+
 namespace {
 
 /// Applies one warpvm-bench option with a value; std::stoi and friends throw std::logic_error on
 /// bad numbers.
 void parse_value(Options& o, const std::string& flag, const std::string& value) {
-  if (parse_shared_option(o, flag, value)) return;
+  if (parse_shared_option(o, flag, value) || parse_automatic_option(o, flag, value)) return;
   if (flag == "--workloads") o.workloads = tools::split_list(value);
   else if (flag == "--bytes") o.dataset_bytes = tools::parse_bytes(value);
   else if (flag == "--events") {

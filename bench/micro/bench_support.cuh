@@ -46,9 +46,14 @@ struct Options {
 Options parse_options(int argc, char** argv);
 
 /// Applies one of the options every benchmark takes (--modes, --cache-fractions, --repeats,
-/// --eviction, --automatic-remote-share, --out, --commit, --driver, --suite, --trace); false when `flag` is none of them.
+/// --eviction, --out, --commit, --driver, --suite, --trace); false when `flag` is none of them.
 /// @throws std::logic_error (std::stoi and friends) on a value that is not a number.
 bool parse_shared_option(Options& o, const std::string& flag, const std::string& value);
+
+/// --automatic-remote-share, for the benchmarks with a warpvm_auto mode (warpvm-bench, the graph
+/// and apps benches); false when `flag` is another.
+/// @throws std::logic_error (std::stod) on a value that is not a number.
+bool parse_automatic_option(Options& o, const std::string& flag, const std::string& value);
 
 /// A benchmark's main() after its options are parsed: exit code 3 (saying so, then
 /// `no_device_hint`) when no CUDA device is visible, 1 (with the message) when `run` throws,
