@@ -140,7 +140,8 @@ __device__ __forceinline__ bool peek_resident_unheld(const CacheView& cache, con
 /// migrating the page. All active lanes call together; lanes reading one page decide together,
 /// priced at the 32-byte sectors they fetch between them (`byte_in_page`: where the lane's
 /// element starts; an element of `element_bytes` > 32 spans several sectors), and their leader
-/// adds that to the page's count when it stays within the budget (policy/automatic.hpp). Only an
+/// adds that to the page's count unless a plain load already shows it would pass the budget
+/// (policy/automatic.hpp; racing leaders may carry the count past it, which only migrates). Only an
 /// absent page is read remotely: its host copy is current, since an eviction writes a dirty page
 /// back (system fence) before its release makes the page absent, and the leader's acquire load,
 /// then a barrier of its group, order the remote reads after that.

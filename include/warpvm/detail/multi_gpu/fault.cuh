@@ -9,7 +9,8 @@
 /// copy the page (host -> GPU over PCIe, or peer -> GPU over NVLink); the driver installs the new
 /// mappings, gives back freed frames, writes the directory and unlocks. Then the warp retries.
 ///
-/// A full pool. When the page must be pulled and the pool has no free frame, the driver gives
+/// A full pool. When the page must be pulled and frame_alloc finds no free frame (in the window
+/// of the bitmap it scans: frame_pool.hpp), the driver gives
 /// the faulting page's lock back and, holding no directory lock, evicts: the pool's clock
 /// (frame_pool.hpp) proposes frames, the reverse map names the page a frame holds, the driver
 /// only try-locks that page's directory entry (a victim whose lock is taken is skipped), checks
@@ -19,8 +20,9 @@
 /// (so another warp cannot take it first), which it then decides again (serve()).
 ///
 /// Why this cannot deadlock. The waits are: (a) a warp waiting for a directory lock, (b) a lock
-/// holder waiting for holders of a revoked mapping to drain, (c) nothing else (frame allocation,
-/// the O-Table and the counters are single atomics). (a) never happens while the waiting warp
+/// holder waiting for holders of a revoked mapping to drain, (c) a driver waiting for a frame in
+/// begin_eviction, holding no directory lock, bounded by eviction_give_up_ns; nothing else (the
+/// O-Table and the counters are single atomics). (a) never happens while the waiting warp
 /// holds a page of that access: access_page() releases each group's hold right after its access
 /// and serves faults holding nothing. A hold lasts one element access or one with_page() /
 /// with_span() callback, so a holder that is not itself in (a) releases in bounded time. A holder
@@ -179,7 +181,7 @@ struct Transition {
 /// The driver starts the fault's transition (the lock held, the directory read `before`): the
 /// directory after `action`, and the requester's frame after it (`frame`): its present one, or
 /// for a pulled page `reserved` (kept from an eviction or an earlier try), else one from the
-/// pool. False if the pool is full (nothing changed, `reserved` is no_frame).
+/// pool. False if frame_alloc found no free frame (nothing changed, `reserved` is no_frame).
 __device__ inline bool begin_transition(const SpaceView& s, const ObjectView& o, std::uint64_t page,
                                         const DirectoryEntry& before, Action action, std::uint32_t& reserved,
                                         Transition& t, std::uint64_t& frame) {
@@ -208,9 +210,9 @@ __device__ inline bool begin_transition(const SpaceView& s, const ObjectView& o,
 /// taken (try-lock only), or if it no longer is this GPU's copy of the page its reverse-map word
 /// names (changed hands after the word was read). For the first victim: true, its lock held,
 /// evict_copy() done (`t`: the victim, the frame it frees; `frame`: that frame's address). A sweep
-/// that finds no victim looks through the whole pool again (frames given back since it was found
-/// full; frame_alloc scans a window of the bitmap per call, so as many calls as there are
-/// windows): false with that frame in `reserved`; else it backs off and sweeps again. `since` is when the fault
+/// that finds no victim looks through the whole bitmap (free frames outside the window the
+/// fault's frame_alloc scanned, or given back since: one frame_alloc per window): false with
+/// that frame in `reserved`; else it backs off and sweeps again. `since` is when the fault
 /// began to look for a frame (in units of 2^20 ns, odd; 0: now: one word the paged kernels keep
 /// live, where nanoseconds would take two), kept across rounds by the caller so that victims whose
 /// drains time out (every frame held, e.g. by warps inside nested accesses that wait for frames
@@ -345,7 +347,7 @@ __device__ inline std::uint64_t warp_copy_order(unsigned mask, unsigned driver, 
 /// Returns with the page's state changed or found already usable; the caller retries its hold.
 ///
 /// Each round the driver takes one lock and plans one change: the fault's transition, or, when
-/// the round before found the pool full, an eviction (the fault's lock given back first: a lock
+/// the round before found no free frame, an eviction (the fault's lock given back first: a lock
 /// holder never waits for a victim's lock) whose frame it keeps in `reserved`, so that no other
 /// warp takes it first. After an eviction the fault is decided again on the page's state then:
 /// it was counted (and, under OASIS, taught to the O-Table) the first time, so later rounds only
@@ -357,7 +359,7 @@ __device__ inline void serve(const SpaceView& s, const ObjectView& o, unsigned m
   std::uint64_t& own = o.pte[s.gpu][page];
   // The driver's state across rounds.
   std::uint32_t reserved = no_frame;  // its frame for the page, from the pool or an eviction
-  bool needs_frame = false;           // the round before found the pool full: this one evicts
+  bool needs_frame = false;           // the round before found no free frame: this one evicts
   std::uint32_t seeking_since = 0;    // when it began to look for a frame (begin_eviction's give-up)
   for (;;) {
     bool again = false;
@@ -410,7 +412,7 @@ __device__ inline void serve(const SpaceView& s, const ObjectView& o, unsigned m
           } else if (begin_transition(s, o, page, before, action, reserved, t, frame)) {
             planned = true;
           } else {
-            // The pool is full: the lock is given back, the next round evicts.
+            // No free frame found: the lock is given back, the next round evicts.
             directory_unlock(entry);
             needs_frame = true;
             again = true;

@@ -5,12 +5,13 @@
 /// migration frees the old owner's frame from the new owner's fault handler), so every atomic is
 /// system scope. No ABA: a frame is claimed by clearing its own bit, never through a list.
 ///
-/// `words` (device memory of the pool's GPU): [0] the bump counter, [1] the scan hint, [2] the
-/// eviction clock's hand, then ceil(frames / 32) bitmap words. Once the bump counter is spent, a
-/// taker scans at most `frame_scan_words` bitmap words, from where the last scan ended: a full pool then
-/// says so after 32 loads instead of frames / 32 (5,500 at 1 GiB), which every fault that had to
-/// evict paid first (oversubscribed duplication 1.4-5x slower, measured at 3bc656d). A pool with
-/// a few frames free outside the window may evict instead of taking one; the next scans start
+/// `words` (device memory of the pool's GPU): [0] the bump counter, [1] the scan cursor (a
+/// window further per scan), [2] the eviction clock's hand, then ceil(frames / 32) bitmap words.
+/// Once the bump counter is spent, a taker scans at most `frame_scan_words` bitmap words, from
+/// where the last scan ended: a full pool then says so after 32 loads instead of frames / 32
+/// (5,500 per GPU for a 1 GiB footprint at cache 2/3), which every fault that had to evict paid
+/// first (oversubscribed duplication 1.4-5x slower, measured at 3bc656d). A pool with a few
+/// frames free outside the window may evict instead of taking one; the next scans start
 /// elsewhere. A free count beside the bitmap did the same in O(1) but its atomics in every
 /// frame_free cost the kernels registers (transpose 80 -> 96) and in-core gemm and transpose 17%.
 ///

@@ -8,10 +8,10 @@
 /// One access by one GPU goes through three steps:
 ///  1. `decide(entry, gpu, write, policy_for)` reads the page's directory entry. Without a fault
 ///     the answer is `local` (the GPU has a copy that allows this access) or `remote` (the GPU
-///     maps the owner's frame). A fault on a page still on the host is a first touch: private,
-///     served by on-touch migration without asking the object (the paper's host page table
-///     filter). Any other fault is shared: the page is held by another GPU (or replicated while
-///     this GPU writes). Only then is `policy_for(write)` called: the object's fixed policy, or
+///     maps the owner's frame). A fault on a page on the host that was never shared is a first
+///     touch: private, served by on-touch migration without asking the object (the paper's host
+///     page table filter); one evicted after it was shared is a shared fault. Any other fault is
+///     shared: the page is held by another GPU (or replicated while this GPU writes). Only then is `policy_for(write)` called: the object's fixed policy, or
 ///     its O-Table entry (`otable_shared_fault`), which learns from this very fault.
 ///  2. `apply(entry, gpu, action)` performs the directory transition and says what moved.
 ///     `evict_copy(entry, gpu)` is the one transition no access asks for: a GPU whose frame pool
@@ -61,7 +61,7 @@ enum class PagePolicy : std::uint8_t { on_touch = 0, access_counter = 1, duplica
 
 /// Where a page is, derived from its directory entry.
 enum class PageState : std::uint8_t {
-  host,        ///< never touched by a GPU: the only copy is in host memory
+  host,        ///< no GPU holds it (never touched, or evicted to the host): the only copy is in host memory
   exclusive,   ///< one GPU owns the only copy (others may map it remotely); the owner may write
   replicated,  ///< read-only copies on several GPUs; any write faults and collapses them
 };
@@ -133,7 +133,7 @@ enum class Action : std::uint8_t {
 
 enum class PlacementFault : std::uint8_t {
   none,
-  first_touch,  ///< the page is on the host: private, on-touch, the O-Table is not consulted
+  first_touch,  ///< the page is on the host and was never shared: private, on-touch, the O-Table is not consulted
   shared,       ///< the page is held by another GPU, or replicated and written: consults the object
 };
 
