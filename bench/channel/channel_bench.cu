@@ -42,6 +42,7 @@
 #include "channel_workloads.cuh"
 #include "cli_args.hpp"
 #include "overlap_metric.hpp"
+#include "timeline_csv.hpp"
 
 #include "warpvm/channel.hpp"
 
@@ -51,6 +52,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -110,6 +112,9 @@ struct Setup {
   std::uint32_t kmeans_k = 64;
   std::uint32_t kmeans_iterations = 30;
   bool kmeans_direct_buffer_on_consumer = true;  ///< channel_direct, as stencil_direct_buffer_on_consumer
+  /// Non-empty: every mode's last measured run's warp timelines are appended to this CSV
+  /// (write_timeline_csv, docs/channels.md "Timelines").
+  std::string timeline_csv;
 };
 
 /// What a workload adds to the shared harness: its consumer kernel, its producer, its check.
@@ -449,9 +454,12 @@ class Halo final : public Workload {
 // ---- the harness ----------------------------------------------------------------------------
 
 struct Timing {
-  double seconds = 0;  ///< event time of the kernel
-  double span_s = 0;   ///< from stamps: first start to last end
+  double seconds = 0;     ///< event time of the kernel
+  double span_s = 0;      ///< from stamps: first start to last end
+  double producer_s = 0;  ///< host producers: from the launch to the last publish returning
+  double publish_us = 0;  ///< host producers: the mean time of one publish call (the channel's, or a flag store)
   WaitMetrics waits;
+  std::vector<WarpTimeline> timelines;  ///< what `waits` was computed from
   bool verified = true;
 };
 
@@ -555,18 +563,25 @@ class Harness {
     w_.launch(l, blocks, stream_);
     check(cudaGetLastError(), "launch");
     check(cudaEventRecord(end_, stream_), "cudaEventRecord");
+    const auto launched = std::chrono::steady_clock::now();
+    double producer_s = 0, publish_s = 0;
+    std::uint64_t publishes = 0;
     if (!compute_only) {
       std::byte* buffer = mode == WaitMode::channel ? ch_->buffer().data() : pinned_->as<std::byte>();
       auto* flags = flags_->as<std::uint32_t>();
       w_.produce(
           buffer,
           [&](std::uint32_t first, std::uint32_t count) {
+            const auto called = std::chrono::steady_clock::now();
             if (mode == WaitMode::channel) ch_->publish(first, count);
             else
               for (std::uint32_t t = first; t < first + count; ++t)
                 std::atomic_ref<std::uint32_t>(flags[t]).store(1, std::memory_order_release);
+            publish_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - called).count();
+            ++publishes;
           },
           [&] { return cudaEventQuery(end_) != cudaErrorNotReady; });
+      producer_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - launched).count();
     }
     check(cudaEventSynchronize(end_), "kernel");
     ch_->synchronize();
@@ -583,7 +598,10 @@ class Harness {
     Timing t;
     t.seconds = ms / 1e3;
     t.span_s = last > first ? static_cast<double>(last - first) / 1e9 : 0;
+    t.producer_s = producer_s;
+    t.publish_us = publishes != 0 ? publish_s * 1e6 / static_cast<double>(publishes) : 0;
     t.waits = wait_metrics(timelines);
+    t.timelines = std::move(timelines);
     t.verified = compute_only || w_.verify();
     return t;
   }
@@ -639,6 +657,16 @@ void describe_monitor(Record& r, const ChannelStats& served, double monitor_seco
   r.extra["monitor_copy_call_share"] = served.copy_call_seconds / monitor_seconds;
 }
 
+/// --timeline: appends `t`'s warp timelines to `setup.timeline_csv` as run `run` (the header
+/// first into an empty file).
+void append_timeline(const Setup& setup, const std::string& run, const Timing& t) {
+  if (setup.timeline_csv.empty()) return;
+  std::ofstream out(setup.timeline_csv, std::ios::app);
+  if (out.tellp() == 0) out << timeline_csv_header;
+  write_timeline_csv(out, run, t.timelines);
+  if (!out) throw std::runtime_error("cannot write the timeline to " + setup.timeline_csv);
+}
+
 /// Speedups over naive polling and against the best baseline (every mode but the channel ones),
 /// where those modes ran.
 void add_speedups(std::vector<Record>& records) {
@@ -669,11 +697,17 @@ std::vector<Record> measure(Workload& w, const Setup& setup, int sms, const std:
     r.cache_fraction = 1;
     r.dataset_bytes = r.useful_bytes = w.buffer_bytes();
     r.bytes_moved = static_cast<std::int64_t>(r.dataset_bytes);
-    std::vector<double> spans, shares, overlaps, waited, streams, computes;
+    std::vector<double> spans, shares, overlaps, waited, streams, computes, producers, publishes;
     ChannelStats served{};  // the monitor's work during the measured runs with both sides
     for (int rep = 0; rep < repeats; ++rep) {
       const ChannelStats before = harness.channel_stats();
       const Timing both = harness.run(mode, false, false);
+      if (rep == repeats - 1)
+        append_timeline(setup, std::string(w.name()) + "-" + std::to_string(w.consumer_warps(mode) * 32) + "-" +
+                                   mode_name(mode),
+                        both);
+      producers.push_back(both.producer_s);
+      publishes.push_back(both.publish_us);
       add_served(served, before, harness.channel_stats());
       verified = verified && both.verified;
       r.seconds.push_back(both.seconds);
@@ -702,6 +736,8 @@ std::vector<Record> measure(Workload& w, const Setup& setup, int sms, const std:
     r.extra["span_s"] = total;
     r.extra["t_stream_s"] = stream;
     r.extra["t_compute_s"] = compute;
+    r.extra["producer_s"] = median(producers);
+    r.extra["publish_us"] = median(publishes);
     // The first slice's whole-run measure: how much of the shorter side disappears when both run.
     r.extra["span_overlap_efficiency"] = std::clamp((stream + compute - total) / std::min(stream, compute), 0.0, 1.0);
     r.extra["overlap_efficiency"] = median(overlaps);
@@ -894,9 +930,9 @@ class GpuPair {
     return seconds;
   }
 
-  /// The last run's waiting metrics over both GPUs' warps; `row_of(g, warp)`: the stamps' wait
+  /// The last run's warp timelines, GPU 0's then GPU 1's; `row_of(g, warp)`: the stamps' wait
   /// row of GPU g's global warp (none past the rows it has).
-  [[nodiscard]] WaitMetrics waits(const std::function<std::uint64_t(int, std::uint64_t)>& row_of) const {
+  [[nodiscard]] std::vector<WarpTimeline> timelines(const std::function<std::uint64_t(int, std::uint64_t)>& row_of) const {
     std::vector<WarpTimeline> timelines;
     for (const Gpu& gpu : gpus_)
       for (WarpTimeline& t : gpu.stamps->read(std::uint64_t{gpu.blocks} * block_warps,
@@ -904,7 +940,7 @@ class GpuPair {
         t.sm += static_cast<std::uint32_t>(gpu.device) << 16;  // set apart from the other GPU's (wait_metrics groups by SM)
         timelines.push_back(std::move(t));
       }
-    return wait_metrics(timelines);
+    return timelines;
   }
 
   /// Every channel's counters, summed (one mode runs at a time, so a difference is that mode's).
@@ -998,6 +1034,7 @@ std::vector<Record> measure_gpu_pair(const char* workload, const Setup& setup, c
     for (int rep = 0; rep < repeats; ++rep) {
       const ChannelStats before = gpus.channel_stats();
       const Timing t = runner->run(mode);
+      if (rep == repeats - 1) append_timeline(setup, std::string(workload) + "-" + mode_name(mode), t);
       add_served(served, before, gpus.channel_stats());
       verified = verified && t.verified;
       r.seconds.push_back(t.seconds);
@@ -1127,10 +1164,11 @@ class Stencil2GpuRunner final : public PairWorkload {
             "stencil cells");
     }
     // only the cut block's warps wait: wait rows 0 to 7
-    t.waits = pair_->waits([&](int g, std::uint64_t w) {
+    t.timelines = pair_->timelines([&](int g, std::uint64_t w) {
       const std::uint64_t cut_block = g == 0 ? pair_->blocks(g) - 1 : 0;
       return w / block_warps == cut_block ? w % block_warps : ~std::uint64_t{0};
     });
+    t.waits = wait_metrics(t.timelines);
     t.verified = verify(cells);
     return t;
   }
@@ -1302,7 +1340,8 @@ class Kmeans2GpuRunner final : public PairWorkload {
     t.seconds = pair_->finish(mode);
     // Every warp has wait rows; the exchange block's are the consumers' (waits for the other
     // GPU), the other blocks' only keep their waits for the next state out of the SMs' busy time.
-    t.waits = pair_->waits([](int, std::uint64_t w) { return w; });
+    t.timelines = pair_->timelines([](int, std::uint64_t w) { return w; });
+    t.waits = wait_metrics(t.timelines);
     t.verified = true;
     for (int g = 0; g < pair_gpus; ++g) t.verified = verify(g) && t.verified;
     return t;
@@ -1382,7 +1421,7 @@ class Kmeans2GpuRunner final : public PairWorkload {
                "has)]\n"
                "  [--seed N (default: random)]\n"
                "  [--compute-blocks 0 (two per SM)] [--compute-iters 500000] [--repeats 5] [--out file.jsonl]\n"
-               "  [--commit SHA] [--driver VER]\n"
+               "  [--commit SHA] [--driver VER] [--timeline warps.csv (appends each mode's last run's warp stamps)]\n"
                "  tiles: [--tiles 4096] [--side 64] [--interval-us 2] [--consumer-threads 0 (256 per SM)]\n"
                "         [--consumer-threads-sweep 64,1024,16384,262144,1048576]\n"
                "  cg:    [--cg-rows 131072] [--cg-rows-per-warp 256] [--cg-iterations 50]\n"
@@ -1453,6 +1492,7 @@ int main(int argc, char** argv) {
       else if (flag == "--kmeans-k") setup.kmeans_k = to_u32(flag, value);
       else if (flag == "--kmeans-iterations") setup.kmeans_iterations = to_u32(flag, value);
       else if (flag == "--kmeans-direct-buffer") setup.kmeans_direct_buffer_on_consumer = on_consumer(flag, value);
+      else if (flag == "--timeline") setup.timeline_csv = value;
       else usage(("unknown option " + flag).c_str());
     }
   } catch (const std::logic_error&) {  // std::stoul and friends

@@ -2,11 +2,13 @@
 // with known answers, and a random differential run against a per-nanosecond count.
 
 #include "../../bench/channel/overlap_metric.hpp"
+#include "../../bench/channel/timeline_csv.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <random>
+#include <sstream>
 #include <vector>
 
 namespace warpvm::bench {
@@ -85,6 +87,21 @@ TEST(OverlapMetric, MatchesACountPerNanosecondOnRandomTimelines) {
     ASSERT_DOUBLE_EQ(m.wait_seconds, static_cast<double>(waited) / 1e9) << "round " << round;
     ASSERT_DOUBLE_EQ(m.hidden_seconds, static_cast<double>(hidden) / 1e9) << "round " << round;
   }
+}
+
+TEST(TimelineCsv, RowsForEveryWarpOfAConsumersSmOnlyTimedFromTheFirstStart) {
+  const std::vector<WarpTimeline> warps{
+      {{1000, 1400}, 0, true, {{1100, 1300}, {1350, 1360}}},
+      {{1050, 1200}, 0, false, {}},
+      {{900, 5000}, 1, false, {}},  // no consumer on SM 1: no rows, but the origin is its start
+  };
+  std::ostringstream out;
+  write_timeline_csv(out, "tiles-channel", warps);
+  EXPECT_EQ(out.str(),
+            "tiles-channel,0,0,1,life,100,500\n"
+            "tiles-channel,0,0,1,wait,200,400\n"
+            "tiles-channel,0,0,1,wait,450,460\n"
+            "tiles-channel,1,0,0,life,150,300\n");
 }
 
 }  // namespace
