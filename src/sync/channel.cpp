@@ -86,8 +86,8 @@ class ChannelState {
   pinned_ptr<std::byte> host_buffer_;    // buffer_device < 0
   device_ptr<std::byte> device_buffer_;  // buffer_device >= 0
   stream_ptr upload_stream_;             // host publishes into device_buffer_
-  std::vector<std::uint64_t> dab_words_;
-  AvailabilityBitmap<> dab_;
+  std::vector<std::uint8_t> dab_bytes_;
+  AvailabilityBytes dab_;
   pinned_ptr<RequestSlot> slots_;
   device_ptr<RequestQueueCursors> device_cursors_;
   RequestQueueCursors host_cursors_{};
@@ -130,8 +130,8 @@ class ChannelState {
 
 ChannelState::ChannelState(const ChannelConfig& cfg)
     : config(cfg),
-      dab_words_(AvailabilityBitmap<>::words_required(std::max(cfg.tag_count, 1u)), 0),
-      dab_(dab_words_.data(), cfg.tag_count),
+      dab_bytes_(std::max(cfg.tag_count, 1u), 0),
+      dab_(dab_bytes_.data(), cfg.tag_count),
       queue_(nullptr, nullptr, 2),
       tree_nodes_(StagingPageTree::nodes_required(std::max(cfg.staging_pages, 1u))),
       tree_(tree_nodes_.data(), std::max(cfg.staging_pages, 1u)) {
@@ -372,7 +372,7 @@ bool ChannelState::step() {
   if (device_map_) absorb_device_map(busy);
   woken_.clear();
   ready_.clear();
-  TagWords missing;  // the DAB words the pending requests still wait on
+  TagWords missing;  // the device map words holding the tags pending requests still wait on
   for (std::size_t i = 0; i < pending_.size(); ++i) {
     Pending& p = pending_[i];
     const std::uint32_t end = p.request.first_tag + p.request.tag_count;

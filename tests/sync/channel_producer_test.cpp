@@ -1,6 +1,6 @@
 // Kernel producers of a channel, on the host: the producer handle's publish into a device-side
 // availability map, and the monitor's way of learning the map's tags (copies of the words its
-// pending requests wait on, merged into its own bitmap) against producers on threads, and a
+// pending requests wait on, merged into its own tag bytes) against producers on threads, and a
 // direct-mode consumer that polls the map itself and reads the data in place.
 
 #include "warpvm/channel.hpp"
@@ -59,13 +59,14 @@ TEST(ChannelProducer, MonitorLearnsEveryTagFromCopiesOfTheWordsItWaitsOn) {
   // Producer threads (the kernels) write each tag's data, then publish it into the device map;
   // the monitor keeps requests of random tag ranges pending, copies the map words they still
   // wait on (word by word, as the copy engine would; acquire, standing for the copy's
-  // completion event), merges them into its own bitmap and checks the data of every request
+  // completion event), merges them into its own tag bytes and checks the data of every request
   // that became ready. Under ThreadSanitizer a missing order shows as a race.
   constexpr std::uint32_t tags = 3000;
   constexpr std::uint32_t producers = 4;
   TaggedWords words(tags);
-  std::vector<std::uint64_t> dab_words(words.map.size(), 0), snapshot(words.map.size(), 0);
-  const AvailabilityBitmap<> dab(dab_words.data(), tags);
+  std::vector<std::uint8_t> dab_bytes(tags, 0);
+  std::vector<std::uint64_t> snapshot(words.map.size(), 0);
+  const AvailabilityBytes dab(dab_bytes.data(), tags);
 
   struct Pending {
     std::uint32_t first, end, next;
@@ -107,7 +108,7 @@ TEST(ChannelProducer, MonitorLearnsEveryTagFromCopiesOfTheWordsItWaitsOn) {
   for (auto& th : pool) th.join();
   EXPECT_EQ(wrong, 0u);
   EXPECT_TRUE(pending.empty());
-  EXPECT_EQ(learnt, tags);  // each tag learnt once: merges count only new bits
+  EXPECT_EQ(learnt, tags);  // each tag learnt once: merges count only new tags
   EXPECT_TRUE(dab.all_available(0, tags));
   RecordProperty("monitor_polls", static_cast<int>(polls));
 }

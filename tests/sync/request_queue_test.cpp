@@ -436,8 +436,8 @@ TEST(RequestChannel, EveryConsumerGetsItsBytesAndStagingIsRecycled) {
   constexpr std::uint32_t lease_slots = 4;
 
   std::vector<std::uint8_t> source(tags * record_bytes, 0);
-  std::vector<std::uint64_t> dab_words(AvailabilityBitmap<>::words_required(tags));
-  const AvailabilityBitmap<> dab(dab_words.data(), tags);
+  std::vector<std::uint8_t> dab_bytes(tags);
+  const AvailabilityBytes dab(dab_bytes.data(), tags);
   dab.clear();
   OwnedQueue pfq(8);  // fewer places than consumers: posts meet a full queue
   std::vector<StagingTreeNode> tree_nodes(StagingPageTree::nodes_required(staging_pages));
