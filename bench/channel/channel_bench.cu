@@ -184,10 +184,7 @@ __global__ void __launch_bounds__(block_threads) tiles_kernel(cw::Launch l, Tile
       auto* scratch = reinterpret_cast<std::uint32_t*>(s.scratch + std::uint64_t{blockIdx.x} * block_warps * s.scratch_bytes);
       for (std::uint32_t tile = blockIdx.x; tile < t.tiles; tile += l.consumer_blocks) {
         const std::uint64_t t0 = detail::global_timer_ns();
-        __syncthreads();
-        if (threadIdx.x == 0) cw::spin_on_flags(s, tile, 1);
-        __syncthreads();
-        s.stamps.wait(warp, t0, detail::global_timer_ns());
+        s.stamps.wait(warp, t0, cw::block_waits_for_thread0([&] { cw::spin_on_flags(s, tile, 1); }));
         const auto* from = reinterpret_cast<const uint4*>(s.pinned + std::uint64_t{tile} * bytes);
         for (std::uint32_t i = threadIdx.x; i < pixels / 4; i += block_threads) reinterpret_cast<uint4*>(scratch)[i] = from[i];
         __syncthreads();

@@ -103,6 +103,25 @@ __device__ inline void spin_on_flags(const Source& s, std::uint32_t first_tag, s
   }
 }
 
+/// Block-collective (Algorithm 1's shape): the block waits at a __syncthreads() while thread 0
+/// runs `poll`; returns, to every thread, the time thread 0's poll ended: the end of the wait of
+/// every warp of the block. Why not each warp's own %globaltimer read after the barrier: in the
+/// SASS that read follows `BAR.SYNC.DEFER_BLOCKING`, yet the warps that only waited at the
+/// barrier recorded waits of zero (kmeans2gpu's timeline, H200): a read that touches no memory
+/// does not wait for the deferred barrier. Naive polling's `wait_share` and
+/// `overlap_efficiency`, and kmeans2gpu's in every mode, described blocks that never waited.
+template <class Poll>
+__device__ std::uint64_t block_waits_for_thread0(Poll&& poll) {
+  __shared__ std::uint64_t polled;
+  __syncthreads();  // also: every thread has read the previous call's `polled`
+  if (threadIdx.x == 0) {
+    poll();
+    polled = detail::global_timer_ns();
+  }
+  __syncthreads();
+  return polled;
+}
+
 /// Warp-collective (naive mode: block-collective, every warp of the block calls it): returns
 /// `bytes` (a multiple of 4) of the producers' buffer from `offset` (a multiple of 4) once tags
 /// [first_tag, +tag_count) are published, in device memory. The naive mode waits, per block, for
@@ -121,14 +140,12 @@ __device__ inline Held meet(const Source& s, std::uint32_t warp, std::uint32_t b
     return held;
   }
   if (s.mode == WaitMode::naive) {
-    __syncthreads();
-    if (threadIdx.x == 0) spin_on_flags(s, block_first_tag, block_tag_count);
-    __syncthreads();
+    s.stamps.wait(warp, began, block_waits_for_thread0([&] { spin_on_flags(s, block_first_tag, block_tag_count); }));
   } else {
     if (lane == 0) spin_on_flags(s, first_tag, tag_count);
     __syncwarp();
+    s.stamps.wait(warp, began, detail::global_timer_ns());  // lane 0's, after its own spin
   }
-  s.stamps.wait(warp, began, detail::global_timer_ns());
   // Into device memory first: the kernels read each word several times. 16-byte loads where the
   // source allows them (scratch_bytes is a multiple of 16).
   std::byte* to = s.scratch + std::uint64_t{warp} * s.scratch_bytes;
@@ -562,17 +579,16 @@ __device__ inline PeerWindow peer_meet(const PeerExchange& x, const char* worklo
     window.grant.emplace(x.from_neighbour.acquire(state, 1, bytes, channel_offset));
     window.data = window.grant->data();
   } else {
-    if (x.mode == WaitMode::naive) {  // Algorithm 1: the block waits, thread 0 polls
-      __syncthreads();
-      if (threadIdx.x == 0) peer_wait_published(x, workload, state + 1, state);
-      __syncthreads();
-    } else {
-      if (threadIdx.x % 32 == 0) peer_wait_published(x, workload, state + 1, state);
-      __syncwarp();
-    }
     window.data = static_cast<const std::byte*>(mailbox);
+    if (x.mode == WaitMode::naive) {  // Algorithm 1: the block waits, thread 0 polls
+      stamps.wait(stamp_row, began,
+                  block_waits_for_thread0([&] { peer_wait_published(x, workload, state + 1, state); }));
+      return window;
+    }
+    if (threadIdx.x % 32 == 0) peer_wait_published(x, workload, state + 1, state);
+    __syncwarp();
   }
-  stamps.wait(stamp_row, began, detail::global_timer_ns());
+  stamps.wait(stamp_row, began, detail::global_timer_ns());  // lane 0's, after its own wait
   return window;
 }
 
@@ -855,15 +871,13 @@ __global__ void __launch_bounds__(block_threads) kmeans2gpu_kernel(Kmeans2Gpu m)
       kmeans_exchange(m, i, centroid);
     } else {
       const std::uint64_t began = detail::global_timer_ns();
-      if (threadIdx.x == 0) {
-        cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device> ready(*m.ready);
-        for (std::uint32_t polls = 1; ready.load(cuda::std::memory_order_acquire) < i + 1; ++polls) {
-          __nanosleep(64);
-          if (polls % 1024 == 0) peer_watchdog("kmeans2gpu", began, "the next centroids", i);
-        }
-      }
-      __syncthreads();
-      m.stamps.wait(warp, began, detail::global_timer_ns());
+      m.stamps.wait(warp, began, block_waits_for_thread0([&] {
+                      cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device> ready(*m.ready);
+                      for (std::uint32_t polls = 1; ready.load(cuda::std::memory_order_acquire) < i + 1; ++polls) {
+                        __nanosleep(64);
+                        if (polls % 1024 == 0) peer_watchdog("kmeans2gpu", began, "the next centroids", i);
+                      }
+                    }));
     }
     load_centroids(i + 1);
   }
