@@ -62,6 +62,9 @@
 #include <thread>
 #include <vector>
 
+#include <pthread.h>
+#include <sched.h>
+
 namespace warpvm::bench {
 namespace {
 
@@ -115,6 +118,36 @@ struct Setup {
   /// Non-empty: every mode's last measured run's warp timelines are appended to this CSV
   /// (write_timeline_csv, docs/channels.md "Timelines").
   std::string timeline_csv;
+  int monitor_cpu = -1;   ///< ChannelConfig::monitor_cpu of the CPU-to-GPU workloads' channel
+  int producer_cpu = -1;  ///< the host producer's CPU while it produces (-1: left to the OS)
+};
+
+/// --producer-cpu: pins the calling thread to `cpu` (-1: nothing) until destroyed, then gives it
+/// back the CPUs it had. Around the producer only: threads created meanwhile (a channel's
+/// monitor) would inherit the pin.
+class PinnedToCpu {
+ public:
+  explicit PinnedToCpu(int cpu) {
+    if (cpu < 0) return;
+    pinned_ = true;
+    check_affinity(pthread_getaffinity_np(pthread_self(), sizeof(before_), &before_), "pthread_getaffinity_np");
+    cpu_set_t only;
+    CPU_ZERO(&only);
+    CPU_SET(cpu, &only);
+    check_affinity(pthread_setaffinity_np(pthread_self(), sizeof(only), &only), "--producer-cpu");
+  }
+  ~PinnedToCpu() {
+    if (pinned_) pthread_setaffinity_np(pthread_self(), sizeof(before_), &before_);
+  }
+  PinnedToCpu(const PinnedToCpu&) = delete;
+  PinnedToCpu& operator=(const PinnedToCpu&) = delete;
+
+ private:
+  static void check_affinity(int failed, const char* what) {
+    if (failed != 0) throw std::runtime_error(std::string(what) + ": " + std::strerror(failed));
+  }
+  bool pinned_ = false;
+  cpu_set_t before_{};
 };
 
 /// What a workload adds to the shared harness: its consumer kernel, its producer, its check.
@@ -519,7 +552,8 @@ class Harness {
                                                   .tag_count = w.tags(),
                                                   .staging_page_bytes = 4096,
                                                   .staging_pages = 8192,
-                                                  .max_warps = max_warps_});
+                                                  .max_warps = max_warps_,
+                                                  .monitor_cpu = s.monitor_cpu});
     pinned_ = std::make_unique<PinnedArray>(w.buffer_bytes());
     flags_ = std::make_unique<PinnedArray>(std::uint64_t{w.tags()} * 4);
     check(cudaMalloc(&scratch_, std::uint64_t{consumer_blocks} * block_warps * scratch_bytes_), "cudaMalloc scratch");
@@ -564,6 +598,7 @@ class Harness {
     double producer_s = 0, publish_s = 0;
     std::uint64_t publishes = 0;
     if (!compute_only) {
+      const PinnedToCpu producer_cpu(s_.producer_cpu);
       std::byte* buffer = mode == WaitMode::channel ? ch_->buffer().data() : pinned_->as<std::byte>();
       auto* flags = flags_->as<std::uint32_t>();
       w_.produce(
@@ -734,6 +769,8 @@ std::vector<Record> measure(Workload& w, const Setup& setup, int sms, const std:
     r.extra["t_stream_s"] = stream;
     r.extra["t_compute_s"] = compute;
     r.extra["producer_s"] = median(producers);
+    r.extra["producer_cpu"] = setup.producer_cpu;
+    if (mode == WaitMode::channel) r.extra["monitor_cpu"] = setup.monitor_cpu;
     r.extra["publish_us"] = median(publishes);
     // The first slice's whole-run measure: how much of the shorter side disappears when both run.
     r.extra["span_overlap_efficiency"] = std::clamp((stream + compute - total) / std::min(stream, compute), 0.0, 1.0);
@@ -1419,6 +1456,8 @@ class Kmeans2GpuRunner final : public PairWorkload {
                "  [--seed N (default: random)]\n"
                "  [--compute-blocks 0 (two per SM)] [--compute-iters 500000] [--repeats 5] [--out file.jsonl]\n"
                "  [--commit SHA] [--driver VER] [--timeline warps.csv (appends each mode's last run's warp stamps)]\n"
+               "  [--monitor-cpu N] [--producer-cpu N] (host CPUs of the channel's monitor and of the host producer; "
+               "default: the OS places them)\n"
                "  tiles: [--tiles 4096] [--side 64] [--interval-us 2] [--consumer-threads 0 (256 per SM)]\n"
                "         [--consumer-threads-sweep 64,1024,16384,262144,1048576]\n"
                "  cg:    [--cg-rows 131072] [--cg-rows-per-warp 256] [--cg-iterations 50]\n"
@@ -1490,6 +1529,8 @@ int main(int argc, char** argv) {
       else if (flag == "--kmeans-iterations") setup.kmeans_iterations = to_u32(flag, value);
       else if (flag == "--kmeans-direct-buffer") setup.kmeans_direct_buffer_on_consumer = on_consumer(flag, value);
       else if (flag == "--timeline") setup.timeline_csv = value;
+      else if (flag == "--monitor-cpu") setup.monitor_cpu = std::stoi(value);
+      else if (flag == "--producer-cpu") setup.producer_cpu = std::stoi(value);
       else usage(("unknown option " + flag).c_str());
     }
   } catch (const std::logic_error&) {  // std::stoul and friends

@@ -22,6 +22,9 @@
 #include <utility>
 #include <vector>
 
+#include <pthread.h>
+#include <sched.h>
+
 namespace warpvm::detail {
 namespace {
 
@@ -81,6 +84,7 @@ class ChannelState {
   void poll_device_map(TagWords missing);
   [[nodiscard]] std::string take_device_error(ErrorKind& kind);
   void expect_host_publishing() const;
+  void pin_monitor(int cpu);
 
   stream_ptr stream_;
   pinned_ptr<std::byte> host_buffer_;    // buffer_device < 0
@@ -144,6 +148,8 @@ ChannelState::ChannelState(const ChannelConfig& cfg)
   WARPVM_EXPECTS(cfg.max_warps >= 1 && cfg.max_warps <= (1u << 30), ErrorKind::invalid_config,
                  "max_warps must be 1 to 2^30");
   WARPVM_EXPECTS(cfg.watchdog_seconds > 0, ErrorKind::invalid_config, "watchdog_seconds must be positive");
+  WARPVM_EXPECTS(cfg.monitor_cpu >= -1 && cfg.monitor_cpu < CPU_SETSIZE, ErrorKind::invalid_config,
+                 "monitor_cpu must be -1 (the OS places the monitor thread) or a host CPU index");
   int devices = 0;
   WARPVM_CUDA_TRY(cudaGetDeviceCount(&devices));
   WARPVM_EXPECTS(cfg.buffer_device >= -1 && cfg.buffer_device < devices, ErrorKind::invalid_config,
@@ -226,6 +232,21 @@ ChannelState::ChannelState(const ChannelConfig& cfg)
   view.waiters = cfg.max_warps;
   WARPVM_CUDA_TRY(cudaDeviceSynchronize());  // the zero fills are done before any kernel reads them
   thread_ = std::thread([this] { run(); });
+  if (cfg.monitor_cpu >= 0) pin_monitor(cfg.monitor_cpu);
+}
+
+void ChannelState::pin_monitor(int cpu) {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  CPU_SET(cpu, &cpus);
+  const int failed = pthread_setaffinity_np(thread_.native_handle(), sizeof(cpus), &cpus);
+  if (failed == 0) return;
+  stop_.store(true);  // the constructor throws: the thread must not outlive it
+  thread_.join();
+  throw_error(ErrorKind::invalid_config,
+              "monitor_cpu " + std::to_string(cpu) + ": the monitor thread cannot run there (" +
+                  std::strerror(failed) + "; is the CPU online and in this process's CPU set?)",
+              __FILE__, __LINE__);
 }
 
 ChannelState::~ChannelState() {

@@ -24,6 +24,8 @@
 #include <thread>
 #include <vector>
 
+#include <sched.h>
+
 namespace warpvm::testing {
 namespace {
 
@@ -476,6 +478,38 @@ TEST(ChannelConfigCheck, RefusesImpossibleSizes) {
   EXPECT_THROW(channel({.watchdog_seconds = 0}), Error);
   EXPECT_THROW(channel({.buffer_device = device_count()}), Error);
   EXPECT_THROW(channel({.buffer_device = -2}), Error);
+  EXPECT_THROW(channel({.monitor_cpu = -2}), Error);
+  EXPECT_THROW(channel({.monitor_cpu = CPU_SETSIZE}), Error);
+}
+
+TEST(ChannelConfigCheck, RefusesAMonitorCpuOutsideTheProcesssCpus) {
+  if (device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  int outside = -1;
+  for (int cpu = CPU_SETSIZE - 1; cpu >= 0 && outside < 0; --cpu)
+    if (!CPU_ISSET(cpu, &allowed)) outside = cpu;
+  ASSERT_GE(outside, 0);
+  try {
+    channel ch({.monitor_cpu = outside});
+    ADD_FAILURE() << "monitor_cpu " << outside << " was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_config);
+    EXPECT_NE(std::string(e.what()).find("monitor_cpu " + std::to_string(outside)), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(Channel, AMonitorPinnedToACpuServesEveryRequest) {
+  cpu_set_t allowed;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+  int last = -1;  // the process's highest CPU: away from CPU 0, where the OS often puts the main thread
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+    if (CPU_ISSET(cpu, &allowed)) last = cpu;
+  ASSERT_GE(last, 0);
+  const Workload w{2048, 1, 256};
+  channel ch({.buffer_bytes = std::uint64_t{w.groups} * w.group_words * 4, .tag_count = w.groups, .monitor_cpu = last});
+  run_and_check(ch, w, 15, dim3(16), dim3(256), in_order(w.groups), 64, 5);
+  EXPECT_EQ(ch.stats().requests, w.groups);
 }
 
 // ---- kernel producers (the device-side availability map) -------------------------------------
