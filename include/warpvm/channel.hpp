@@ -81,10 +81,11 @@ struct ChannelConfig {
   /// at every load, where a consumer that reads its data many times may prefer the local copy
   /// the monitor makes; and it leaves the monitor path measurable on the same workload.
   bool direct = false;
-  /// The host CPU the monitor thread runs on: -1 leaves it to the OS. A monitor that shares a
-  /// core with a host producer slows the producer's copies: on the lent H200 host, unpinned, a
-  /// producer-bound run took 4-26% longer than with the monitor and the producer on CPUs chosen
-  /// apart (docs/channels.md, "Where the monitor runs"). Pin it away from the producers' CPUs
+  /// The host CPU the monitor thread runs on: -1 leaves it to the OS. Where the OS put it, the
+  /// host producer of a producer-bound run was slower: on the lent H200 host the channel was
+  /// 9-22% behind the best polling baseline on `tiles` with both threads placed by the OS, and
+  /// between 3% ahead and 6% behind with the producer and the monitor pinned to two different
+  /// CPUs (docs/channels.md, "Where the monitor runs"). Pin it away from the producers' CPUs
   /// when they are known. Not used in direct mode (no monitor thread).
   int monitor_cpu = -1;
 };

@@ -21,7 +21,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from warpvm import __version__, plots, runner, trace
+from warpvm import __version__, plots, runner, trace, warp_timeline
 from warpvm import timeline as timeline_events
 from warpvm.placement import placement_markdown
 from warpvm.results import (
@@ -462,3 +462,31 @@ def timeline(
             written.append(timeline_events.write_parquet(events, parquet))
     for path in written:
         typer.echo(f"wrote {path}")
+
+
+@app.command("warp-timeline")
+def warp_timeline_command(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            exists=True, dir_okay=False, help="Warp stamps (CSV from warpvm-channel-bench --timeline)."
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", dir_okay=False, help="Chrome/Perfetto trace to write (JSON).")
+    ] = Path("warp-timeline.json"),
+) -> None:
+    """Summarise the channel benchmark's consumer waits and write them as a Perfetto timeline: one
+    track per warp, its life as a slice with its waits inside.
+
+    Open the JSON in https://ui.perfetto.dev (or chrome://tracing). docs/channels.md, "Metrics",
+    says what the stamps mean.
+    """
+    console = _console()
+    with _exit_on_bad_input():
+        spans = warp_timeline.load_spans(file)
+        if not spans:
+            raise ResultsError(f"no warp stamps in {file}")
+        _print_table(console, warp_timeline.summary_table(spans))
+        written = warp_timeline.write_chrome_trace(spans, out)
+    typer.echo(f"wrote {written}")

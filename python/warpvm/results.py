@@ -189,16 +189,19 @@ def load_csv(path: Path, required: Iterable[str], parse_row: Callable[[dict[Any,
     or TypeError for a short row)."""
     with path.open(newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
-        header = reader.fieldnames or []
-        missing = [c for c in required if c not in header]
-        if missing:
-            raise ResultsError(f"{path}: missing columns {', '.join(missing)}")
-        parsed = []
-        for row in reader:
-            try:
-                parsed.append(parse_row(row))
-            except (TypeError, ValueError) as error:
-                raise ResultsError(f"{path}:{reader.line_num}: bad row: {error}") from None
+        try:
+            header = reader.fieldnames or []
+            missing = [c for c in required if c not in header]
+            if missing:
+                raise ResultsError(f"{path}: missing columns {', '.join(missing)}")
+            parsed = []
+            for row in reader:
+                try:
+                    parsed.append(parse_row(row))
+                except (TypeError, ValueError) as error:
+                    raise ResultsError(f"{path}:{reader.line_num}: bad row: {error}") from None
+        except UnicodeDecodeError:
+            raise ResultsError(f"{path}: not a UTF-8 text CSV (compressed? decompress it first)") from None
     return parsed
 
 
