@@ -486,6 +486,7 @@ class Halo final : public Workload {
 struct Timing {
   double seconds = 0;     ///< event time of the kernel
   double span_s = 0;      ///< from stamps: first start to last end
+  double compute_warp_s = 0;  ///< from stamps: the mean life of the warps that are not consumers (0: none ran)
   double producer_s = 0;  ///< host producers: from the launch to the last publish returning
   double publish_us = 0;  ///< host producers: the mean time of one publish call (the channel's, or a flag store)
   WaitMetrics waits;
@@ -623,11 +624,18 @@ class Harness {
     std::vector<WarpTimeline> timelines = stamps_->read(warps, [](std::uint64_t w) { return w; });
     std::erase_if(timelines, [&](const WarpTimeline& t) { return t.consumer ? compute_only : consumers_only; });
     unsigned long long first = ~0ull, last = 0;
+    double compute_lives = 0;
+    std::uint64_t compute_warps = 0;
     for (const WarpTimeline& t : timelines) {
       first = std::min<unsigned long long>(first, t.life.begin);
       last = std::max<unsigned long long>(last, t.life.end);
+      if (!t.consumer) {
+        compute_lives += static_cast<double>(t.life.end - t.life.begin) / 1e9;
+        ++compute_warps;
+      }
     }
     Timing t;
+    t.compute_warp_s = compute_warps != 0 ? compute_lives / static_cast<double>(compute_warps) : 0;
     t.seconds = ms / 1e3;
     t.span_s = last > first ? static_cast<double>(last - first) / 1e9 : 0;
     t.producer_s = producer_s;
@@ -730,6 +738,7 @@ std::vector<Record> measure(Workload& w, const Setup& setup, int sms, const std:
     r.dataset_bytes = r.useful_bytes = w.buffer_bytes();
     r.bytes_moved = static_cast<std::int64_t>(r.dataset_bytes);
     std::vector<double> spans, shares, overlaps, waited, streams, computes, producers, publishes;
+    std::vector<double> compute_warps_beside, compute_warps_alone;
     ChannelStats served{};  // the monitor's work during the measured runs with both sides
     for (int rep = 0; rep < repeats; ++rep) {
       const ChannelStats before = harness.channel_stats();
@@ -744,13 +753,16 @@ std::vector<Record> measure(Workload& w, const Setup& setup, int sms, const std:
       verified = verified && both.verified;
       r.seconds.push_back(both.seconds);
       spans.push_back(both.span_s);
+      compute_warps_beside.push_back(both.compute_warp_s);
       shares.push_back(both.waits.wait_share);
       overlaps.push_back(both.waits.overlap_efficiency);
       waited.push_back(both.waits.wait_seconds);
       const Timing stream = harness.run(mode, true, false);
       verified = verified && stream.verified;
       streams.push_back(stream.span_s);
-      computes.push_back(harness.run(mode, false, true).span_s);
+      const Timing compute_alone = harness.run(mode, false, true);
+      computes.push_back(compute_alone.span_s);
+      compute_warps_alone.push_back(compute_alone.compute_warp_s);
     }
     if (!verified) std::fprintf(stderr, "warpvm-channel-bench: %s/%s: WRONG RESULTS (seed %llu)\n", w.name(),
                                 r.mode.c_str(), static_cast<unsigned long long>(setup.seed));
@@ -768,6 +780,10 @@ std::vector<Record> measure(Workload& w, const Setup& setup, int sms, const std:
     r.extra["span_s"] = total;
     r.extra["t_stream_s"] = stream;
     r.extra["t_compute_s"] = compute;
+    // What the consumers cost the warps that compute beside them (the paper's consumer-side
+    // overhead, seen from the other warps): their mean life beside the consumers over alone.
+    if (median(compute_warps_alone) > 0)
+      r.extra["compute_slowdown"] = median(compute_warps_beside) / median(compute_warps_alone);
     r.extra["producer_s"] = median(producers);
     r.extra["producer_cpu"] = setup.producer_cpu;
     if (mode == WaitMode::channel) r.extra["monitor_cpu"] = setup.monitor_cpu;
