@@ -133,7 +133,7 @@ __device__ inline ChannelGrant channel_acquire(const ChannelView& view, std::uin
       if ((++polls & 63u) == 0 && global_timer_ns() - started > view.watchdog_ns)
         channel_fail(view, ChannelFault::wait_timeout, warp, first_tag, tag_count, source_offset);
       __nanosleep(backoff_ns);
-      backoff_ns = backoff_ns * 2 < waiter_backoff_max_ns ? backoff_ns * 2 : waiter_backoff_max_ns;
+      backoff_ns = backoff_ns * 2 < monitor_waiter_backoff_max_ns ? backoff_ns * 2 : monitor_waiter_backoff_max_ns;
       answered = served.load(cuda::std::memory_order_relaxed);
     }
     // Exactly this request's answer: a count past it means a second request of this warp was

@@ -265,7 +265,12 @@ template <cuda::thread_scope Scope = cuda::thread_scope_system>
 // ---- parking ---------------------------------------------------------------------------------
 
 /// First and longest pause between two polls of a parked warp (as the fault path's waiters).
+/// `__nanosleep(t)` sleeps about 2t on the H200 (measured: 256 -> 512 ns, 1000 -> 1024 ns).
 inline constexpr std::uint32_t waiter_backoff_min_ns = 8;
 inline constexpr std::uint32_t waiter_backoff_max_ns = 256;
+/// The longest pause of a warp parked behind the host monitor, whose answer takes a monitor
+/// pass and its copies (tens of microseconds): a poll every 0.5 us gains that warp nothing and
+/// costs the warps computing beside it issue slots (`compute_slowdown` 1.037 on `tiles`, H200).
+inline constexpr std::uint32_t monitor_waiter_backoff_max_ns = 1024;
 
 }  // namespace warpvm::detail
