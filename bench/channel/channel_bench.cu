@@ -116,7 +116,7 @@ struct Setup {
   std::uint32_t kmeans_iterations = 30;
   bool kmeans_direct_buffer_on_consumer = true;  ///< channel_direct, as stencil_direct_buffer_on_consumer
   /// Non-empty: every mode's last measured run's warp timelines are appended to this CSV
-  /// (write_timeline_csv, docs/channels.md "Timelines").
+  /// (write_timeline_csv, docs/channels.md "Metrics").
   std::string timeline_csv;
   int monitor_cpu = -1;   ///< ChannelConfig::monitor_cpu of the CPU-to-GPU workloads' channel
   int producer_cpu = -1;  ///< the host producer's CPU while it produces (-1: left to the OS)
@@ -129,12 +129,12 @@ class PinnedToCpu {
  public:
   explicit PinnedToCpu(int cpu) {
     if (cpu < 0) return;
-    pinned_ = true;
     check_affinity(pthread_getaffinity_np(pthread_self(), sizeof(before_), &before_), "pthread_getaffinity_np");
     cpu_set_t only;
     CPU_ZERO(&only);
     CPU_SET(cpu, &only);
     check_affinity(pthread_setaffinity_np(pthread_self(), sizeof(only), &only), "--producer-cpu");
+    pinned_ = true;
   }
   ~PinnedToCpu() {
     if (pinned_) pthread_setaffinity_np(pthread_self(), sizeof(before_), &before_);
@@ -217,6 +217,8 @@ __global__ void __launch_bounds__(block_threads) tiles_kernel(cw::Launch l, Tile
       auto* scratch = reinterpret_cast<std::uint32_t*>(s.scratch + std::uint64_t{blockIdx.x} * block_warps * s.scratch_bytes);
       for (std::uint32_t tile = blockIdx.x; tile < t.tiles; tile += l.consumer_blocks) {
         const std::uint64_t t0 = detail::global_timer_ns();
+        // Its leading barrier also keeps the block's blur of the previous tile before this copy
+        // into the same scratch.
         s.stamps.wait(warp, t0, cw::block_waits_for_thread0([&] { cw::spin_on_flags(s, tile, 1); }));
         const auto* from = reinterpret_cast<const uint4*>(s.pinned + std::uint64_t{tile} * bytes);
         for (std::uint32_t i = threadIdx.x; i < pixels / 4; i += block_threads) reinterpret_cast<uint4*>(scratch)[i] = from[i];
@@ -484,11 +486,11 @@ class Halo final : public Workload {
 // ---- the harness ----------------------------------------------------------------------------
 
 struct Timing {
-  double seconds = 0;     ///< event time of the kernel
-  double span_s = 0;      ///< from stamps: first start to last end
+  double seconds = 0;         ///< event time of the kernel
+  double span_s = 0;          ///< from stamps: first start to last end
   double compute_warp_s = 0;  ///< from stamps: the mean life of the warps that are not consumers (0: none ran)
-  double producer_s = 0;  ///< host producers: from the launch to the last publish returning
-  double publish_us = 0;  ///< host producers: the mean time of one publish call (the channel's, or a flag store)
+  double producer_s = 0;      ///< host producers: from the launch to the last publish returning
+  double publish_us = 0;      ///< host producers: the mean time of one publish call (the channel's, or a flag store)
   WaitMetrics waits;
   std::vector<WarpTimeline> timelines;  ///< what `waits` was computed from
   bool verified = true;
@@ -701,7 +703,7 @@ void describe_monitor(Record& r, const ChannelStats& served, double monitor_seco
 /// first into an empty file).
 void append_timeline(const Setup& setup, const std::string& run, const Timing& t) {
   if (setup.timeline_csv.empty()) return;
-  std::ofstream out(setup.timeline_csv, std::ios::app);
+  std::ofstream out(setup.timeline_csv, std::ios::app | std::ios::ate);  // ate: tellp() is the file's size
   if (out.tellp() == 0) out << timeline_csv_header;
   write_timeline_csv(out, run, t.timelines);
   if (!out) throw std::runtime_error("cannot write the timeline to " + setup.timeline_csv);
@@ -1472,8 +1474,8 @@ class Kmeans2GpuRunner final : public PairWorkload {
                "  [--seed N (default: random)]\n"
                "  [--compute-blocks 0 (two per SM)] [--compute-iters 500000] [--repeats 5] [--out file.jsonl]\n"
                "  [--commit SHA] [--driver VER] [--timeline warps.csv (appends each mode's last run's warp stamps)]\n"
-               "  [--monitor-cpu N] [--producer-cpu N] (host CPUs of the channel's monitor and of the host producer; "
-               "default: the OS places them)\n"
+               "  [--monitor-cpu N] [--producer-cpu N] (CPU-to-GPU workloads: host CPUs of the channel's monitor and "
+               "of the host producer; default -1: the OS places them)\n"
                "  tiles: [--tiles 4096] [--side 64] [--interval-us 2] [--consumer-threads 0 (256 per SM)]\n"
                "         [--consumer-threads-sweep 64,1024,16384,262144,1048576]\n"
                "  cg:    [--cg-rows 131072] [--cg-rows-per-warp 256] [--cg-iterations 50]\n"
@@ -1494,6 +1496,15 @@ std::uint32_t to_u32(const std::string& flag, const std::string& value) {
   const unsigned long long v = std::stoull(value);
   if (v > 0xffffffffull) usage((flag + " " + value + " is too large").c_str());
   return static_cast<std::uint32_t>(v);
+}
+
+/// --monitor-cpu, --producer-cpu: a host CPU index, or -1 (the OS places the thread).
+int host_cpu(const std::string& flag, const std::string& value) {
+  std::size_t used = 0;
+  const int cpu = std::stoi(value, &used);
+  if (used != value.size() || cpu < -1 || cpu >= CPU_SETSIZE)
+    usage((flag + " " + value + " is not -1 or a host CPU index below " + std::to_string(CPU_SETSIZE)).c_str());
+  return cpu;
 }
 
 /// --stencil-direct-buffer, --kmeans-direct-buffer: whether channel_direct's buffers are on the consuming GPU.
@@ -1545,8 +1556,8 @@ int main(int argc, char** argv) {
       else if (flag == "--kmeans-iterations") setup.kmeans_iterations = to_u32(flag, value);
       else if (flag == "--kmeans-direct-buffer") setup.kmeans_direct_buffer_on_consumer = on_consumer(flag, value);
       else if (flag == "--timeline") setup.timeline_csv = value;
-      else if (flag == "--monitor-cpu") setup.monitor_cpu = std::stoi(value);
-      else if (flag == "--producer-cpu") setup.producer_cpu = std::stoi(value);
+      else if (flag == "--monitor-cpu") setup.monitor_cpu = host_cpu(flag, value);
+      else if (flag == "--producer-cpu") setup.producer_cpu = host_cpu(flag, value);
       else usage(("unknown option " + flag).c_str());
     }
   } catch (const std::logic_error&) {  // std::stoul and friends

@@ -575,20 +575,21 @@ __device__ inline PeerWindow peer_meet(const PeerExchange& x, const char* worklo
   __syncwarp();
   const std::uint64_t began = detail::global_timer_ns();
   PeerWindow window;
+  std::uint64_t arrived = 0;  // only lane 0's is recorded
   if (uses_channel(x.mode)) {  // channel_direct: the window in place, in the buffer's GPU
     window.grant.emplace(x.from_neighbour.acquire(state, 1, bytes, channel_offset));
     window.data = window.grant->data();
+    arrived = detail::global_timer_ns();
+  } else if (x.mode == WaitMode::naive) {  // Algorithm 1: the block waits, thread 0 polls
+    window.data = static_cast<const std::byte*>(mailbox);
+    arrived = block_waits_for_thread0([&] { peer_wait_published(x, workload, state + 1, state); });
   } else {
     window.data = static_cast<const std::byte*>(mailbox);
-    if (x.mode == WaitMode::naive) {  // Algorithm 1: the block waits, thread 0 polls
-      stamps.wait(stamp_row, began,
-                  block_waits_for_thread0([&] { peer_wait_published(x, workload, state + 1, state); }));
-      return window;
-    }
     if (threadIdx.x % 32 == 0) peer_wait_published(x, workload, state + 1, state);
     __syncwarp();
+    arrived = detail::global_timer_ns();  // lane 0's, after its own wait
   }
-  stamps.wait(stamp_row, began, detail::global_timer_ns());  // lane 0's, after its own wait
+  stamps.wait(stamp_row, began, arrived);
   return window;
 }
 

@@ -5,7 +5,7 @@
 ///
 /// A warp that asks for data posts one request and parks on a word in device memory (nanosleep
 /// backoff), so its SM runs other warps; a monitor thread per channel watches the availability
-/// bitmap, batches ready requests (up to 16), copies their data into contiguous staging pages
+/// tags, batches ready requests (up to 16), copies their data into contiguous staging pages
 /// with the copy engine and wakes the warps; staging pages are recycled once every reader of a
 /// batch has released. docs/channels.md has the protocol.
 ///
@@ -202,7 +202,7 @@ namespace detail {
 class ChannelState;
 }
 
-/// Owns a channel: the producers' pinned buffer, the availability bitmap, the request queue,
+/// Owns a channel: the producers' pinned buffer, the availability tags, the request queue,
 /// the staging area and the monitor thread. Move-only. `publish` may be called from any number
 /// of host threads at once; the other calls from one thread at a time.
 class channel {

@@ -72,6 +72,7 @@ def test_chrome_trace_has_a_track_per_warp_with_its_waits_inside_its_life(spans_
         ("r,0,1,2,life,0,5\n", "consumer must be 0 or 1"),
         ("r,0,1,1,sleep,0,5\n", "kind 'sleep'"),
         ("r,0,1,1,wait,9,5\n", "end_ns 5 before start_ns 9"),
+        ("r,0,1,1,wait,-3,5\n", "start_ns -3 is negative"),
         ("r,0,1,1,wait,0\n", "fewer fields"),
     ],
 )
@@ -82,9 +83,9 @@ def test_bad_rows_are_refused_with_their_line(tmp_path: Path, body: str, message
 
 
 def test_missing_columns_are_named(tmp_path: Path) -> None:
+    old = write(tmp_path / "old.csv", "r,0,1,life,0,5\n", "run,warp,sm,kind,start_ns,end_ns\n")
     with pytest.raises(ResultsError, match="missing columns consumer"):
-        old_header = "run,warp,sm,kind,start_ns,end_ns\n"
-        warp_timeline.load_spans(write(tmp_path / "old.csv", "r,0,1,life,0,5\n", old_header))
+        warp_timeline.load_spans(old)
 
 
 def test_cli_prints_the_summary_and_writes_the_trace(spans_file: Path, tmp_path: Path) -> None:
@@ -106,3 +107,14 @@ def test_a_compressed_file_is_refused_with_a_reason(tmp_path: Path) -> None:
     packed.write_bytes(gzip.compress((HEADER + ROWS).encode()))
     with pytest.raises(ResultsError, match="not a UTF-8 text CSV"):
         warp_timeline.load_spans(packed)
+
+
+def test_two_invocations_appended_to_one_file_are_refused(tmp_path: Path) -> None:
+    twice = write(tmp_path / "twice.csv", ROWS + ROWS)
+    with pytest.raises(ResultsError, match="two lives of warp 0"):
+        warp_timeline.load_spans(twice)
+
+
+def test_the_trace_goes_into_a_new_directory(spans_file: Path, tmp_path: Path) -> None:
+    out = warp_timeline.write_chrome_trace(warp_timeline.load_spans(spans_file), tmp_path / "new" / "t.json")
+    assert json.loads(out.read_text())["displayTimeUnit"] == "ns"

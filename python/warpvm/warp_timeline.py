@@ -1,10 +1,13 @@
 """Warp timelines of the channel benchmark (docs/channels.md, "Metrics").
 
 `warpvm-channel-bench --timeline FILE` appends, for the last measured run of each workload and
-mode, one CSV row per warp life and per wait of a consumer (`run,warp,sm,consumer,kind,start_ns,
-end_ns`; times from the run's first warp start; only the warps of SMs where a consumer ran). This
-module checks such a file, summarises each run's waits and turns it into a Chrome/Perfetto trace:
-one process per run, one track per warp, the warp's life as a slice with its waits inside.
+mode, one CSV row per warp life and per recorded wait (`run,warp,sm,consumer,kind,start_ns,
+end_ns`; times from the run's first warp start; only the warps of SMs where a consumer ran; the
+waits of warps that are not consumers too, such as kmeans2gpu's blocks waiting for the next
+state). This module checks such a file, summarises each run's consumer waits and turns it into a
+Chrome/Perfetto trace: one process per run, one track per warp, the warp's life as a slice with
+its waits inside. A file holds one invocation: a run whose warp has two lives was appended twice
+and is refused.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from warpvm.results import TextTable, load_csv
+from warpvm.results import ResultsError, TextTable, load_csv
 
 SPAN_COLUMNS = ("run", "warp", "sm", "consumer", "kind", "start_ns", "end_ns")
 KINDS = ("life", "wait")
@@ -54,14 +57,28 @@ def _span(row: dict[str, str]) -> WarpSpan:
     )
     if span.kind not in KINDS:
         raise ValueError(f"kind {span.kind!r} is not one of {', '.join(KINDS)}")
-    if span.start_ns < 0 or span.end_ns < span.start_ns:
+    if span.start_ns < 0:
+        raise ValueError(f"start_ns {span.start_ns} is negative")
+    if span.end_ns < span.start_ns:
         raise ValueError(f"end_ns {span.end_ns} before start_ns {span.start_ns}")
     return span
 
 
 def load_spans(path: Path) -> list[WarpSpan]:
-    """Reads a warp timeline CSV; raises ResultsError naming the file and line of a bad row."""
-    return load_csv(path, SPAN_COLUMNS, _span)
+    """Reads a warp timeline CSV; raises ResultsError naming the file and line of a bad row, or
+    the run and warp that has two lives (two invocations appended to one file)."""
+    spans = load_csv(path, SPAN_COLUMNS, _span)
+    lives: set[tuple[str, int]] = set()
+    for span in spans:
+        if span.kind != "life":
+            continue
+        if (span.run, span.warp) in lives:
+            raise ResultsError(
+                f"{path}: run {span.run!r} has two lives of warp {span.warp}: two invocations appended "
+                "to one file? Give each invocation its own --timeline file"
+            )
+        lives.add((span.run, span.warp))
+    return spans
 
 
 def _by_run(spans: list[WarpSpan]) -> dict[str, list[WarpSpan]]:
@@ -134,6 +151,7 @@ def chrome_trace(spans: list[WarpSpan]) -> dict:
 
 
 def write_chrome_trace(spans: list[WarpSpan], path: Path) -> Path:
-    """Writes chrome_trace(spans) to `path`."""
+    """Writes chrome_trace(spans) to `path`, making its directory if needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(chrome_trace(spans)), encoding="utf-8")
     return path

@@ -134,7 +134,7 @@ class ChannelState {
 
 ChannelState::ChannelState(const ChannelConfig& cfg)
     : config(cfg),
-      dab_bytes_(std::max(cfg.tag_count, 1u), 0),
+      dab_bytes_(cfg.direct ? 1u : std::max(cfg.tag_count, 1u), 0),  // direct mode: the warps poll the device map
       dab_(dab_bytes_.data(), cfg.tag_count),
       queue_(nullptr, nullptr, 2),
       tree_nodes_(StagingPageTree::nodes_required(std::max(cfg.staging_pages, 1u))),

@@ -482,7 +482,7 @@ TEST(ChannelConfigCheck, RefusesImpossibleSizes) {
   EXPECT_THROW(channel({.monitor_cpu = CPU_SETSIZE}), Error);
 }
 
-TEST(ChannelConfigCheck, RefusesAMonitorCpuOutsideTheProcesssCpus) {
+TEST(ChannelConfigCheck, RefusesAMonitorCpuOutsideTheProcessCpuSet) {
   if (device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
   cpu_set_t allowed;
   ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);

@@ -15,8 +15,9 @@
 ///
 /// Placement: every agent that publishes or retracts tags in one word must be able to do
 /// atomics on its memory with the others (host threads on host memory, one GPU's warps or
-/// NVLink peers on device memory; PCIe offers no host-device atomics on some systems). The
-/// monitor only loads, which works from anywhere the memory is mapped. `Scope` is the widest
+/// NVLink peers on device memory; PCIe offers no host-device atomics on some systems). Readers
+/// only load: consumer warps polling the map in direct mode, the host monitor through copies of
+/// its words. `Scope` is the widest
 /// set of agents involved: system by default, device when producers and monitor share a GPU.
 ///
 /// The host side of a channel keeps its tags as bytes instead (AvailabilityBytes, below): host
@@ -169,7 +170,7 @@ class AvailabilityBitmap {
 /// memcpy into pinned memory, and an atomic OR (`lock or` on x86) cannot execute before every
 /// one of those stores has reached the cache, where a plain store just queues behind them.
 /// Measured on the H200 host with 16 KiB tiles: 0.44 us per OR-publish against 0.04 us for a
-/// store, a quarter of the producer's time per tile (docs/channels.md, "Why the channel trailed
+/// store (most of it the two clock reads around the call), a quarter of the producer's time per tile (docs/channels.md, "Why the channel trailed
 /// pinned-flag polling on tiles"). With a byte per tag, producers of different tags write
 /// different objects, so any number of host threads can publish at once without a
 /// read-modify-write. Host code: kernels publish into the device map (AvailabilityBitmap) and

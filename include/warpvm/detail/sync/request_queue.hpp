@@ -7,7 +7,7 @@
 ///     requests served, channel_view.hpp) with nanosleep backoff instead of polling the
 ///     producer's memory.
 ///  2. The monitor (one per consumer GPU) drains the queue, keeps the requests whose tags are not
-///     all set in its AvailabilityBitmap, and puts ready ones into batches of at most 16
+///     all set in its availability tags (AvailabilityBytes), and puts ready ones into batches of at most 16
 ///     (the paper's Interrupter batches 16 warps); each batch gets one contiguous run of staging
 ///     pages from the StagingPageTree.
 ///  3. The activator copies each request's data into the run and wakes its waiter (the copy
@@ -264,13 +264,15 @@ template <cuda::thread_scope Scope = cuda::thread_scope_system>
 
 // ---- parking ---------------------------------------------------------------------------------
 
-/// First and longest pause between two polls of a parked warp (as the fault path's waiters).
-/// `__nanosleep(t)` sleeps about 2t on the H200 (measured: 256 -> 512 ns, 1000 -> 1024 ns).
+/// First and longest pause between two polls of a warp that posts a request or waits in direct
+/// mode (as the fault path's waiters). On the H200 `__nanosleep(t)` sleeps up to about 2t, in
+/// powers of two (measured medians: 256 -> 512 ns, 512 -> 1024, 1000 -> 1024, 2000 -> 2048).
 inline constexpr std::uint32_t waiter_backoff_min_ns = 8;
 inline constexpr std::uint32_t waiter_backoff_max_ns = 256;
-/// The longest pause of a warp parked behind the host monitor, whose answer takes a monitor
-/// pass and its copies (tens of microseconds): a poll every 0.5 us gains that warp nothing and
-/// costs the warps computing beside it issue slots (`compute_slowdown` 1.037 on `tiles`, H200).
+/// The longest pause of a warp parked behind the host monitor (1-2 us of real sleep), whose
+/// answer takes a monitor pass and its copies (tens of microseconds): a poll every 0.5 us gains
+/// that warp nothing and costs the warps computing beside it issue slots (`compute_slowdown`
+/// 1.037 on `tiles` with the 256 ns cap, 1.014 with this one; H200).
 inline constexpr std::uint32_t monitor_waiter_backoff_max_ns = 1024;
 
 }  // namespace warpvm::detail
