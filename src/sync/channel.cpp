@@ -32,6 +32,10 @@ namespace {
 /// with the values the device already has: only the copy engine writes them).
 constexpr std::uint32_t waiter_merge_gap = 64;
 
+/// Tags of the host's DAB: none in direct mode, where the warps poll the device map and host
+/// publishing is refused.
+std::uint32_t host_tag_count(const ChannelConfig& config) { return config.direct ? 0 : config.tag_count; }
+
 /// Monitor passes whose answers may be in flight at once: each pass copies its answers out of
 /// its own snapshot of the mirrors, so the next pass can go on without waiting for the copies.
 constexpr std::uint32_t answer_slots = 4;
@@ -134,8 +138,8 @@ class ChannelState {
 
 ChannelState::ChannelState(const ChannelConfig& cfg)
     : config(cfg),
-      dab_bytes_(cfg.direct ? 1u : std::max(cfg.tag_count, 1u), 0),  // direct mode: the warps poll the device map
-      dab_(dab_bytes_.data(), cfg.tag_count),
+      dab_bytes_(host_tag_count(cfg), 0),
+      dab_(dab_bytes_.data(), host_tag_count(cfg)),
       queue_(nullptr, nullptr, 2),
       tree_nodes_(StagingPageTree::nodes_required(std::max(cfg.staging_pages, 1u))),
       tree_(tree_nodes_.data(), std::max(cfg.staging_pages, 1u)) {
