@@ -23,6 +23,7 @@ from rich.text import Text
 
 from warpvm import __version__, plots, runner, trace, warp_timeline
 from warpvm import timeline as timeline_events
+from warpvm.channel import channel_markdown
 from warpvm.placement import placement_markdown
 from warpvm.results import (
     Record,
@@ -381,7 +382,10 @@ def report(
             raise ResultsError(f"no records in {', '.join(map(str, files))}")
         out.mkdir(parents=True, exist_ok=True)
         summary = out / "summary.md"
-        summary.write_text(markdown_summary(records) + placement_markdown(records), encoding="utf-8")
+        summary.write_text(
+            markdown_summary(records) + placement_markdown(records) + channel_markdown(records),
+            encoding="utf-8",
+        )
         written = [summary]
         for name, plot, needs in (
             ("bandwidth.png", plots.plot_bandwidth, "timed records"),

@@ -1,0 +1,88 @@
+"""Channel cases (warpvm-channel-bench records): grouping, the comparisons, report output."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from conftest import record, write_jsonl
+from typer.testing import CliRunner
+
+from warpvm.channel import channel_cases, channel_markdown
+from warpvm.cli import app
+from warpvm.results import load_records
+
+
+def channel_record(workload: str, mode: str, seconds: float, **fields: Any) -> dict[str, Any]:
+    base = record(
+        suite="channel",
+        workload=workload,
+        mode=mode,
+        policy="-",
+        cache_fraction=1.0,
+        seconds=seconds,
+        consumer_threads=33792.0,
+        compute_iters=500000,
+        producer_cpu=-1,
+        overlap_efficiency=0.5,
+        wait_share=0.9,
+        compute_slowdown=1.01,
+        publish_us=0.05,
+    )
+    return base | fields
+
+
+def tiles_run(**fields: Any) -> list[dict[str, Any]]:
+    times = {"channel": 0.0099, "pinned_flag": 0.0115, "naive": 0.0110, "atomic_wait": 0.0120}
+    return [channel_record("tiles", mode, s, **fields) for mode, s in times.items()]
+
+
+def load(tmp_path: Path, rows: list[dict[str, Any]]):
+    return load_records([write_jsonl(tmp_path / "channel.jsonl", rows)])
+
+
+def test_cases_split_by_configuration_and_keep_each_modes_latest_record(tmp_path: Path) -> None:
+    rows = [
+        *tiles_run(),
+        *tiles_run(consumer_threads=1024.0),
+        channel_record("tiles", "channel", 0.0105),  # a later run of the first case's channel
+        channel_record("tiles", "channel", 0.0093, producer_cpu=2, monitor_cpu=6),
+    ]
+    cases = channel_cases(load(tmp_path, rows))
+    assert [c.label for c in cases] == [
+        "tiles on NVIDIA H200 (consumer_threads 33792, compute_iters 500000, producer_cpu -1)",
+        "tiles on NVIDIA H200 (consumer_threads 1024, compute_iters 500000, producer_cpu -1)",
+        "tiles on NVIDIA H200 (consumer_threads 33792, compute_iters 500000, producer_cpu 2)",
+    ]
+    assert cases[0].seconds("channel") == 0.0105
+    assert cases[0].best_baseline() == ("naive", 0.0110)
+    assert cases[2].best_baseline() is None  # only the channel ran with the threads pinned
+
+
+def test_case_table_compares_with_naive_and_the_best_baseline(tmp_path: Path) -> None:
+    rows = tiles_run()
+    rows[0] |= {"monitor_cpu": 6}
+    (case,) = channel_cases(load(tmp_path, rows))
+    markdown = channel_markdown(load(tmp_path, rows))
+    heading = "### tiles on NVIDIA H200 (consumer_threads 33792, compute_iters 500000, producer_cpu -1)"
+    assert f"{heading}: best baseline naive" in markdown
+    lines = {
+        line.split(" | ")[0].lstrip("| "): line for line in markdown.splitlines() if line.startswith("| ")
+    }
+    channel = lines["channel (monitor on CPU 6)"]
+    assert "| 9.90 | 1.11x | 0.90x |" in channel  # 11.0 / 9.9 over naive; 9.9 / 11.0 of the best
+    assert "| 0.50 | 0.90 | 1.010 | 0.050 | yes |" in channel
+    assert "| 1.00x | 1.00x |" in lines["naive"]
+    assert case.records["atomic_wait"].seconds == 0.0120
+
+
+def test_no_channel_records_no_section(tmp_path: Path) -> None:
+    assert channel_markdown(load(tmp_path, [record()])) == ""
+
+
+def test_report_includes_the_channel_section(tmp_path: Path) -> None:
+    results = write_jsonl(tmp_path / "channel.jsonl", tiles_run())
+    result = CliRunner().invoke(app, ["report", str(results), "--out", str(tmp_path / "report")])
+    assert result.exit_code == 0, result.output
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert "## Producer/consumer channels (warpvm-channel-bench)" in summary

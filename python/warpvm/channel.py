@@ -1,0 +1,134 @@
+"""Producer/consumer results (warpvm-channel-bench): the channel against the polling baselines.
+
+A *case* is one configuration of one workload: a device, the consumer threads, the compute
+blocks' work, the input size of the GPU-to-GPU workloads and where the host threads ran. Each
+mode's latest record in a case is compared with the case's naive polling and its best baseline,
+as issue #7's targets ask (docs/channels.md, "Metrics").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from warpvm.results import Record, TextTable, markdown_table
+
+SUITE = "channel"
+LIBRARY_MODES = ("channel", "channel_direct")  # the rest are polling baselines
+CASE_FIELDS = ("gpus", "consumer_threads", "compute_iters", "kmeans_points", "producer_cpu", "monitor_cpu")
+
+
+@dataclass
+class ChannelCase:
+    """One configuration of one workload and each mode's latest record in it."""
+
+    device: str
+    workload: str
+    settings: tuple[tuple[str, float], ...]
+    records: dict[str, Record] = field(default_factory=dict)  # mode -> latest record
+
+    @property
+    def label(self) -> str:
+        shown = ", ".join(f"{name} {value:g}" for name, value in self.settings)
+        return f"{self.workload} on {self.device}" + (f" ({shown})" if shown else "")
+
+    def seconds(self, mode: str) -> float | None:
+        record = self.records.get(mode)
+        return record.seconds if record is not None else None
+
+    def best_baseline(self) -> tuple[str, float] | None:
+        """The fastest polling baseline of the case, or None when none ran."""
+        timed = [(m, r.seconds) for m, r in self.records.items() if m not in LIBRARY_MODES and r.seconds]
+        return min(timed, key=lambda item: item[1]) if timed else None
+
+
+def _setting(record: Record, name: str) -> float | None:
+    value = record.extra.get(name)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def channel_cases(records: Iterable[Record]) -> list[ChannelCase]:
+    """The channel records grouped into cases, in first-seen order; a mode's later record in a
+    case replaces its earlier one."""
+    cases: dict[tuple, ChannelCase] = {}
+    for record in records:
+        if record.suite != SUITE or record.seconds is None:
+            continue
+        # monitor_cpu is recorded for the channel mode only: it places the case's channel, not the case
+        settings = tuple(
+            (name, value)
+            for name in CASE_FIELDS
+            if name != "monitor_cpu" and (value := _setting(record, name)) is not None
+        )
+        key = (record.device, record.workload, settings)
+        case = cases.setdefault(key, ChannelCase(record.device, record.workload, settings))
+        case.records[record.mode] = record
+    return list(cases.values())
+
+
+def _ratio(value: float | None) -> str:
+    return f"{value:.2f}x" if value is not None else "-"
+
+
+def _extra(record: Record, name: str, digits: int) -> str:
+    value = _setting(record, name)
+    return f"{value:.{digits}f}" if value is not None else "-"
+
+
+def case_table(case: ChannelCase) -> TextTable:
+    """Per mode: the time, the speed-up over naive polling, the time against the best baseline,
+    and the waiting metrics (overlap, wait share, the cost to computing warps, the mean host
+    publish call)."""
+    naive = case.seconds("naive")
+    best = case.best_baseline()
+    rows = []
+    for mode, record in case.records.items():
+        seconds = record.seconds or 0.0
+        monitor = _setting(record, "monitor_cpu")
+        rows.append(
+            (
+                mode + (f" (monitor on CPU {monitor:g})" if monitor is not None and monitor >= 0 else ""),
+                f"{seconds * 1e3:.2f}",
+                _ratio(naive / seconds if naive and seconds else None),
+                _ratio(seconds / best[1] if best and seconds else None),
+                _extra(record, "overlap_efficiency", 2),
+                _extra(record, "wait_share", 2),
+                _extra(record, "compute_slowdown", 3),
+                _extra(record, "publish_us", 3),
+                "yes" if record.verified else ("no" if record.verified is False else "-"),
+            )
+        )
+    baseline = f"best baseline {best[0]}" if best else "no baseline"
+    return TextTable(
+        f"{case.label}: {baseline}",
+        (
+            "mode",
+            "ms",
+            "x naive",
+            "x best baseline",
+            "overlap",
+            "wait share",
+            "compute slowdown",
+            "publish us",
+            "verified",
+        ),
+        rows,
+    )
+
+
+def channel_markdown(records: Iterable[Record]) -> str:
+    """The report's section on channel records (empty when there are none)."""
+    cases = channel_cases(records)
+    if not cases:
+        return ""
+    lines = [
+        "",
+        "## Producer/consumer channels (warpvm-channel-bench)",
+        "",
+        "x naive: naive polling's time over the mode's; x best baseline: the mode's time over the",
+        "fastest polling baseline's (above 1: slower). The other columns as in docs/channels.md, Metrics.",
+    ]
+    for case in cases:
+        table = case_table(case)
+        lines += ["", f"### {table.title}", "", markdown_table(table)]
+    return "\n".join(lines) + "\n"
