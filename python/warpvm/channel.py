@@ -29,7 +29,10 @@ class ChannelCase:
 
     @property
     def label(self) -> str:
-        shown = ", ".join(f"{name} {value:g}" for name, value in self.settings)
+        shown = ", ".join(
+            f"{name} {value:.0f}" if value.is_integer() else f"{name} {value}"
+            for name, value in self.settings
+        )
         return f"{self.workload} on {self.device}" + (f" ({shown})" if shown else "")
 
     def seconds(self, mode: str) -> float | None:
@@ -87,7 +90,7 @@ def case_table(case: ChannelCase) -> TextTable:
         monitor = _setting(record, "monitor_cpu")
         rows.append(
             (
-                mode + (f" (monitor on CPU {monitor:g})" if monitor is not None and monitor >= 0 else ""),
+                mode + (f" (monitor on CPU {monitor:.0f})" if monitor is not None and monitor >= 0 else ""),
                 f"{seconds * 1e3:.2f}",
                 _ratio(naive / seconds if naive and seconds else None),
                 _ratio(seconds / best[1] if best and seconds else None),
