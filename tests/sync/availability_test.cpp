@@ -26,6 +26,48 @@ struct OwnedBitmap {
   AvailabilityBitmap<> bits;
 };
 
+/// The first tag of [first, first + count) that `model` does not have, or first + count.
+std::uint32_t model_first_missing(const std::vector<bool>& model, std::uint32_t first, std::uint32_t count) {
+  for (std::uint32_t t = first; t < first + count; ++t)
+    if (!model[t]) return t;
+  return first + count;
+}
+
+struct MonitorReading {
+  std::uint32_t seen = 0;      ///< tags the monitor found set, in order
+  std::uint32_t wrong = 0;     ///< of which the data read back wrong
+  std::uint32_t rechecks = 0;  ///< scans that found the next tag missing
+};
+
+/// Producer threads write each tag's data with plain stores, then publish the tag in `tags`
+/// (tags congruent to the thread's index: all of them write the same words or lines at once);
+/// the monitor (this thread) reads a tag's data only after first_missing moved past it (release
+/// / acquire message passing). Under ThreadSanitizer a missing order is a reported race.
+template <class Tags>
+MonitorReading produce_and_read(const Tags& tags, std::uint32_t tag_count, std::uint32_t producers) {
+  std::vector<std::uint64_t> data(tag_count, 0);
+  const auto expected = [](std::uint32_t tag) { return 0x9e3779b97f4a7c15ull * (tag + 1); };
+  std::vector<std::thread> pool;
+  for (std::uint32_t p = 0; p < producers; ++p)
+    pool.emplace_back([&, p] {
+      for (std::uint32_t tag = p; tag < tag_count; tag += producers) {
+        data[tag] = expected(tag);
+        ASSERT_TRUE(tags.publish(tag));
+      }
+    });
+  MonitorReading r;
+  while (r.seen < tag_count) {
+    const std::uint32_t ready_up_to = tags.first_missing(r.seen, tag_count - r.seen);
+    for (; r.seen < ready_up_to; ++r.seen) r.wrong += data[r.seen] != expected(r.seen) ? 1u : 0u;
+    if (r.seen < tag_count) {
+      ++r.rechecks;
+      std::this_thread::yield();
+    }
+  }
+  for (auto& th : pool) th.join();
+  return r;
+}
+
 TEST(Availability, WordsRequired) {
   EXPECT_EQ(AvailabilityBitmap<>::words_required(0), 0u);
   EXPECT_EQ(AvailabilityBitmap<>::words_required(1), 1u);
@@ -94,12 +136,7 @@ TEST(Availability, MatchesAVectorOfBoolUnderRandomRanges) {
       ASSERT_TRUE(b.bits.retract(first, count));
       for (std::uint32_t t = first; t < first + count; ++t) model[t] = false;
     }
-    std::uint32_t expected = first + count;
-    for (std::uint32_t t = first; t < first + count; ++t)
-      if (!model[t]) {
-        expected = t;
-        break;
-      }
+    const std::uint32_t expected = model_first_missing(model, first, count);
     ASSERT_EQ(b.bits.first_missing(first, count), expected) << "step " << step;
     ASSERT_EQ(b.bits.all_available(first, count), expected == first + count);
   }
@@ -144,36 +181,13 @@ TEST(Availability, ConcurrentRetractsOnlyClearTheirOwnBits) {
 }
 
 TEST(Availability, ASetTagMakesItsProducersDataVisible) {
-  // Producers write the data a tag names with plain stores, then publish the tag; the monitor
-  // reads the data only after first_missing has moved past the tag (message passing through
-  // release OR / acquire load). Run under ThreadSanitizer, a missing order is a reported race.
+  // Message passing through release OR / acquire load.
   constexpr std::uint32_t tags = 2048;
-  constexpr std::uint32_t producers = 4;
   OwnedBitmap b(tags);
-  std::vector<std::uint64_t> data(tags, 0);
-  std::vector<std::thread> pool;
-  for (std::uint32_t p = 0; p < producers; ++p)
-    pool.emplace_back([&, p] {
-      for (std::uint32_t tag = p; tag < tags; tag += producers) {
-        data[tag] = 0x9e3779b97f4a7c15ull * (tag + 1);
-        ASSERT_TRUE(b.bits.publish(tag));
-      }
-    });
-  std::uint32_t seen = 0;
-  std::uint32_t wrong = 0;
-  std::uint32_t rechecks = 0;
-  while (seen < tags) {
-    const std::uint32_t ready_up_to = b.bits.first_missing(seen, tags - seen);
-    for (; seen < ready_up_to; ++seen) wrong += data[seen] != 0x9e3779b97f4a7c15ull * (seen + 1) ? 1u : 0u;
-    if (seen < tags) {
-      ++rechecks;
-      std::this_thread::yield();
-    }
-  }
-  for (auto& th : pool) th.join();
-  EXPECT_EQ(wrong, 0u);
-  EXPECT_EQ(seen, tags);
-  RecordProperty("monitor_rechecks", static_cast<int>(rechecks));
+  const MonitorReading r = produce_and_read(b.bits, tags, 4);
+  EXPECT_EQ(r.wrong, 0u);
+  EXPECT_EQ(r.seen, tags);
+  RecordProperty("monitor_rechecks", static_cast<int>(r.rechecks));
 }
 
 TEST(AvailabilityTagWords, CoversTheWordsOfEveryAddedRange) {
@@ -228,41 +242,19 @@ TEST(AvailabilityBytes, MatchesAVectorOfBoolUnderRandomRangesAndRefusesPastTheEn
       ASSERT_TRUE(b.tags.publish(first, count));
       for (std::uint32_t t = first; t < first + count; ++t) model[t] = true;
     }
-    std::uint32_t expected = first + count;
-    for (std::uint32_t t = first; t < first + count; ++t)
-      if (!model[t]) {
-        expected = t;
-        break;
-      }
+    const std::uint32_t expected = model_first_missing(model, first, count);
     ASSERT_EQ(b.tags.first_missing(first, count), expected) << "step " << step;
     ASSERT_EQ(b.tags.all_available(first, count), expected == first + count);
   }
 }
 
 TEST(AvailabilityBytes, ConcurrentProducersLoseNoTagAndTheirDataIsVisible) {
-  // Producers write each tag's data with plain stores, then publish it, all into the same cache
-  // lines at once; the monitor reads the data only after first_missing moved past the tag
-  // (release store / acquire load). Under ThreadSanitizer a missing order is a reported race.
+  // Message passing through release store / acquire load, 8 producers in the same cache lines.
   constexpr std::uint32_t tags = 4096;
-  constexpr std::uint32_t producers = 8;
   OwnedBytes b(tags);
-  std::vector<std::uint64_t> data(tags, 0);
-  std::vector<std::thread> pool;
-  for (std::uint32_t p = 0; p < producers; ++p)
-    pool.emplace_back([&, p] {
-      for (std::uint32_t tag = p; tag < tags; tag += producers) {
-        data[tag] = 0x9e3779b97f4a7c15ull * (tag + 1);
-        ASSERT_TRUE(b.tags.publish(tag));
-      }
-    });
-  std::uint32_t seen = 0, wrong = 0;
-  while (seen < tags) {
-    const std::uint32_t ready_up_to = b.tags.first_missing(seen, tags - seen);
-    for (; seen < ready_up_to; ++seen) wrong += data[seen] != 0x9e3779b97f4a7c15ull * (seen + 1) ? 1u : 0u;
-    if (seen < tags) std::this_thread::yield();
-  }
-  for (auto& th : pool) th.join();
-  EXPECT_EQ(wrong, 0u);
+  const MonitorReading r = produce_and_read(b.tags, tags, 8);
+  EXPECT_EQ(r.wrong, 0u);
+  EXPECT_EQ(r.seen, tags);
   EXPECT_TRUE(b.tags.all_available(0, tags));
 }
 
