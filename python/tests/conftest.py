@@ -121,6 +121,12 @@ def sample_records() -> list[dict[str, Any]]:
     ]
 
 
+def write_csv(path: Path, header: str, body: str) -> Path:
+    """Writes a CSV: `header` (a line), then `body` (lines)."""
+    path.write_text(header + body, encoding="utf-8")
+    return path
+
+
 def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
     """Writes records as JSON Lines."""
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import write_csv
 from typer.testing import CliRunner
 
 from warpvm import timeline
@@ -23,8 +24,7 @@ ROWS = (
 
 
 def write(path: Path, body: str, header: str = HEADER) -> Path:
-    path.write_text(header + body, encoding="utf-8")
-    return path
+    return write_csv(path, header, body)
 
 
 @pytest.fixture

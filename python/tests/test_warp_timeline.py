@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import write_csv
 from typer.testing import CliRunner
 
 from warpvm import warp_timeline
@@ -25,8 +26,7 @@ ROWS = (
 
 
 def write(path: Path, body: str, header: str = HEADER) -> Path:
-    path.write_text(header + body, encoding="utf-8")
-    return path
+    return write_csv(path, header, body)
 
 
 @pytest.fixture
@@ -74,6 +74,8 @@ def test_chrome_trace_has_a_track_per_warp_with_its_waits_inside_its_life(spans_
         ("r,0,1,1,wait,9,5\n", "end_ns 5 before start_ns 9"),
         ("r,0,1,1,wait,-3,5\n", "start_ns -3 is negative"),
         ("r,0,1,1,wait,0\n", "fewer fields"),
+        ("r,0,1,1,wait,,5\n", "empty start_ns"),
+        ("r,0,1,1,wait,0,5,7\n", "more fields"),
     ],
 )
 def test_bad_rows_are_refused_with_their_line(tmp_path: Path, body: str, message: str) -> None:

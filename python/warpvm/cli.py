@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
@@ -34,6 +34,8 @@ from warpvm.results import (
     summary_tables,
     write_parquet,
 )
+
+T = TypeVar("T")
 
 NO_GPU_MESSAGE = (
     "No CUDA GPU visible: running the CPU simulator instead (counts of faults and bytes moved, no timings)."
@@ -438,6 +440,28 @@ def trace_command(
         typer.echo(f"wrote {path}")
 
 
+def _summarise_timeline(
+    file: Path,
+    load: Callable[[Path], list[T]],
+    summary_table: Callable[[list[T]], TextTable],
+    write_trace: Callable[[list[T], Path], Path],
+    out: Path,
+    what: str,
+) -> list[T]:
+    """A timeline command's common part: load `file` (refusing an empty one, naming `what` it
+    lacks), print its summary table, write its Perfetto trace to `out` and say so. Inside
+    _exit_on_bad_input, so a bad file ends the command with its message."""
+    console = _console()
+    with _exit_on_bad_input():
+        items = load(file)
+        if not items:
+            raise ResultsError(f"no {what} in {file}")
+        _print_table(console, summary_table(items))
+        written = write_trace(items, out)
+    typer.echo(f"wrote {written}")
+    return items
+
+
 @app.command()
 def timeline(
     file: Annotated[
@@ -455,17 +479,18 @@ def timeline(
     Open the JSON in https://ui.perfetto.dev (or chrome://tracing). The events come from
     `warpvm-bench --events FILE` built with -DWARPVM_FAULT_EVENTS=ON, or Runtime::fault_events().
     """
-    console = _console()
-    with _exit_on_bad_input():
-        events = timeline_events.load_events(file)
-        if not events:
-            raise ResultsError(f"no events in {file}")
-        _print_table(console, timeline_events.summary_table(events))
-        written = [timeline_events.write_chrome_trace(events, out)]
-        if parquet is not None:
-            written.append(timeline_events.write_parquet(events, parquet))
-    for path in written:
-        typer.echo(f"wrote {path}")
+    events = _summarise_timeline(
+        file,
+        timeline_events.load_events,
+        timeline_events.summary_table,
+        timeline_events.write_chrome_trace,
+        out,
+        "events",
+    )
+    if parquet is not None:
+        with _exit_on_bad_input():
+            written = timeline_events.write_parquet(events, parquet)
+        typer.echo(f"wrote {written}")
 
 
 @app.command("warp-timeline")
@@ -486,11 +511,11 @@ def warp_timeline_command(
     Open the JSON in https://ui.perfetto.dev (or chrome://tracing). docs/channels.md, "Metrics",
     says what the stamps mean.
     """
-    console = _console()
-    with _exit_on_bad_input():
-        spans = warp_timeline.load_spans(file)
-        if not spans:
-            raise ResultsError(f"no warp stamps in {file}")
-        _print_table(console, warp_timeline.summary_table(spans))
-        written = warp_timeline.write_chrome_trace(spans, out)
-    typer.echo(f"wrote {written}")
+    _summarise_timeline(
+        file,
+        warp_timeline.load_spans,
+        warp_timeline.summary_table,
+        warp_timeline.write_chrome_trace,
+        out,
+        "warp stamps",
+    )

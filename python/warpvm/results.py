@@ -183,10 +183,22 @@ def load_records(paths: Iterable[Path]) -> list[Record]:
     return records
 
 
+def _check_fields(row: dict[Any, Any], required: tuple[str, ...]) -> None:
+    """ValueError for a row with more fields than the header, fewer, or an empty required one."""
+    if None in row:
+        raise ValueError("more fields than the header")
+    if any(row.get(c) is None for c in required):
+        raise ValueError("fewer fields than the header")
+    empty = [c for c in required if row[c] == ""]
+    if empty:
+        raise ValueError(f"empty {', '.join(empty)}")
+
+
 def load_csv(path: Path, required: Iterable[str], parse_row: Callable[[dict[Any, Any]], T]) -> list[T]:
     """Reads a CSV with a header row, each row through `parse_row`; raises ResultsError naming the
-    file when a `required` column is missing, and its line when `parse_row` rejects a row (ValueError,
-    or TypeError for a short row)."""
+    file when a `required` column is missing, and its line when a row has more fields than the
+    header, fewer, or an empty required one, or when `parse_row` rejects it (ValueError)."""
+    required = tuple(required)
     with path.open(newline="", encoding="utf-8") as handle:
         reader = csv.DictReader(handle)
         try:
@@ -197,6 +209,7 @@ def load_csv(path: Path, required: Iterable[str], parse_row: Callable[[dict[Any,
             parsed = []
             for row in reader:
                 try:
+                    _check_fields(row, required)
                     parsed.append(parse_row(row))
                 except (TypeError, ValueError) as error:
                     raise ResultsError(f"{path}:{reader.line_num}: bad row: {error}") from None
@@ -227,12 +240,32 @@ def latest_points(records: Iterable[Record]) -> list[Record]:
     return list(points.values())
 
 
+def group_by(items: Iterable[T], key: Callable[[T], str]) -> dict[str, list[T]]:
+    """Items per key, keys in order of first appearance, items in their order."""
+    groups: dict[str, list[T]] = {}
+    for item in items:
+        groups.setdefault(key(item), []).append(item)
+    return groups
+
+
 def group_by_device(records: Iterable[Record]) -> dict[str, list[Record]]:
     """Records per device name, in order of first appearance."""
-    groups: dict[str, list[Record]] = {}
-    for r in records:
-        groups.setdefault(r.device, []).append(r)
-    return groups
+    return group_by(records, lambda r: r.device)
+
+
+def check_time_span(start_ns: int, end_ns: int) -> None:
+    """ValueError unless 0 <= start_ns <= end_ns (a timeline row's interval)."""
+    if start_ns < 0:
+        raise ValueError(f"start_ns {start_ns} is negative")
+    if end_ns < start_ns:
+        raise ValueError(f"end_ns {end_ns} before start_ns {start_ns}")
+
+
+def write_json(value: Any, path: Path) -> Path:
+    """Writes `value` as JSON to `path`, making its directory if needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value), encoding="utf-8")
+    return path
 
 
 def by_workload(records: Iterable[Record]) -> list[Record]:

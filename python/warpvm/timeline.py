@@ -10,12 +10,11 @@ module checks such a file, summarises it per run and turns it into a Chrome/Perf
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, fields
 from pathlib import Path
 from statistics import fmean, median
 
-from warpvm.results import TextTable, load_csv, write_parquet_columns
+from warpvm.results import TextTable, check_time_span, group_by, load_csv, write_json, write_parquet_columns
 
 EVENT_COLUMNS = (
     "workload",
@@ -57,11 +56,6 @@ class FaultEvent:
 
 
 def _event(row: dict[str, str]) -> FaultEvent:
-    values = {c: row.get(c) for c in EVENT_COLUMNS}
-    if any(v is None or v == "" for v in values.values()):
-        raise ValueError("fewer fields than the header")
-    if None in row:
-        raise ValueError("more fields than the header")
     event = FaultEvent(
         run=row["workload"],
         start_ns=int(row["start_ns"]),
@@ -77,8 +71,7 @@ def _event(row: dict[str, str]) -> FaultEvent:
     )
     if event.kind not in KINDS:
         raise ValueError(f"kind {event.kind!r} is not one of {', '.join(KINDS)}")
-    if event.start_ns < 0 or event.end_ns < event.start_ns:
-        raise ValueError(f"end_ns {event.end_ns} before start_ns {event.start_ns}")
+    check_time_span(event.start_ns, event.end_ns)
     if not 1 <= event.lanes <= WARP_LANES:
         raise ValueError(f"lanes {event.lanes} outside 1..{WARP_LANES}")
     if row["write"] not in ("0", "1"):
@@ -91,13 +84,6 @@ def load_events(path: Path) -> list[FaultEvent]:
     return load_csv(path, EVENT_COLUMNS, _event)
 
 
-def _by_run(events: list[FaultEvent]) -> dict[str, list[FaultEvent]]:
-    runs: dict[str, list[FaultEvent]] = {}
-    for event in events:
-        runs.setdefault(event.run, []).append(event)
-    return runs
-
-
 def _us(values: list[int]) -> str:
     return f"{median(values) / 1000:.2f}" if values else "-"
 
@@ -106,7 +92,7 @@ def summary_table(events: list[FaultEvent]) -> TextTable:
     """Per run: faults by kind, the share that were duplicates, lanes merged per fault, the
     median wait per kind, and for fills the share that evicted (and wrote back) a page."""
     rows = []
-    for run, group in _by_run(events).items():
+    for run, group in group_by(events, lambda e: e.run).items():
         by_kind = {k: [e for e in group if e.kind == k] for k in KINDS}
         fills, waits, host = by_kind["fill"], by_kind["wait"], by_kind["host"]
         served = len(fills) + len(waits)
@@ -152,7 +138,7 @@ def chrome_trace(events: list[FaultEvent]) -> dict:
     """The events as a Chrome trace (JSON object format), which the Perfetto UI opens: one
     process per run, one thread (track) per SM, one complete slice per fault."""
     trace: list[dict] = []
-    for pid, (run, group) in enumerate(_by_run(events).items(), start=1):
+    for pid, (run, group) in enumerate(group_by(events, lambda e: e.run).items(), start=1):
         trace.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": run}})
         for sm in sorted({e.sm for e in group}):
             trace.append(
@@ -182,9 +168,8 @@ def chrome_trace(events: list[FaultEvent]) -> dict:
 
 
 def write_chrome_trace(events: list[FaultEvent], path: Path) -> Path:
-    """Writes chrome_trace(events) to `path`."""
-    path.write_text(json.dumps(chrome_trace(events)), encoding="utf-8")
-    return path
+    """Writes chrome_trace(events) to `path`, making its directory if needed."""
+    return write_json(chrome_trace(events), path)
 
 
 def write_parquet(events: list[FaultEvent], path: Path) -> Path:

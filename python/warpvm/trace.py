@@ -165,19 +165,12 @@ def _optional_count(text: str | None) -> int | None:
 
 
 def _parse_row(row: dict[str, str | None]) -> Batch:
-    """One CSV row as a Batch; ValueError (or TypeError for a short row) when it breaks the schema."""
-    if None in row:
-        raise ValueError("more fields than the header")
-    if any(row.get(c) is None for c in _REQUIRED_COLUMNS):
-        raise ValueError("fewer fields than the header")
+    """One CSV row as a Batch (load_csv checked its field count); ValueError when it breaks the schema."""
     prefetch = row["prefetch"]
     if prefetch not in ("0", "1"):
         raise ValueError(f"prefetch must be 1 or 0, got {prefetch!r}")
-    workload = row["workload"]
-    if not workload:
-        raise ValueError("empty workload")
     b = Batch(
-        workload=workload,
+        workload=row["workload"],  # type: ignore[arg-type]
         cache_fraction=float(row["cache_fraction"]),  # type: ignore[arg-type]
         batch_limit=_count(row["batch_limit"]),  # type: ignore[arg-type]
         prefetch=prefetch == "1",

@@ -12,11 +12,10 @@ and is refused.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from warpvm.results import ResultsError, TextTable, load_csv
+from warpvm.results import ResultsError, TextTable, check_time_span, group_by, load_csv, write_json
 
 SPAN_COLUMNS = ("run", "warp", "sm", "consumer", "kind", "start_ns", "end_ns")
 KINDS = ("life", "wait")
@@ -40,10 +39,6 @@ class WarpSpan:
 
 
 def _span(row: dict[str, str]) -> WarpSpan:
-    if any(row.get(c) in (None, "") for c in SPAN_COLUMNS):
-        raise ValueError("fewer fields than the header")
-    if None in row:
-        raise ValueError("more fields than the header")
     if row["consumer"] not in ("0", "1"):
         raise ValueError("consumer must be 0 or 1")
     span = WarpSpan(
@@ -57,10 +52,7 @@ def _span(row: dict[str, str]) -> WarpSpan:
     )
     if span.kind not in KINDS:
         raise ValueError(f"kind {span.kind!r} is not one of {', '.join(KINDS)}")
-    if span.start_ns < 0:
-        raise ValueError(f"start_ns {span.start_ns} is negative")
-    if span.end_ns < span.start_ns:
-        raise ValueError(f"end_ns {span.end_ns} before start_ns {span.start_ns}")
+    check_time_span(span.start_ns, span.end_ns)
     return span
 
 
@@ -81,13 +73,6 @@ def load_spans(path: Path) -> list[WarpSpan]:
     return spans
 
 
-def _by_run(spans: list[WarpSpan]) -> dict[str, list[WarpSpan]]:
-    runs: dict[str, list[WarpSpan]] = {}
-    for span in spans:
-        runs.setdefault(span.run, []).append(span)
-    return runs
-
-
 def _percentile(values: list[int], share: float) -> int:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
@@ -98,7 +83,7 @@ def summary_table(spans: list[WarpSpan]) -> TextTable:
     time spent waiting (summed waits over summed lives, the benchmark's `wait_share`), and when
     the last wait ended (the last data's arrival)."""
     rows = []
-    for run, group in _by_run(spans).items():
+    for run, group in group_by(spans, lambda s: s.run).items():
         consumers = [s for s in group if s.consumer]
         waits = [s.duration_ns for s in consumers if s.kind == "wait"]
         lives = sum(s.duration_ns for s in consumers if s.kind == "life")
@@ -126,7 +111,7 @@ def chrome_trace(spans: list[WarpSpan]) -> dict:
     per run, one thread (track) per warp named by its SM and role, its life as a slice and its
     waits as slices inside it."""
     trace: list[dict] = []
-    for pid, (run, group) in enumerate(_by_run(spans).items(), start=1):
+    for pid, (run, group) in enumerate(group_by(spans, lambda s: s.run).items(), start=1):
         trace.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": run}})
         warps = {(s.warp, s.sm, s.consumer) for s in group}
         for warp, sm, consumer in sorted(warps):
@@ -152,6 +137,4 @@ def chrome_trace(spans: list[WarpSpan]) -> dict:
 
 def write_chrome_trace(spans: list[WarpSpan], path: Path) -> Path:
     """Writes chrome_trace(spans) to `path`, making its directory if needed."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(chrome_trace(spans)), encoding="utf-8")
-    return path
+    return write_json(chrome_trace(spans), path)
