@@ -23,13 +23,9 @@ ROWS = (
 )
 
 
-def write(path: Path, body: str, header: str = HEADER) -> Path:
-    return write_csv(path, header, body)
-
-
 @pytest.fixture
 def events_file(tmp_path: Path) -> Path:
-    return write(tmp_path / "events.csv", ROWS)
+    return write_csv(tmp_path / "events.csv", HEADER, ROWS)
 
 
 def test_load_and_summarise(events_file: Path) -> None:
@@ -72,14 +68,14 @@ def test_chrome_trace_has_a_track_per_sm_and_a_slice_per_fault(events_file: Path
     ],
 )
 def test_bad_rows_name_file_and_line(tmp_path: Path, row: str, message: str) -> None:
-    path = write(tmp_path / "bad.csv", "r,0,5,0,1,0,0,32,fill,0,0\n" + row + "\n")
+    path = write_csv(tmp_path / "bad.csv", HEADER, "r,0,5,0,1,0,0,32,fill,0,0\n" + row + "\n")
     with pytest.raises(ResultsError, match=rf"bad\.csv:3: bad row: {message}"):
         timeline.load_events(path)
 
 
 def test_missing_columns(tmp_path: Path) -> None:
     with pytest.raises(ResultsError, match="missing columns end_ns"):
-        timeline.load_events(write(tmp_path / "m.csv", "r,0\n", "workload,start_ns\n"))
+        timeline.load_events(write_csv(tmp_path / "m.csv", "workload,start_ns\n", "r,0\n"))
 
 
 def test_cli_writes_the_timeline_and_parquet(events_file: Path, tmp_path: Path) -> None:
@@ -99,6 +95,6 @@ def test_cli_writes_the_timeline_and_parquet(events_file: Path, tmp_path: Path) 
 
 
 def test_cli_rejects_an_empty_file(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["timeline", str(write(tmp_path / "e.csv", ""))])
+    result = CliRunner().invoke(app, ["timeline", str(write_csv(tmp_path / "e.csv", HEADER, ""))])
     assert result.exit_code == 1
     assert "no events" in result.output

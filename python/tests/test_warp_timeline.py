@@ -25,13 +25,9 @@ ROWS = (
 )
 
 
-def write(path: Path, body: str, header: str = HEADER) -> Path:
-    return write_csv(path, header, body)
-
-
 @pytest.fixture
 def spans_file(tmp_path: Path) -> Path:
-    return write(tmp_path / "warps.csv", ROWS)
+    return write_csv(tmp_path / "warps.csv", HEADER, ROWS)
 
 
 def test_load_and_summarise(spans_file: Path) -> None:
@@ -80,12 +76,12 @@ def test_chrome_trace_has_a_track_per_warp_with_its_waits_inside_its_life(spans_
 )
 def test_bad_rows_are_refused_with_their_line(tmp_path: Path, body: str, message: str) -> None:
     with pytest.raises(ResultsError, match=message) as error:
-        warp_timeline.load_spans(write(tmp_path / "bad.csv", body))
+        warp_timeline.load_spans(write_csv(tmp_path / "bad.csv", HEADER, body))
     assert "bad.csv:2" in str(error.value)
 
 
 def test_missing_columns_are_named(tmp_path: Path) -> None:
-    old = write(tmp_path / "old.csv", "r,0,1,life,0,5\n", "run,warp,sm,kind,start_ns,end_ns\n")
+    old = write_csv(tmp_path / "old.csv", "run,warp,sm,kind,start_ns,end_ns\n", "r,0,1,life,0,5\n")
     with pytest.raises(ResultsError, match="missing columns consumer"):
         warp_timeline.load_spans(old)
 
@@ -99,7 +95,7 @@ def test_cli_prints_the_summary_and_writes_the_trace(spans_file: Path, tmp_path:
 
 
 def test_cli_refuses_an_empty_file(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["warp-timeline", str(write(tmp_path / "empty.csv", ""))])
+    result = CliRunner().invoke(app, ["warp-timeline", str(write_csv(tmp_path / "empty.csv", HEADER, ""))])
     assert result.exit_code != 0
     assert "no warp stamps" in result.output
 
@@ -112,7 +108,7 @@ def test_a_compressed_file_is_refused_with_a_reason(tmp_path: Path) -> None:
 
 
 def test_two_invocations_appended_to_one_file_are_refused(tmp_path: Path) -> None:
-    twice = write(tmp_path / "twice.csv", ROWS + ROWS)
+    twice = write_csv(tmp_path / "twice.csv", HEADER, ROWS + ROWS)
     with pytest.raises(ResultsError, match="two lives of warp 0"):
         warp_timeline.load_spans(twice)
 

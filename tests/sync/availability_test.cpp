@@ -26,11 +26,20 @@ struct OwnedBitmap {
   AvailabilityBitmap<> bits;
 };
 
-/// The first tag of [first, first + count) that `model` does not have, or first + count.
-std::uint32_t model_first_missing(const std::vector<bool>& model, std::uint32_t first, std::uint32_t count) {
-  for (std::uint32_t t = first; t < first + count; ++t)
-    if (!model[t]) return t;
-  return first + count;
+/// Whether `tags` (a bitmap or bytes) agrees with `model` on [first, first + count): its first
+/// missing tag, and whether all are available.
+template <class Tags>
+::testing::AssertionResult matches_model(const Tags& tags, const std::vector<bool>& model, std::uint32_t first,
+                                         std::uint32_t count) {
+  std::uint32_t expected = first + count;
+  for (std::uint32_t t = first; t < first + count && expected == first + count; ++t)
+    if (!model[t]) expected = t;
+  if (const std::uint32_t got = tags.first_missing(first, count); got != expected)
+    return ::testing::AssertionFailure() << "first_missing(" << first << ", " << count << ") = " << got
+                                         << ", the model says " << expected;
+  if (tags.all_available(first, count) != (expected == first + count))
+    return ::testing::AssertionFailure() << "all_available(" << first << ", " << count << ") disagrees with the model";
+  return ::testing::AssertionSuccess();
 }
 
 struct MonitorReading {
@@ -136,9 +145,7 @@ TEST(Availability, MatchesAVectorOfBoolUnderRandomRanges) {
       ASSERT_TRUE(b.bits.retract(first, count));
       for (std::uint32_t t = first; t < first + count; ++t) model[t] = false;
     }
-    const std::uint32_t expected = model_first_missing(model, first, count);
-    ASSERT_EQ(b.bits.first_missing(first, count), expected) << "step " << step;
-    ASSERT_EQ(b.bits.all_available(first, count), expected == first + count);
+    ASSERT_TRUE(matches_model(b.bits, model, first, count)) << "step " << step;
   }
 }
 
@@ -242,9 +249,7 @@ TEST(AvailabilityBytes, MatchesAVectorOfBoolUnderRandomRangesAndRefusesPastTheEn
       ASSERT_TRUE(b.tags.publish(first, count));
       for (std::uint32_t t = first; t < first + count; ++t) model[t] = true;
     }
-    const std::uint32_t expected = model_first_missing(model, first, count);
-    ASSERT_EQ(b.tags.first_missing(first, count), expected) << "step " << step;
-    ASSERT_EQ(b.tags.all_available(first, count), expected == first + count);
+    ASSERT_TRUE(matches_model(b.tags, model, first, count)) << "step " << step;
   }
 }
 
