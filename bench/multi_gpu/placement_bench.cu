@@ -4,7 +4,7 @@
 // where GPUs read each other's writes, so its records are never "verified"; bfs's ideal keeps
 // one depth array, on the first GPU, that the others update with peer atomics: on separate
 // copies no GPU would see the vertices the others claim, and the frontier needs them). Data starts on the
-// host (drop_cached() before every run); every warpvm result is checked against the same kernel
+// host (drop_cached() before every run; --initial-placement places it on the GPUs, untimed); every warpvm result is checked against the same kernel
 // run on one GPU over plain device memory (exit status 1 if any differs; the reference itself is
 // checked against a host computation for stencil2d, bfs, im2col and fft, and at samples for conv2d and gemm).
 // The real-UVM modes (uvm, uvm_read_mostly, uvm_accessed_by; in core only) run the reference's
@@ -18,7 +18,7 @@
 //
 //   warpvm-placement-bench --gpus 2 --bytes 1GiB --repeats 3 [--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d,bfs,fft]
 //                          [--modes on_touch,access_counter,duplication,oasis,ideal,uvm,uvm_read_mostly,uvm_accessed_by]
-//                          [--cache-fraction 0.667] [--out f.jsonl]
+//                          [--cache-fraction 0.667] [--initial-placement blocks] [--out f.jsonl]
 
 #include "../micro/bench_support.cuh"
 #include "cli_args.hpp"
@@ -468,6 +468,7 @@ struct Args {
   std::uint32_t counter_threshold = detail::default_counter_threshold;
   std::uint64_t page_bytes = MultiGpuConfig{}.page_bytes;  ///< the paged modes' page size
   double cache_fraction = 1.0;  ///< the paged modes' pool per GPU, as a fraction of the footprint
+  std::optional<Spread> initial_spread;  ///< --initial-placement: nullopt for the host (the default)
   Options out;  ///< --modes, --repeats, --out, --commit, --driver (parse_shared_option)
 };
 
@@ -475,7 +476,8 @@ struct Args {
   std::fprintf(stderr,
                "%s\nusage: warpvm-placement-bench [--gpus 2] [--bytes 1GiB] [--repeats 3] "
                "[--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d,bfs,fft] [--modes on_touch,access_counter,duplication,oasis,ideal] "
-               "[--reset-thresholds 8] [--counter-threshold 256] [--page-bytes 4KiB] [--cache-fraction 1] [--uvm-counted-runs 1] [--out f.jsonl] [--commit SHA] [--driver VER]\n"
+               "[--reset-thresholds 8] [--counter-threshold 256] [--page-bytes 4KiB] [--cache-fraction 1] [--initial-placement host] "
+               "[--uvm-counted-runs 1] [--out f.jsonl] [--commit SHA] [--driver VER]\n"
                "bfs and fft are not run by default (fft: a 1D complex FFT of the largest 2^k points that fit --bytes)\n"
                "--reset-thresholds 4,8,32 runs oasis once per O-Table reset threshold (the paper's sensitivity study)\n"
                "--page-bytes: the paged modes' page size (a power of two, at least 4 KiB; the paper's 4 KB against 2 MB study);\n"
@@ -484,6 +486,10 @@ struct Args {
                "  least two frames per warp the GPU keeps resident); below 1 pages are evicted and dirty ones written back.\n"
                "  Records carry the pool's actual fraction. 1 (the default): in core, as before. ideal and the uvm modes\n"
                "  ignore it (they run in core; their records say 1)\n"
+               "--initial-placement host|blocks|interleaved: where the paged modes' pages are before each run (the paper's\n"
+               "  initial-placement study): on the host (the default), or placed on the GPUs untimed (MultiGpuSpace::place_on_gpus:\n"
+               "  each object's pages in N equal runs, GPU g the g-th, or page p on GPU p %% N). Records of a GPU placement name\n"
+               "  their policy <mode>_gpu_<spread>; ideal ignores it, the uvm modes are skipped under it\n"
                "--modes also takes uvm, uvm_read_mostly, uvm_accessed_by (not run by default): real UVM, the raw kernels on\n"
                "  every GPU over one cudaMallocManaged copy per object, data written on the host before every run; no advice,\n"
                "  ReadMostly on the objects the workload only reads, or AccessedBy every GPU on every object. In core only:\n"
@@ -515,7 +521,11 @@ Args parse(int argc, char** argv) {
       } else if (flag == "--counter-threshold") a.counter_threshold = static_cast<std::uint32_t>(std::stoul(v));
       else if (flag == "--page-bytes") a.page_bytes = tools::parse_bytes(v);
       else if (flag == "--cache-fraction") a.cache_fraction = std::stod(v);
-      else usage("unknown option " + flag);
+      else if (flag == "--initial-placement") {
+        if (v == "blocks") a.initial_spread = Spread::blocks;
+        else if (v == "interleaved") a.initial_spread = Spread::interleaved;
+        else if (v != "host") usage("--initial-placement must be host, blocks or interleaved, not " + v);
+      } else usage("unknown option " + flag);
     } catch (const std::logic_error&) {
       usage("bad value for " + flag + ": " + v);
     }
@@ -1228,6 +1238,11 @@ int run(int argc, char** argv) {
           r.verified = false;  // a bound, not a coherent program (see the file comment)
           r.extra["ideal_bound"] = 1;
         } else if (const std::optional<UvmAdvice> advice = uvm_advice_of(mode)) {
+          if (a.initial_spread) {
+            std::fprintf(stderr, "[%u GPUs] %s: %s skipped: --initial-placement applies to the paged modes only\n", G,
+                         name.c_str(), mode.c_str());
+            continue;
+          }
           if (!fits_on_every_gpu(G, mode, footprint)) continue;
           // Each object allocated once; every GPU's pointers are the same managed ones.
           std::vector<std::unique_ptr<Managed>> managed;
@@ -1265,6 +1280,7 @@ int run(int argc, char** argv) {
           config.page_bytes = a.page_bytes;
           r.extra["page_bytes"] = static_cast<double>(a.page_bytes);
           if (a.page_bytes != MultiGpuConfig{}.page_bytes) r.policy += "_page" + std::to_string(a.page_bytes);
+          if (a.initial_spread) r.policy += std::string("_gpu_") + to_string(*a.initial_spread);
           r.extra["reset_threshold"] = reset_threshold;
           r.extra["counter_threshold"] = a.counter_threshold;
           MultiGpuSpace space(config);
@@ -1277,6 +1293,8 @@ int run(int argc, char** argv) {
             space.drop_cached();
             for (std::size_t i = 0; i < objs.size(); ++i)
               std::memcpy(objs[i].host().data(), w.objects[i].data(), w.objects[i].size() * 4);
+            if (a.initial_spread)
+              for (const auto& o : objs) space.place_on_gpus(o, *a.initial_spread);
             space.reset_stats();
           };
           GpuPlacementStats sum;

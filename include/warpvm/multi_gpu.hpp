@@ -103,6 +103,7 @@ class ObjectOwner {
   [[nodiscard]] const std::string& name() const;
   [[nodiscard]] PlacementPolicy policy() const;
   [[nodiscard]] std::uint32_t id() const { return id_; }
+  [[nodiscard]] bool belongs_to(const std::shared_ptr<SpaceState>& space) const { return state_ != nullptr && state_ == space; }
 
  private:
   void reset() noexcept;
@@ -302,6 +303,16 @@ class MultiGpuSpace {
     return shared_object<T>(register_object(count * sizeof(T), policy, std::move(name)));
   }
 
+  /// Places every page of `object` on a GPU before kernels touch it, as if that GPU had read it
+  /// first: the GPU `spread` names fetches the page from host() and owns it (a first touch in
+  /// stats(); the page stays clean). A page a GPU already holds stays where it is. Waits for
+  /// every GPU's work first and for the placement after. A pool too small for the pages given
+  /// to its GPU evicts as any fault does. Fill host() before: the pages are copied from it.
+  template <class T>
+  void place_on_gpus(const shared_object<T>& object, Spread spread) {
+    place_pages_on_gpus(object.owner_, spread);
+  }
+
   /// An explicit phase boundary: waits for every GPU's work, then clears every object's O-Table
   /// count (the next shared fault relearns its policy). launch() and launch_on() call it.
   void begin_phase();
@@ -363,6 +374,7 @@ class MultiGpuSpace {
         params);
   }
   static detail::mg::Binding binding_of(const detail::mg::SpaceState& state, std::uint32_t id, unsigned gpu);
+  void place_pages_on_gpus(const detail::mg::ObjectOwner& object, Spread spread);
   detail::mg::ObjectOwner register_object(std::size_t bytes, std::optional<PlacementPolicy> policy, std::string name);
   void launch_raw(unsigned gpu, const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes, void** args);
   std::shared_ptr<detail::mg::SpaceState> state_;

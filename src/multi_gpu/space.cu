@@ -1,7 +1,7 @@
 // MultiGpuSpace: the host side of multi-GPU placement (docs/placement.md). Owns each GPU's frame
 // pool, page tables, counters and device views, the objects' directories (on their home GPU),
 // the O-Table and the error record; runs the maintenance kernels (directory init, O-Table phase
-// reset, write-back, freeing an object's frames).
+// reset, write-back, freeing an object's frames, placing pages on GPUs before a run).
 
 #include "warpvm/multi_gpu.hpp"
 
@@ -144,6 +144,17 @@ __global__ void write_back_owned(const SpaceView* view, std::uint32_t id, std::u
       count(s, Counter::pcie_bytes, bytes);
     }
   }
+}
+
+/// Each warp reads pages of one object that `spread` gives the bound GPU and that are on the
+/// host: through the fault path, so each read is the first touch that fetches the page. Pages a
+/// GPU holds are skipped (reading one would be a shared fault). Every GPU of the space runs it
+/// at once, and their pages are disjoint.
+__global__ void place_pages(Binding binding, std::uint64_t pages, Spread spread) {
+  const std::uint64_t warps = std::uint64_t{gridDim.x} * blockDim.x / 32;
+  for (std::uint64_t p = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32; p < pages; p += warps)
+    if (spread_gpu(spread, p, pages, binding.gpus) == binding.gpu && load_entry(binding.object->directory[p]).owner == owner_host)
+      access_page(binding, p, false, 0, 1, [](std::byte*) {});
 }
 
 /// Gives back to GPU view.gpu's pool every frame it holds for object `id`.
@@ -352,6 +363,18 @@ class SpaceState {
     objects_[id] = ObjectState{};
   }
 
+  void place_on_gpus(std::uint32_t id, Spread spread) {
+    begin_phase();
+    const ObjectState& o = objects_[id];
+    for (std::size_t g = 0; g < gpus_.size(); ++g) {
+      DeviceGuard guard(gpus_[g].device);
+      place_pages<<<blocks_for(o.pages * 32), maintenance_block, 0, gpus_[g].stream.get()>>>(o.bindings[g], o.pages,
+                                                                                              spread);
+      check_launch("place_pages");
+    }
+    synchronize();
+  }
+
   void begin_phase() {
     synchronize_streams();
     DeviceGuard guard(gpus_[0].device);
@@ -537,6 +560,11 @@ detail::mg::Binding MultiGpuSpace::binding_of(const detail::mg::SpaceState& stat
 void MultiGpuSpace::launch_raw(unsigned gpu, const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes,
                                void** args) {
   state_->launch(gpu, kernel, grid, block, shared_bytes, args);
+}
+void MultiGpuSpace::place_pages_on_gpus(const detail::mg::ObjectOwner& object, Spread spread) {
+  WARPVM_EXPECTS(object.belongs_to(state_), ErrorKind::invalid_argument,
+                 "MultiGpuSpace::place_on_gpus: the object is not one of this space's (moved from, or another space's)");
+  state_->place_on_gpus(object.id(), spread);
 }
 void MultiGpuSpace::begin_phase() { state_->begin_phase(); }
 void MultiGpuSpace::synchronize() { state_->synchronize(); }

@@ -4,7 +4,8 @@
 // across phases under many concurrent shared faults on one object; spans (with_span) under every
 // policy; atomics (fetch_add, fetch_min/max/or, compare_exchange) from every GPU on shared pages
 // under every policy, exact against the host; a space over one GPU; pools of a quarter of the
-// footprint (eviction, write-back) under every policy on two GPUs and on one. The multi-GPU tests run over
+// footprint (eviction, write-back) under every policy on two GPUs and on one; pages placed on the
+// GPUs before a run (place_on_gpus) in blocks and interleaved, read where they were placed. The multi-GPU tests run over
 // every visible GPU (up to 8) when all pairs have peer access, else over GPUs 0 and 1, and skip
 // (saying why) without two peer-connected GPUs.
 
@@ -506,6 +507,77 @@ void expect_exact_with_quarter_pools(const std::vector<int>& devices, PlacementP
   EXPECT_EQ(mismatches(sums.host(), want_sums), 0u) << "every row sum read the rewritten values";
   EXPECT_GT(kernels.evictions, 0u);
   EXPECT_GT(kernels.writebacks, 0u) << "dirty pages that went to the host were written back";
+}
+
+/// Each warp sums the words of the pages of `a` that `spread` gives its GPU into sums[page]
+/// (mapped host memory, one slot per page): every access is to a page placed on this GPU.
+__global__ void sum_placed_pages(shared_array<std::uint32_t> a, std::uint32_t* sums, Spread spread) {
+  const std::uint64_t per_page = a.elements_per_page(), pages = (a.size() + per_page - 1) / per_page;
+  const std::uint64_t warps = thread_count() / 32;
+  const unsigned lane = threadIdx.x % 32;
+  for (std::uint64_t p = thread_index() / 32; p < pages; p += warps) {
+    if (detail::mg::spread_gpu(spread, p, pages, a.gpus()) != a.gpu()) continue;
+    std::uint32_t sum = 0;
+    a.with_page<access::read>(p * per_page, [&](const std::uint32_t* data, std::uint64_t, std::uint32_t count) {
+      for (std::uint32_t j = lane; j < count; j += 32) sum += data[j];
+    });
+    for (unsigned offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
+    if (lane == 0) sums[p] = sum;
+  }
+}
+
+/// place_on_gpus(spread) on fresh random data (a partial last page, a page count no spread
+/// divides evenly): each GPU first-touches exactly the pages the spread gives it, and a kernel
+/// in which each GPU reads only those pages faults on none of them and sums them exactly.
+void expect_placed_pages_local(const std::vector<int>& devices, Spread spread, PlacementPolicy policy) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(std::string(to_string(spread)) + ", " + to_string(policy) + ", seed " + std::to_string(seed));
+  MultiGpuSpace space({.devices = devices, .frame_bytes_per_gpu = 64ull << 20, .default_policy = policy});
+  const unsigned gpus = space.gpus();
+  const std::uint64_t per_page = space.page_bytes() / sizeof(std::uint32_t), pages = 64 * gpus + 3;
+  const std::uint64_t n = pages * per_page - 100;
+  auto a = space.alloc<std::uint32_t>(n, std::nullopt, "a");
+  const auto values = random_values(n, seed);
+  std::copy(values.begin(), values.end(), a.host().begin());
+  space.place_on_gpus(a, spread);
+  std::vector<std::uint64_t> pages_of(gpus, 0);
+  for (std::uint64_t p = 0; p < pages; ++p) pages_of[detail::mg::spread_gpu(spread, p, pages, gpus)] += 1;
+  const MultiGpuStats placed = space.stats();
+  for (unsigned g = 0; g < gpus; ++g) {
+    EXPECT_EQ(placed.per_gpu[g].first_touches, pages_of[g]) << "GPU " << g;
+    EXPECT_EQ(placed.per_gpu[g].shared_faults, 0u) << "GPU " << g;
+  }
+  space.place_on_gpus(a, spread == Spread::blocks ? Spread::interleaved : Spread::blocks);
+  EXPECT_EQ(space.stats().total().first_touches, pages) << "placing placed pages again moves none";
+
+  space.reset_stats();
+  MappedBuffer sums(pages * sizeof(std::uint32_t));
+  space.launch(sum_placed_pages, dim3(132), dim3(256), 0, a.on(0), sums.device<std::uint32_t>(), spread);
+  space.synchronize();
+  for (std::uint64_t p = 0; p < pages; ++p) {
+    std::uint32_t want = 0;
+    for (std::uint64_t i = p * per_page; i < std::min(n, (p + 1) * per_page); ++i) want += values[i];
+    ASSERT_EQ(sums.host<std::uint32_t>()[p], want) << "page " << p;
+  }
+  const GpuPlacementStats run = space.stats().total();
+  EXPECT_EQ(run.first_touches + run.shared_faults + run.remote_accesses, 0u) << "every page was where its reader is";
+  EXPECT_EQ(run.local_accesses, pages) << "one warp access per page";
+}
+
+TEST_F(MultiGpu, PlacedPagesStartOnTheGpuTheirSpreadNames) {
+  for (const Spread spread : {Spread::blocks, Spread::interleaved})
+    for (const PlacementPolicy policy : all_policies) expect_placed_pages_local(devices, spread, policy);
+}
+
+TEST(MultiGpuSingle, PlacedPagesOfAOneGpuSpaceAreAllOnIt) {
+  if (device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
+  expect_placed_pages_local({0}, Spread::blocks, PlacementPolicy::oasis);
+  MultiGpuSpace space({.devices = {0}, .frame_bytes_per_gpu = 8ull << 20});
+  shared_object<std::uint32_t> moved_from;
+  EXPECT_THROW(space.place_on_gpus(moved_from, Spread::blocks), Error) << "an object of no space";
+  MultiGpuSpace other({.devices = {0}, .frame_bytes_per_gpu = 8ull << 20});
+  const auto elsewhere = other.alloc<std::uint32_t>(1024, std::nullopt, "elsewhere");
+  EXPECT_THROW(space.place_on_gpus(elsewhere, Spread::blocks), Error) << "another space's object";
 }
 
 TEST_F(MultiGpu, EvictionKeepsResultsExactUnderEveryPolicy) {

@@ -2,7 +2,8 @@
 // install) with real threads, the frame pool, its reverse map and eviction clock with real
 // threads, and the transition planner driven through placement.hpp's decide()/apply() and
 // evict_copy() against a model of a page's contents: every read through any GPU's mapping must
-// see the last value written by any GPU, and an evicted page's host copy the last value too.
+// see the last value written by any GPU, and an evicted page's host copy the last value too;
+// and how place_on_gpus() spreads pages (spread_gpu).
 
 #include "warpvm/detail/multi_gpu/frame_pool.hpp"
 #include "warpvm/detail/multi_gpu/pte.hpp"
@@ -17,6 +18,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -114,6 +116,26 @@ std::vector<std::uint32_t> take_all(const FramePoolView& pool) {
   for (const auto& g : got) all.insert(all.end(), g.begin(), g.end());
   std::sort(all.begin(), all.end());
   return all;
+}
+
+TEST(MultiGpuSpread, BlocksAreContiguousRunsOfEqualSizeAndInterleavingDealsPagesInTurn) {
+  for (const unsigned gpus : {1u, 2u, 3u, 8u, 64u})
+    for (const std::uint64_t pages : {std::uint64_t{1}, std::uint64_t{gpus}, std::uint64_t{gpus} * 7 + 5, std::uint64_t{1000003}}) {
+      SCOPED_TRACE(std::to_string(gpus) + " GPUs, " + std::to_string(pages) + " pages");
+      std::vector<std::uint64_t> run(gpus, 0);
+      unsigned last = 0;
+      for (std::uint64_t p = 0; p < pages; ++p) {
+        const unsigned g = spread_gpu(Spread::blocks, p, pages, gpus);
+        ASSERT_LT(g, gpus);
+        ASSERT_TRUE(g == last || g == last + 1) << "page " << p << ": runs are contiguous and in GPU order";
+        last = g;
+        run[g] += 1;
+        ASSERT_EQ(spread_gpu(Spread::interleaved, p, pages, gpus), p % gpus);
+      }
+      const auto [fewest, most] = std::minmax_element(run.begin(), run.end());
+      EXPECT_LE(*most - *fewest, 1u) << "runs equal to within one page";
+    }
+  EXPECT_EQ(spread_gpu(Spread::blocks, frame_owner::max_pages - 1, frame_owner::max_pages, 64), 63u) << "the largest object does not overflow";
 }
 
 TEST(MultiGpuFramePool, ThreadsGetDistinctFramesAndReuseFreedOnes) {

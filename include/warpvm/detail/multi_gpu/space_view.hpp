@@ -26,6 +26,26 @@ enum class PlacementPolicy : std::uint8_t { oasis, on_touch, access_counter, dup
   return "?";
 }
 
+/// How MultiGpuSpace::place_on_gpus() spreads an object's pages over the space's GPUs before any
+/// kernel runs (OASIS's initial-placement study, Section VI-B; pages otherwise start on the host).
+enum class Spread : std::uint8_t {
+  blocks,       ///< GPU g holds the g-th of N runs of pages (equal to within one page)
+  interleaved,  ///< page p on GPU p % N
+};
+
+[[nodiscard]] constexpr const char* to_string(Spread s) {
+  return s == Spread::blocks ? "blocks" : "interleaved";
+}
+
+namespace detail::mg {
+/// The GPU (0 .. gpus - 1) that `spread` gives page `page` of an object of `pages` pages.
+[[nodiscard]] WARPVM_HD_INLINE constexpr unsigned spread_gpu(Spread spread, std::uint64_t page, std::uint64_t pages,
+                                                            unsigned gpus) {
+  // pages < 2^40 and gpus <= 64: the product cannot overflow.
+  return static_cast<unsigned>(spread == Spread::blocks ? page * gpus / pages : page % gpus);
+}
+}  // namespace detail::mg
+
 }  // namespace warpvm
 
 namespace warpvm::detail::mg {
