@@ -5,7 +5,8 @@
 // policy; atomics (fetch_add, fetch_min/max/or, compare_exchange) from every GPU on shared pages
 // under every policy, exact against the host; a space over one GPU; pools of a quarter of the
 // footprint (eviction, write-back) under every policy on two GPUs and on one; pages placed on the
-// GPUs before a run (place_on_gpus) in blocks and interleaved, read where they were placed. The multi-GPU tests run over
+// GPUs before a run (place_on_gpus) in blocks and interleaved: claimed where they were placed,
+// taken as first touches elsewhere, shared only once used. The multi-GPU tests run over
 // every visible GPU (up to 8) when all pairs have peer access, else over GPUs 0 and 1, and skip
 // (saying why) without two peer-connected GPUs.
 
@@ -526,52 +527,80 @@ __global__ void sum_placed_pages(shared_array<std::uint32_t> a, std::uint32_t* s
   }
 }
 
-/// place_on_gpus(spread) on fresh random data (a partial last page, a page count no spread
-/// divides evenly): each GPU first-touches exactly the pages the spread gives it, and a kernel
-/// in which each GPU reads only those pages faults on none of them and sums them exactly.
-void expect_placed_pages_local(const std::vector<int>& devices, Spread spread, PlacementPolicy policy) {
-  const std::uint64_t seed = fresh_seed();
-  SCOPED_TRACE(std::string(to_string(spread)) + ", " + to_string(policy) + ", seed " + std::to_string(seed));
-  MultiGpuSpace space({.devices = devices, .frame_bytes_per_gpu = 64ull << 20, .default_policy = policy});
-  const unsigned gpus = space.gpus();
-  const std::uint64_t per_page = space.page_bytes() / sizeof(std::uint32_t), pages = 64 * gpus + 3;
-  const std::uint64_t n = pages * per_page - 100;
-  auto a = space.alloc<std::uint32_t>(n, std::nullopt, "a");
-  const auto values = random_values(n, seed);
-  std::copy(values.begin(), values.end(), a.host().begin());
-  space.place_on_gpus(a, spread);
-  std::vector<std::uint64_t> pages_of(gpus, 0);
-  for (std::uint64_t p = 0; p < pages; ++p) pages_of[detail::mg::spread_gpu(spread, p, pages, gpus)] += 1;
-  const MultiGpuStats placed = space.stats();
-  for (unsigned g = 0; g < gpus; ++g) {
-    EXPECT_EQ(placed.per_gpu[g].first_touches, pages_of[g]) << "GPU " << g;
-    EXPECT_EQ(placed.per_gpu[g].shared_faults, 0u) << "GPU " << g;
-  }
-  space.place_on_gpus(a, spread == Spread::blocks ? Spread::interleaved : Spread::blocks);
-  EXPECT_EQ(space.stats().total().first_touches, pages) << "placing placed pages again moves none";
-
-  space.reset_stats();
+/// Pages of `a` (words `values`), each summed by the GPU `spread` names into sums[page].
+void expect_sums_by(MultiGpuSpace& space, const shared_object<std::uint32_t>& a, const std::vector<std::uint32_t>& values,
+                    Spread spread) {
+  const std::uint64_t per_page = space.page_bytes() / sizeof(std::uint32_t), pages = (values.size() + per_page - 1) / per_page;
   MappedBuffer sums(pages * sizeof(std::uint32_t));
   space.launch(sum_placed_pages, dim3(132), dim3(256), 0, a.on(0), sums.device<std::uint32_t>(), spread);
   space.synchronize();
   for (std::uint64_t p = 0; p < pages; ++p) {
     std::uint32_t want = 0;
-    for (std::uint64_t i = p * per_page; i < std::min(n, (p + 1) * per_page); ++i) want += values[i];
+    for (std::uint64_t i = p * per_page; i < std::min<std::uint64_t>(values.size(), (p + 1) * per_page); ++i) want += values[i];
     ASSERT_EQ(sums.host<std::uint32_t>()[p], want) << "page " << p;
   }
-  const GpuPlacementStats run = space.stats().total();
-  EXPECT_EQ(run.first_touches + run.shared_faults + run.remote_accesses, 0u) << "every page was where its reader is";
-  EXPECT_EQ(run.local_accesses, pages) << "one warp access per page";
 }
 
-TEST_F(MultiGpu, PlacedPagesStartOnTheGpuTheirSpreadNames) {
-  for (const Spread spread : {Spread::blocks, Spread::interleaved})
-    for (const PlacementPolicy policy : all_policies) expect_placed_pages_local(devices, spread, policy);
+/// place_on_gpus(`placed`) on fresh random data (a partial last page, a page count no spread
+/// divides evenly), then two phases in which one warp reads each page: first from the GPU the
+/// other spread names, then from the GPU `placed` names. Placement is not use: in the first
+/// phase a page read where it was placed is claimed, one read elsewhere is a first touch that
+/// moves it, and no fault is shared; in the second, exactly the pages that moved are shared
+/// faults. Every sum exact.
+void expect_placement_is_not_use(const std::vector<int>& devices, Spread placed, PlacementPolicy policy) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(std::string("placed ") + to_string(placed) + ", " + to_string(policy) + ", seed " + std::to_string(seed));
+  MultiGpuSpace space({.devices = devices, .frame_bytes_per_gpu = 64ull << 20, .default_policy = policy});
+  const unsigned gpus = space.gpus();
+  const std::uint64_t per_page = space.page_bytes() / sizeof(std::uint32_t), pages = 64 * gpus + 3;
+  const std::uint64_t n = pages * per_page - 100;
+  const Spread other = placed == Spread::blocks ? Spread::interleaved : Spread::blocks;
+  auto a = space.alloc<std::uint32_t>(n, std::nullopt, "a");
+  const auto values = random_values(n, seed);
+  std::copy(values.begin(), values.end(), a.host().begin());
+  space.place_on_gpus(a, placed);
+  // Per GPU: pages placed on it; of the pages `other` gives it, those placed on it and elsewhere.
+  std::vector<std::uint64_t> placed_on(gpus, 0), claimed(gpus, 0), taken(gpus, 0);
+  std::uint64_t moved = 0;
+  for (std::uint64_t p = 0; p < pages; ++p) {
+    const unsigned home = detail::mg::spread_gpu(placed, p, pages, gpus), reader = detail::mg::spread_gpu(other, p, pages, gpus);
+    placed_on[home] += 1;
+    (home == reader ? claimed : taken)[reader] += 1;
+    moved += home != reader;
+  }
+  const MultiGpuStats placement = space.stats();
+  for (unsigned g = 0; g < gpus; ++g) {
+    EXPECT_EQ(placement.per_gpu[g].first_touches, placed_on[g]) << "GPU " << g;
+    EXPECT_EQ(placement.per_gpu[g].shared_faults, 0u) << "GPU " << g;
+  }
+  space.place_on_gpus(a, other);
+  EXPECT_EQ(space.stats().total().first_touches, pages) << "placing placed pages again moves none";
+
+  space.reset_stats();
+  expect_sums_by(space, a, values, other);
+  const MultiGpuStats first = space.stats();
+  for (unsigned g = 0; g < gpus; ++g) {
+    EXPECT_EQ(first.per_gpu[g].placed_claims, claimed[g]) << "GPU " << g;
+    EXPECT_EQ(first.per_gpu[g].first_touches, taken[g]) << "GPU " << g;
+    EXPECT_EQ(first.per_gpu[g].shared_faults + first.per_gpu[g].remote_accesses, 0u) << "GPU " << g;
+  }
+  EXPECT_EQ(first.total().local_accesses, pages) << "one warp access per page";
+
+  space.reset_stats();
+  expect_sums_by(space, a, values, placed);
+  const GpuPlacementStats second = space.stats().total();
+  EXPECT_EQ(second.shared_faults, moved) << "a claimed or taken page is used: the next GPU's fault is shared";
+  EXPECT_EQ(second.first_touches + second.placed_claims, 0u);
 }
 
-TEST(MultiGpuSingle, PlacedPagesOfAOneGpuSpaceAreAllOnIt) {
+TEST_F(MultiGpu, PlacementIsNotUseUnderEveryPolicy) {
+  for (const Spread placed : {Spread::blocks, Spread::interleaved})
+    for (const PlacementPolicy policy : all_policies) expect_placement_is_not_use(devices, placed, policy);
+}
+
+TEST(MultiGpuSingle, PagesPlacedOnTheOnlyGpuAreClaimed) {
   if (device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
-  expect_placed_pages_local({0}, Spread::blocks, PlacementPolicy::oasis);
+  expect_placement_is_not_use({0}, Spread::blocks, PlacementPolicy::oasis);
   MultiGpuSpace space({.devices = {0}, .frame_bytes_per_gpu = 8ull << 20});
   shared_object<std::uint32_t> moved_from;
   EXPECT_THROW(space.place_on_gpus(moved_from, Spread::blocks), Error) << "an object of no space";

@@ -3,7 +3,8 @@
 // threads, and the transition planner driven through placement.hpp's decide()/apply() and
 // evict_copy() against a model of a page's contents: every read through any GPU's mapping must
 // see the last value written by any GPU, and an evicted page's host copy the last value too;
-// and how place_on_gpus() spreads pages (spread_gpu).
+// pages placed on GPUs in the same model (claimed by their owner, taken by others); and how
+// place_on_gpus() spreads pages (spread_gpu).
 
 #include "warpvm/detail/multi_gpu/frame_pool.hpp"
 #include "warpvm/detail/multi_gpu/pte.hpp"
@@ -250,6 +251,7 @@ TEST(MultiGpuFramePool, TheClockProposesEveryFrameEvenly) {
 
 struct ModelCounts {
   std::uint64_t transitions = 0, frees = 0, invalidations = 0, upgrades = 0, evictions = 0, to_host = 0, writebacks = 0;
+  std::uint64_t placements = 0, claims = 0, takes = 0;
 };
 
 /// One page over `gpus` GPUs, served the way the device handler serves it (fault.cuh's serve()),
@@ -309,6 +311,26 @@ class PageModel {
     check_invariants();
   }
 
+  /// drop_cached(): every copy given up (dirty ones written back), the page forgotten (not shared).
+  void drop() {
+    for (unsigned g = 0; g < gpus_; ++g) evict(g);
+    entry_ = DirectoryEntry{};
+    check_invariants();
+  }
+
+  /// place_on_gpus() putting the page on GPU `g`, as space.cu's place_pages does: a page on the
+  /// host is read through the fault path, then, if that was a first touch, marked placed in the
+  /// directory and in g's word.
+  void place(unsigned g) {
+    if (entry_.owner != owner_host) return;
+    serve(g, false, false);
+    if (entry_.owner != g || entry_.replicas != 0 || entry_.remote != 0 || entry_.shared != 0) return;
+    entry_.placed = 1;
+    words_[g] |= pte::placed;
+    ++counts_.placements;
+    check_invariants();
+  }
+
   [[nodiscard]] const ModelCounts& counts() const { return counts_; }
 
  private:
@@ -345,6 +367,8 @@ class PageModel {
       }
     }
     if (action == Action::local || action == Action::remote) return;
+    counts_.claims += action == Action::claim_placed;
+    counts_.takes += action == Action::take_placed;
     const DirectoryEntry before = entry_;
     DirectoryEntry after = before;
     const Effects fx = apply(after, me, action);
@@ -387,6 +411,7 @@ class PageModel {
       const Mapping m = mapping_of(entry_, g);
       const std::uint64_t w = words_[g];
       EXPECT_EQ(pte::is_present(w), m != Mapping::none) << "GPU " << g;
+      EXPECT_EQ((w & pte::placed) != 0, entry_.placed != 0 && entry_.owner == g) << "GPU " << g << ": PLACED follows the directory";
       if (m == Mapping::own) {
         EXPECT_TRUE(own.insert(pte::address(w)).second) << "two GPUs own one frame";
       }
@@ -419,11 +444,13 @@ class PageModel {
 
 /// Random accesses (a few hot GPUs, reads and writes) to one page under every policy and GPU
 /// count, in phases of mostly reads, then mostly writes, so replicas build up and collapse; with
-/// `evictions`, a random GPU also evicts the page before one access in four (a full pool). The
-/// model checks every read against the last write and the tables against the directory;
+/// `evictions`, a random GPU also evicts the page before one access in four (a full pool); with
+/// `placements`, the page is dropped (drop_cached()) before one access in 32 and a random GPU
+/// places it (if it is on the host) before one access in four.
+/// The model checks every read against the last write and the tables against the directory;
 /// `check` then looks at its counts.
 template <class Check>
-void random_accesses(unsigned seed, bool evictions, Check&& check) {
+void random_accesses(unsigned seed, bool evictions, bool placements, Check&& check) {
   for (unsigned gpus : {1u, 2u, 3u, 4u})
     for (PlacementPolicy policy : {PlacementPolicy::on_touch, PlacementPolicy::access_counter,
                                    PlacementPolicy::duplication, PlacementPolicy::oasis}) {
@@ -433,6 +460,8 @@ void random_accesses(unsigned seed, bool evictions, Check&& check) {
       for (int i = 0; i < 5000 && !::testing::Test::HasFatalFailure(); ++i) {
         const bool writes_phase = (i / 250) % 2 == 1;
         if (evictions && rng() % 4 == 0) model.evict(rng() % gpus);
+        if (placements && rng() % 32 == 0) model.drop();
+        if (placements && rng() % 4 == 0) model.place(rng() % gpus);
         model.access(rng() % gpus, rng() % 8 < (writes_phase ? 5u : 1u));
       }
       check(gpus, model.counts());
@@ -440,7 +469,7 @@ void random_accesses(unsigned seed, bool evictions, Check&& check) {
 }
 
 TEST(MultiGpuTransitions, EveryReadSeesTheLastWriteAndTablesFollowTheDirectory) {
-  random_accesses(31, false, [](unsigned gpus, const ModelCounts& counts) {
+  random_accesses(31, false, false, [](unsigned gpus, const ModelCounts& counts) {
     EXPECT_GT(counts.transitions, 0u);
     if (gpus > 1) {
       EXPECT_GT(counts.invalidations, 0u);
@@ -453,11 +482,24 @@ TEST(MultiGpuTransitions, EveryReadSeesTheLastWriteAndTablesFollowTheDirectory) 
 /// after a sole owner's eviction too (the dirty page was written back), and the tables still
 /// follow the directory.
 TEST(MultiGpuTransitions, EvictionsKeepEveryReadExactAndWriteBackDirtyPages) {
-  random_accesses(37, true, [](unsigned, const ModelCounts& counts) {
+  random_accesses(37, true, false, [](unsigned, const ModelCounts& counts) {
     EXPECT_GT(counts.evictions, 0u);
     EXPECT_GT(counts.to_host, 0u);
     EXPECT_GT(counts.writebacks, 0u);
     EXPECT_LT(counts.writebacks, counts.to_host) << "clean pages are not written back";
+  });
+}
+
+/// Pages placed on a GPU between evictions: the placed owner's first access claims the page,
+/// another GPU's takes it, reads stay exact, and PLACED is only ever in the owner's word while
+/// the directory says placed.
+TEST(MultiGpuTransitions, PlacedPagesAreClaimedOrTakenAndEveryReadStaysExact) {
+  random_accesses(41, true, true, [](unsigned gpus, const ModelCounts& counts) {
+    EXPECT_GT(counts.placements, 0u);
+    EXPECT_GT(counts.claims, 0u);
+    if (gpus > 1) {
+      EXPECT_GT(counts.takes, 0u);
+    }
   });
 }
 

@@ -1,5 +1,6 @@
 // Placement across GPUs (issue #6): the directory transitions of the three page policies, the
-// access counters, OASIS's O-Table state diagram, their atomic forms under real threads, and a
+// access counters, OASIS's O-Table state diagram, their atomic forms under real threads, pages
+// placed on GPUs before use (claimed or taken, never shared by placement alone), and a
 // randomized differential test against a set-based reference model.
 
 #include "warpvm/detail/policy/placement.hpp"
@@ -64,6 +65,70 @@ TEST(Placement, FirstTouchIsPrivateOnTouchAndSkipsTheObject) {
   EXPECT_EQ(decide(e, 1, false, NeverAsked{&calls}).action, Action::local);
   EXPECT_EQ(decide(e, 1, true, NeverAsked{&calls}).action, Action::local);
   EXPECT_EQ(calls, 0);
+}
+
+/// A page as place_on_gpus() leaves it on GPU `g`.
+DirectoryEntry placed_on(unsigned g) {
+  DirectoryEntry e;
+  apply(e, g, Action::fetch_from_host);
+  e.placed = 1;
+  EXPECT_TRUE(directory_valid(e));
+  return e;
+}
+
+TEST(Placement, APlacedPageIsClaimedByItsOwnerAndTakenAsAFirstTouchByAnyOtherGpu) {
+  for (const bool write : {false, true}) {
+    SCOPED_TRACE(write ? "write" : "read");
+    int calls = 0;
+    // The owner's first access claims it: nothing moves, no O-Table, and it is no longer placed.
+    DirectoryEntry claimed = placed_on(3);
+    Decision d = decide(claimed, 3, write, NeverAsked{&calls});
+    EXPECT_EQ(d.action, Action::claim_placed);
+    EXPECT_EQ(d.fault, PlacementFault::none);
+    Effects fx = apply(claimed, 3, d.action);
+    EXPECT_FALSE(fx.pulled);
+    EXPECT_EQ(fx.invalidated, 0u);
+    EXPECT_EQ(claimed.owner, 3);
+    EXPECT_EQ(claimed.placed, 0);
+    EXPECT_EQ(claimed.shared, 0);
+    EXPECT_EQ(decide(claimed, 3, write, NeverAsked{&calls}).action, Action::local);
+    // Another GPU's first access takes it: pulled from the placed owner, whose copy is dropped.
+    DirectoryEntry taken = placed_on(3);
+    d = decide(taken, 5, write, NeverAsked{&calls});
+    EXPECT_EQ(d.action, Action::take_placed);
+    EXPECT_EQ(d.fault, PlacementFault::first_touch);
+    fx = apply(taken, 5, d.action);
+    EXPECT_TRUE(fx.pulled);
+    EXPECT_EQ(fx.source, 3);
+    EXPECT_EQ(fx.invalidated, 1u);
+    EXPECT_EQ(taken.owner, 5);
+    EXPECT_EQ(taken.placed, 0);
+    EXPECT_EQ(taken.shared, 0) << "a taken page is private: its next foreign fault is shared, not before";
+    EXPECT_EQ(calls, 0) << "neither asks the object";
+    // Once claimed or taken the page is in use: another GPU's fault is shared.
+    EXPECT_EQ(decide(claimed, 4, write, Fixed{PagePolicy::duplication, &calls}).fault, PlacementFault::shared);
+    EXPECT_EQ(decide(taken, 3, write, Fixed{PagePolicy::duplication, &calls}).fault, PlacementFault::shared);
+    EXPECT_EQ(calls, 2);
+  }
+}
+
+TEST(Placement, APlacedPageIsOnlyExclusiveAndAnEvictionUnplacesIt) {
+  DirectoryEntry e = placed_on(2);
+  e.replicas = bit(1);
+  EXPECT_FALSE(directory_valid(e)) << "a placed page has no replicas";
+  e.replicas = 0;
+  e.remote = bit(1);
+  EXPECT_FALSE(directory_valid(e)) << "nor remote mappers";
+  DirectoryEntry on_host;
+  on_host.placed = 1;
+  EXPECT_FALSE(directory_valid(on_host)) << "nor is it on the host";
+  DirectoryEntry evicted = placed_on(2);
+  const EvictEffects fx = evict_copy(evicted, 2);
+  EXPECT_TRUE(fx.to_host);
+  EXPECT_EQ(evicted.placed, 0);
+  EXPECT_TRUE(directory_valid(evicted));
+  int calls = 0;
+  EXPECT_EQ(decide(evicted, 2, false, NeverAsked{&calls}).action, Action::fetch_from_host) << "a first touch again";
 }
 
 TEST(Placement, OnTouchMovesThePageAndInvalidatesTheOldMapping) {

@@ -69,6 +69,7 @@ __device__ inline DirectoryEntry load_entry(const DirectoryEntry& e) {
   copy.remote = __ldcg(reinterpret_cast<const unsigned long long*>(&e.remote));
   copy.owner = __ldcg(&e.owner);
   copy.shared = __ldcg(&e.shared);
+  copy.placed = __ldcg(&e.placed);
   copy.lock = 1;
   return copy;
 }
@@ -79,6 +80,7 @@ __device__ inline void store_entry(DirectoryEntry& e, const DirectoryEntry& v) {
   __stcg(reinterpret_cast<unsigned long long*>(&e.remote), static_cast<unsigned long long>(v.remote));
   __stcg(&e.owner, v.owner);
   __stcg(&e.shared, v.shared);
+  __stcg(&e.placed, v.placed);
 }
 
 /// The pool of this GPU is full and nothing in it could be evicted for eviction_give_up_ns: the
@@ -317,12 +319,14 @@ __device__ inline void finish_change(const SpaceView& s, const ObjectView& o, st
       // An evicted page that was shared comes back through a shared fault (decide()): counted there.
       if (t.after.shared == 0) count(s, Counter::first_touches, 1);
       break;
+    case Action::take_placed: count(s, Counter::first_touches, 1); break;
     case Action::migrate: count(s, Counter::migrations, 1); break;
     case Action::counter_migrate: count(s, Counter::counter_migrations, 1); break;
     case Action::replicate: count(s, Counter::replications, 1); break;
     case Action::map_remote: count(s, Counter::remote_maps, 1); break;
     case Action::collapse_and_own:
     case Action::collapse_and_map_remote: count(s, Counter::collapses, 1); break;
+    case Action::claim_placed: count(s, Counter::placed_claims, 1); break;
     case Action::local:
     case Action::remote: break;
   }

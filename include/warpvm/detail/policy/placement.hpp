@@ -10,9 +10,12 @@
 ///     the answer is `local` (the GPU has a copy that allows this access) or `remote` (the GPU
 ///     maps the owner's frame). A fault on a page on the host that was never shared is a first
 ///     touch: private, served by on-touch migration without asking the object (the paper's host
-///     page table filter); one evicted after it was shared is a shared fault. Any other fault is
-///     shared: the page is held by another GPU (or replicated while this GPU writes). Only then is `policy_for(write)` called: the object's fixed policy, or
-///     its O-Table entry (`otable_shared_fault`), which learns from this very fault.
+///     page table filter). So is a fault on a page that place_on_gpus() put on another GPU and
+///     nobody has accessed yet: placement is not use (the placed owner's own first access
+///     `claim_placed`s the page). A page evicted after it was shared faults as shared. Any other
+///     fault is shared: the page is held by another GPU (or replicated while this GPU writes).
+///     Only then is `policy_for(write)` called: the object's fixed policy, or its O-Table entry
+///     (`otable_shared_fault`), which learns from this very fault.
 ///  2. `apply(entry, gpu, action)` performs the directory transition and says what moved.
 ///     `evict_copy(entry, gpu)` is the one transition no access asks for: a GPU whose frame pool
 ///     is full gives up its copy of a victim page (a replica is dropped, a replica is promoted in
@@ -77,6 +80,11 @@ struct DirectoryEntry {
   /// to the host, where it stands for OASIS's PTE policy bits of an evicted page (Section VI-D):
   /// a re-referenced page that was shared is a shared fault, not a first touch (decide()).
   std::uint8_t shared = 0;
+  /// The owner holds the page because place_on_gpus() put it there, and has not accessed it
+  /// since (its page-table word carries PLACED). Such a page is not shared yet: the owner's first
+  /// access claims it, another GPU's first access takes it as a first touch (decide()). Only an
+  /// exclusive page is placed.
+  std::uint8_t placed = 0;
 
   [[nodiscard]] WARPVM_HD constexpr PageState state() const {
     return owner == owner_host ? PageState::host : replicas != 0 ? PageState::replicated : PageState::exclusive;
@@ -89,8 +97,9 @@ struct DirectoryEntry {
 };
 
 [[nodiscard]] WARPVM_HD_INLINE constexpr bool directory_valid(const DirectoryEntry& e) {
-  if (e.owner == owner_host) return e.replicas == 0 && e.remote == 0;
+  if (e.owner == owner_host) return e.replicas == 0 && e.remote == 0 && e.placed == 0;
   if (e.owner >= placement_max_gpus) return false;
+  if (e.placed != 0 && (e.replicas != 0 || e.remote != 0)) return false;
   const std::uint64_t owner_bit = std::uint64_t{1} << e.owner;
   return (e.replicas & owner_bit) == 0 && (e.remote & owner_bit) == 0 && (e.replicas & e.remote) == 0;
 }
@@ -109,6 +118,10 @@ enum class Action : std::uint8_t {
                             ///< copy: replicas dropped, the writer maps the owner's frame
   counter_migrate,          ///< a remote access count reached the threshold: the page moves to the
                             ///< counting GPU, every other mapping dropped (no fault)
+  claim_placed,             ///< the owner's first access to a page placed on it: nothing moves, its
+                            ///< mapping loses PLACED
+  take_placed,              ///< the first access to a page placed on another GPU: a first touch (the
+                            ///< page moves to the requester, which owns it; no O-Table, not shared)
 };
 
 [[nodiscard]] WARPVM_HD_INLINE constexpr const char* to_string(Action a) {
@@ -122,6 +135,8 @@ enum class Action : std::uint8_t {
     case Action::collapse_and_own: return "collapse_and_own";
     case Action::collapse_and_map_remote: return "collapse_and_map_remote";
     case Action::counter_migrate: return "counter_migrate";
+    case Action::claim_placed: return "claim_placed";
+    case Action::take_placed: return "take_placed";
   }
   return "?";
 }
@@ -133,7 +148,8 @@ enum class Action : std::uint8_t {
 
 enum class PlacementFault : std::uint8_t {
   none,
-  first_touch,  ///< the page is on the host and was never shared: private, on-touch, the O-Table is not consulted
+  first_touch,  ///< the page is on the host and was never shared, or placed on another GPU and not accessed
+                ///< there: private, on-touch, the O-Table is not consulted
   shared,       ///< the page is held by another GPU, or replicated and written: consults the object
 };
 
@@ -157,6 +173,11 @@ template <class PolicyFor>
   if (e.owner == owner_host) {
     if (e.shared == 0) return {Action::fetch_from_host, PlacementFault::first_touch, PagePolicy::on_touch};
     return {Action::fetch_from_host, PlacementFault::shared, policy_for(write)};
+  }
+  if (e.placed != 0) {
+    // Where place_on_gpus() put a page says nothing about who uses it: only accesses do.
+    if (e.owner == gpu) return {Action::claim_placed, PlacementFault::none, PagePolicy::on_touch};
+    return {Action::take_placed, PlacementFault::first_touch, PagePolicy::on_touch};
   }
   const bool replicated = e.replicas != 0;
   const bool copy = e.has_copy(gpu);
@@ -193,17 +214,22 @@ WARPVM_HD_INLINE Effects apply(DirectoryEntry& e, unsigned gpu, Action action) {
   const std::uint64_t me = std::uint64_t{1} << gpu;
   Effects fx;
   // Every other action serves a shared fault (or a counter migration): the page is shared for good.
-  if (action != Action::local && action != Action::remote && action != Action::fetch_from_host) e.shared = 1;
+  if (action != Action::local && action != Action::remote && action != Action::fetch_from_host &&
+      action != Action::claim_placed && action != Action::take_placed)
+    e.shared = 1;
+  e.placed = 0;  // a placed page takes only claim_placed or take_placed (decide())
   switch (action) {
     case Action::local:
-    case Action::remote: break;
+    case Action::remote:
+    case Action::claim_placed: break;
     case Action::fetch_from_host:
       fx.pulled = true;
       e.owner = static_cast<std::uint8_t>(gpu);
       break;
     case Action::migrate:
     case Action::counter_migrate:
-    case Action::collapse_and_own: {
+    case Action::collapse_and_own:
+    case Action::take_placed: {
       const bool had_copy = e.has_copy(gpu);
       fx.source = e.owner;
       fx.pulled = !had_copy;
@@ -244,9 +270,11 @@ struct EvictEffects {
 ///  - a sole owner's page goes back to the host (the caller writes it back if it is dirty) and
 ///    every remote mapping is dropped.
 /// `shared` is kept: a page evicted after being shared stays shared on its next fault (decide()).
+/// A placed page (an exclusive one) goes to the host and is placed no more.
 WARPVM_HD_INLINE EvictEffects evict_copy(DirectoryEntry& e, unsigned gpu) {
   const std::uint64_t me = std::uint64_t{1} << gpu;
   EvictEffects fx;
+  e.placed = 0;
   if (e.owner != gpu) {
     e.replicas &= ~me;
     fx.new_owner = e.owner;
