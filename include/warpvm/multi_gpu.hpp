@@ -307,9 +307,10 @@ class MultiGpuSpace {
   /// Places every page of `object` on a GPU before kernels touch it: the GPU `spread` names
   /// fetches the page from host() and owns it (a first touch in stats(); the page stays clean).
   /// Placement is not use: the placed GPU's first access to the page claims it (a fault that
-  /// moves nothing, placed_claims), and another GPU's first access is a first touch (the page
+  /// moves nothing, placed_claims), and another GPU's first write is a first touch (the page
   /// moves to it over NVLink; no shared fault, the O-Table learns nothing), so a spread that does
-  /// not match who uses the data costs a page move, not a wrong policy for the object. A page a
+  /// not match who writes the data costs a page move, not access-counter for the whole object.
+  /// Another GPU's first read is a shared fault as usual (under OASIS a replica). A page a
   /// GPU already holds stays where it is. Waits for every GPU's work first and for the placement
   /// after. A pool too small for the pages given to its GPU evicts as any fault does. Fill host()
   /// before: the pages are copied from it.

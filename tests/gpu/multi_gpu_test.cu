@@ -511,28 +511,35 @@ void expect_exact_with_quarter_pools(const std::vector<int>& devices, PlacementP
 }
 
 /// Each warp sums the words of the pages of `a` that `spread` gives its GPU into sums[page]
-/// (mapped host memory, one slot per page): every access is to a page placed on this GPU.
-__global__ void sum_placed_pages(shared_array<std::uint32_t> a, std::uint32_t* sums, Spread spread) {
+/// (mapped host memory, one slot per page), and with `increment` adds one to each word after.
+__global__ void sum_pages(shared_array<std::uint32_t> a, std::uint32_t* sums, Spread spread, bool increment) {
   const std::uint64_t per_page = a.elements_per_page(), pages = (a.size() + per_page - 1) / per_page;
   const std::uint64_t warps = thread_count() / 32;
   const unsigned lane = threadIdx.x % 32;
   for (std::uint64_t p = thread_index() / 32; p < pages; p += warps) {
     if (detail::mg::spread_gpu(spread, p, pages, a.gpus()) != a.gpu()) continue;
     std::uint32_t sum = 0;
-    a.with_page<access::read>(p * per_page, [&](const std::uint32_t* data, std::uint64_t, std::uint32_t count) {
-      for (std::uint32_t j = lane; j < count; j += 32) sum += data[j];
-    });
+    if (increment) {
+      a.with_page<access::read_write>(p * per_page, [&](std::uint32_t* data, std::uint64_t, std::uint32_t count) {
+        for (std::uint32_t j = lane; j < count; j += 32) sum += data[j]++;
+      });
+    } else {
+      a.with_page<access::read>(p * per_page, [&](const std::uint32_t* data, std::uint64_t, std::uint32_t count) {
+        for (std::uint32_t j = lane; j < count; j += 32) sum += data[j];
+      });
+    }
     for (unsigned offset = 16; offset > 0; offset /= 2) sum += __shfl_down_sync(0xffffffffu, sum, offset);
     if (lane == 0) sums[p] = sum;
   }
 }
 
-/// Pages of `a` (words `values`), each summed by the GPU `spread` names into sums[page].
+/// Pages of `a` (words `values`), each summed by the GPU `spread` names (and its words
+/// incremented, with `increment`): every sum exact.
 void expect_sums_by(MultiGpuSpace& space, const shared_object<std::uint32_t>& a, const std::vector<std::uint32_t>& values,
-                    Spread spread) {
+                    Spread spread, bool increment) {
   const std::uint64_t per_page = space.page_bytes() / sizeof(std::uint32_t), pages = (values.size() + per_page - 1) / per_page;
   MappedBuffer sums(pages * sizeof(std::uint32_t));
-  space.launch(sum_placed_pages, dim3(132), dim3(256), 0, a.on(0), sums.device<std::uint32_t>(), spread);
+  space.launch(sum_pages, dim3(132), dim3(256), 0, a.on(0), sums.device<std::uint32_t>(), spread, increment);
   space.synchronize();
   for (std::uint64_t p = 0; p < pages; ++p) {
     std::uint32_t want = 0;
@@ -542,11 +549,11 @@ void expect_sums_by(MultiGpuSpace& space, const shared_object<std::uint32_t>& a,
 }
 
 /// place_on_gpus(`placed`) on fresh random data (a partial last page, a page count no spread
-/// divides evenly), then two phases in which one warp reads each page: first from the GPU the
-/// other spread names, then from the GPU `placed` names. Placement is not use: in the first
-/// phase a page read where it was placed is claimed, one read elsewhere is a first touch that
-/// moves it, and no fault is shared; in the second, exactly the pages that moved are shared
-/// faults. Every sum exact.
+/// divides evenly), then two phases in which one warp accesses each page: first it reads and
+/// writes it on the GPU the other spread names, then reads it on the GPU `placed` names.
+/// Placement is not use: in the first phase a page written where it was placed is claimed, one
+/// written elsewhere is a first touch that moves it, and no fault is shared; in the second,
+/// exactly the pages that moved are shared faults. Every sum exact.
 void expect_placement_is_not_use(const std::vector<int>& devices, Spread placed, PlacementPolicy policy) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(std::string("placed ") + to_string(placed) + ", " + to_string(policy) + ", seed " + std::to_string(seed));
@@ -577,7 +584,7 @@ void expect_placement_is_not_use(const std::vector<int>& devices, Spread placed,
   EXPECT_EQ(space.stats().total().first_touches, pages) << "placing placed pages again moves none";
 
   space.reset_stats();
-  expect_sums_by(space, a, values, other);
+  expect_sums_by(space, a, values, other, true);
   const MultiGpuStats first = space.stats();
   for (unsigned g = 0; g < gpus; ++g) {
     EXPECT_EQ(first.per_gpu[g].placed_claims, claimed[g]) << "GPU " << g;
@@ -586,11 +593,15 @@ void expect_placement_is_not_use(const std::vector<int>& devices, Spread placed,
   }
   EXPECT_EQ(first.total().local_accesses, pages) << "one warp access per page";
 
+  std::vector<std::uint32_t> incremented = values;
+  for (auto& v : incremented) v += 1;
   space.reset_stats();
-  expect_sums_by(space, a, values, placed);
+  expect_sums_by(space, a, incremented, placed, false);
   const GpuPlacementStats second = space.stats().total();
   EXPECT_EQ(second.shared_faults, moved) << "a claimed or taken page is used: the next GPU's fault is shared";
   EXPECT_EQ(second.first_touches + second.placed_claims, 0u);
+  space.flush();
+  EXPECT_EQ(mismatches(a.host(), incremented), 0u) << "every page's writes are on the host after flush";
 }
 
 TEST_F(MultiGpu, PlacementIsNotUseUnderEveryPolicy) {

@@ -76,7 +76,7 @@ DirectoryEntry placed_on(unsigned g) {
   return e;
 }
 
-TEST(Placement, APlacedPageIsClaimedByItsOwnerAndTakenAsAFirstTouchByAnyOtherGpu) {
+TEST(Placement, APlacedPageIsClaimedByItsOwnerAndTakenAsAFirstTouchByAnotherGpusWrite) {
   for (const bool write : {false, true}) {
     SCOPED_TRACE(write ? "write" : "read");
     int calls = 0;
@@ -92,23 +92,39 @@ TEST(Placement, APlacedPageIsClaimedByItsOwnerAndTakenAsAFirstTouchByAnyOtherGpu
     EXPECT_EQ(claimed.placed, 0);
     EXPECT_EQ(claimed.shared, 0);
     EXPECT_EQ(decide(claimed, 3, write, NeverAsked{&calls}).action, Action::local);
-    // Another GPU's first access takes it: pulled from the placed owner, whose copy is dropped.
-    DirectoryEntry taken = placed_on(3);
-    d = decide(taken, 5, write, NeverAsked{&calls});
-    EXPECT_EQ(d.action, Action::take_placed);
-    EXPECT_EQ(d.fault, PlacementFault::first_touch);
-    fx = apply(taken, 5, d.action);
-    EXPECT_TRUE(fx.pulled);
-    EXPECT_EQ(fx.source, 3);
-    EXPECT_EQ(fx.invalidated, 1u);
-    EXPECT_EQ(taken.owner, 5);
-    EXPECT_EQ(taken.placed, 0);
-    EXPECT_EQ(taken.shared, 0) << "a taken page is private: its next foreign fault is shared, not before";
-    EXPECT_EQ(calls, 0) << "neither asks the object";
-    // Once claimed or taken the page is in use: another GPU's fault is shared.
+    EXPECT_EQ(calls, 0);
+    // Once claimed the page is in use: another GPU's fault is shared.
     EXPECT_EQ(decide(claimed, 4, write, Fixed{PagePolicy::duplication, &calls}).fault, PlacementFault::shared);
-    EXPECT_EQ(decide(taken, 3, write, Fixed{PagePolicy::duplication, &calls}).fault, PlacementFault::shared);
-    EXPECT_EQ(calls, 2);
+    EXPECT_EQ(calls, 1);
+  }
+  // Another GPU's first write takes it: pulled from the placed owner, whose copy is dropped.
+  int calls = 0;
+  DirectoryEntry taken = placed_on(3);
+  const Decision d = decide(taken, 5, true, NeverAsked{&calls});
+  EXPECT_EQ(d.action, Action::take_placed);
+  EXPECT_EQ(d.fault, PlacementFault::first_touch);
+  const Effects fx = apply(taken, 5, d.action);
+  EXPECT_TRUE(fx.pulled);
+  EXPECT_EQ(fx.source, 3);
+  EXPECT_EQ(fx.invalidated, 1u);
+  EXPECT_EQ(taken.owner, 5);
+  EXPECT_EQ(taken.placed, 0);
+  EXPECT_EQ(taken.shared, 0) << "a taken page is private: its next foreign fault is shared, not before";
+  EXPECT_EQ(calls, 0) << "the object is not asked";
+  EXPECT_EQ(decide(taken, 3, false, Fixed{PagePolicy::duplication, &calls}).fault, PlacementFault::shared);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(Placement, AnotherGpusReadOfAPlacedPageIsASharedFaultThatEndsThePlacement) {
+  for (const PagePolicy policy : {PagePolicy::on_touch, PagePolicy::access_counter, PagePolicy::duplication}) {
+    SCOPED_TRACE(to_string(policy));
+    int calls = 0;
+    DirectoryEntry e = placed_on(3);
+    const Decision d = access(e, 5, false, policy, &calls);
+    EXPECT_EQ(d.fault, PlacementFault::shared);
+    EXPECT_EQ(calls, 1) << "the object is asked, as for any page another GPU holds";
+    EXPECT_EQ(e.placed, 0);
+    EXPECT_EQ(e.shared, 1);
   }
 }
 

@@ -10,8 +10,8 @@
 ///     the answer is `local` (the GPU has a copy that allows this access) or `remote` (the GPU
 ///     maps the owner's frame). A fault on a page on the host that was never shared is a first
 ///     touch: private, served by on-touch migration without asking the object (the paper's host
-///     page table filter). So is a fault on a page that place_on_gpus() put on another GPU and
-///     nobody has accessed yet: placement is not use (the placed owner's own first access
+///     page table filter). So is a write fault on a page that place_on_gpus() put on another GPU
+///     and nobody has accessed yet: placement is not use (the placed owner's own first access
 ///     `claim_placed`s the page). A page evicted after it was shared faults as shared. Any other
 ///     fault is shared: the page is held by another GPU (or replicated while this GPU writes).
 ///     Only then is `policy_for(write)` called: the object's fixed policy, or its O-Table entry
@@ -80,10 +80,10 @@ struct DirectoryEntry {
   /// to the host, where it stands for OASIS's PTE policy bits of an evicted page (Section VI-D):
   /// a re-referenced page that was shared is a shared fault, not a first touch (decide()).
   std::uint8_t shared = 0;
-  /// The owner holds the page because place_on_gpus() put it there, and has not accessed it
-  /// since (its page-table word carries PLACED). Such a page is not shared yet: the owner's first
-  /// access claims it, another GPU's first access takes it as a first touch (decide()). Only an
-  /// exclusive page is placed.
+  /// The owner holds the page because place_on_gpus() put it there, and nobody has accessed it
+  /// since (the owner's page-table word carries PLACED). The owner's first access claims it,
+  /// another GPU's first write takes it as a first touch (decide()); any transition ends it.
+  /// Only an exclusive page is placed.
   std::uint8_t placed = 0;
 
   [[nodiscard]] WARPVM_HD constexpr PageState state() const {
@@ -120,8 +120,8 @@ enum class Action : std::uint8_t {
                             ///< counting GPU, every other mapping dropped (no fault)
   claim_placed,             ///< the owner's first access to a page placed on it: nothing moves, its
                             ///< mapping loses PLACED
-  take_placed,              ///< the first access to a page placed on another GPU: a first touch (the
-                            ///< page moves to the requester, which owns it; no O-Table, not shared)
+  take_placed,              ///< the first write to a page placed on another GPU, nobody having accessed it:
+                            ///< a first touch (the page moves to the requester; no O-Table, not shared)
 };
 
 [[nodiscard]] WARPVM_HD_INLINE constexpr const char* to_string(Action a) {
@@ -175,9 +175,11 @@ template <class PolicyFor>
     return {Action::fetch_from_host, PlacementFault::shared, policy_for(write)};
   }
   if (e.placed != 0) {
-    // Where place_on_gpus() put a page says nothing about who uses it: only accesses do.
+    // Where place_on_gpus() put a page says nothing about who writes it: a write there is a first
+    // touch, not a shared write that would teach the object access-counter. A read is served as
+    // shared (a replica under duplication: the placed copy stays useful if its GPU reads too).
     if (e.owner == gpu) return {Action::claim_placed, PlacementFault::none, PagePolicy::on_touch};
-    return {Action::take_placed, PlacementFault::first_touch, PagePolicy::on_touch};
+    if (write) return {Action::take_placed, PlacementFault::first_touch, PagePolicy::on_touch};
   }
   const bool replicated = e.replicas != 0;
   const bool copy = e.has_copy(gpu);
@@ -217,7 +219,7 @@ WARPVM_HD_INLINE Effects apply(DirectoryEntry& e, unsigned gpu, Action action) {
   if (action != Action::local && action != Action::remote && action != Action::fetch_from_host &&
       action != Action::claim_placed && action != Action::take_placed)
     e.shared = 1;
-  e.placed = 0;  // a placed page takes only claim_placed or take_placed (decide())
+  e.placed = 0;  // any transition of a placed page ends its placement
   switch (action) {
     case Action::local:
     case Action::remote:
