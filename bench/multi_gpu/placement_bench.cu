@@ -1141,12 +1141,11 @@ void add_stats(Record& r, const GpuPlacementStats& s, double runs) {
   put("remote_maps", s.remote_maps);
   put("invalidations", s.invalidations);
   put("aborted_transitions", s.aborted_transitions);
-  put("placed_claims", s.placed_claims);
   put("nvlink_bytes", s.nvlink_bytes);
   put("pcie_bytes", s.pcie_bytes);
   put("evictions", s.evictions);
   put("writebacks", s.writebacks);  // the timed runs do not flush: these are the evictions' write-backs
-  r.faults = static_cast<std::int64_t>((s.first_touches + s.shared_faults + s.placed_claims) / runs);
+  r.faults = static_cast<std::int64_t>((s.first_touches + s.shared_faults) / runs);
   r.bytes_moved = static_cast<std::int64_t>((s.nvlink_bytes + s.pcie_bytes) / runs);
 }
 

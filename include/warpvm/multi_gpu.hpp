@@ -59,7 +59,7 @@ struct GpuPlacementStats {
   std::uint64_t local_accesses = 0;   ///< warp accesses (one per page per warp) to the GPU's own frames
   std::uint64_t remote_accesses = 0;  ///< warp accesses to a peer's frame
   std::uint64_t remote_lines = 0;     ///< 128 B lines those touched
-  std::uint64_t first_touches = 0;  ///< pages fetched from the host, or taken from where place_on_gpus() put them
+  std::uint64_t first_touches = 0;  ///< pages fetched from the host, or written where place_on_gpus() put them elsewhere
   std::uint64_t shared_faults = 0;
   std::uint64_t migrations = 0;
   std::uint64_t counter_migrations = 0;
@@ -73,7 +73,6 @@ struct GpuPlacementStats {
   std::uint64_t pcie_bytes = 0;    ///< pages fetched from and written back to the host
   std::uint64_t writebacks = 0;  ///< dirty pages written back: by flush() and by evictions
   std::uint64_t evictions = 0;   ///< own copies given up because the pool was full
-  std::uint64_t placed_claims = 0;  ///< first accesses to pages place_on_gpus() put on this GPU
 
   GpuPlacementStats& operator+=(const GpuPlacementStats& o);
 };
@@ -306,11 +305,11 @@ class MultiGpuSpace {
 
   /// Places every page of `object` on a GPU before kernels touch it: the GPU `spread` names
   /// fetches the page from host() and owns it (a first touch in stats(); the page stays clean).
-  /// Placement is not use: the placed GPU's first access to the page claims it (a fault that
-  /// moves nothing, placed_claims), and another GPU's first write is a first touch (the page
-  /// moves to it over NVLink; no shared fault, the O-Table learns nothing), so a spread that does
-  /// not match who writes the data costs a page move, not access-counter for the whole object.
-  /// Another GPU's first read is a shared fault as usual (under OASIS a replica). A page a
+  /// Placement is not use: another GPU's write to a placed page is a first touch (the page moves
+  /// to it over NVLink; no shared fault, the O-Table learns nothing), so a spread that does not
+  /// match who writes the data costs a page move, not access-counter for the whole object. The
+  /// placed GPU's own accesses are hits, and another GPU's read is a shared fault as for any
+  /// held page (under OASIS a replica). A page stays placed until a transition changes it. A page a
   /// GPU already holds stays where it is. Waits for every GPU's work first and for the placement
   /// after. A pool too small for the pages given to its GPU evicts as any fault does. Fill host()
   /// before: the pages are copied from it.

@@ -30,7 +30,7 @@ constexpr StatField stat_fields[] = {
     &GpuPlacementStats::counter_migrations, &GpuPlacementStats::replications, &GpuPlacementStats::collapses,
     &GpuPlacementStats::remote_maps,    &GpuPlacementStats::write_upgrades,  &GpuPlacementStats::invalidations,
     &GpuPlacementStats::aborted_transitions, &GpuPlacementStats::nvlink_bytes, &GpuPlacementStats::pcie_bytes,
-    &GpuPlacementStats::writebacks, &GpuPlacementStats::evictions, &GpuPlacementStats::placed_claims};
+    &GpuPlacementStats::writebacks, &GpuPlacementStats::evictions};
 static_assert(std::size(stat_fields) == detail::mg::counter_count, "one GpuPlacementStats field per device counter");
 constexpr bool distinct_fields() {
   for (std::size_t i = 0; i < std::size(stat_fields); ++i)
@@ -147,10 +147,10 @@ __global__ void write_back_owned(const SpaceView* view, std::uint32_t id, std::u
 }
 
 /// Each warp places pages of one object that `spread` gives the bound GPU and that are on the
-/// host: it reads the page through the fault path (the first touch that fetches it), then, under
-/// the page's lock, marks it placed in the directory and in its own page-table word, so that the
-/// placement counts as nobody's access (placement.hpp's decide()). Pages a GPU holds are
-/// skipped. Every GPU of the space runs it at once, on disjoint pages.
+/// host: it reads the page through the fault path (the first touch that fetches it), then marks
+/// it placed under the page's lock, so that another GPU's write is not taken for sharing
+/// (placement.hpp's decide()). Pages a GPU holds are skipped. Every GPU of the space runs it at
+/// once, on disjoint pages.
 __global__ void place_pages(Binding binding, std::uint64_t pages, Spread spread) {
   const std::uint64_t warps = std::uint64_t{gridDim.x} * blockDim.x / 32;
   for (std::uint64_t p = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32; p < pages; p += warps) {
@@ -163,7 +163,6 @@ __global__ void place_pages(Binding binding, std::uint64_t pages, Spread spread)
       if (now.owner == binding.gpu && now.replicas == 0 && now.remote == 0 && now.shared == 0) {
         now.placed = 1;
         store_entry(entry, now);
-        pte_atomic(binding.pte[p]).fetch_or(pte::placed, cuda::std::memory_order_relaxed);
       }
       directory_unlock(entry);
     }

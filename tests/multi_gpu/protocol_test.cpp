@@ -3,7 +3,7 @@
 // threads, and the transition planner driven through placement.hpp's decide()/apply() and
 // evict_copy() against a model of a page's contents: every read through any GPU's mapping must
 // see the last value written by any GPU, and an evicted page's host copy the last value too;
-// pages placed on GPUs in the same model (claimed by their owner, taken by others); and how
+// pages placed on GPUs in the same model (taken by other GPUs' writes); and how
 // place_on_gpus() spreads pages (spread_gpu).
 
 #include "warpvm/detail/multi_gpu/frame_pool.hpp"
@@ -251,7 +251,7 @@ TEST(MultiGpuFramePool, TheClockProposesEveryFrameEvenly) {
 
 struct ModelCounts {
   std::uint64_t transitions = 0, frees = 0, invalidations = 0, upgrades = 0, evictions = 0, to_host = 0, writebacks = 0;
-  std::uint64_t placements = 0, claims = 0, takes = 0;
+  std::uint64_t placements = 0, takes = 0;
 };
 
 /// One page over `gpus` GPUs, served the way the device handler serves it (fault.cuh's serve()),
@@ -319,14 +319,12 @@ class PageModel {
   }
 
   /// place_on_gpus() putting the page on GPU `g`, as space.cu's place_pages does: a page on the
-  /// host is read through the fault path, then, if that was a first touch, marked placed in the
-  /// directory and in g's word.
+  /// host is read through the fault path, then, if that was a first touch, marked placed.
   void place(unsigned g) {
     if (entry_.owner != owner_host) return;
     serve(g, false, false);
     if (entry_.owner != g || entry_.replicas != 0 || entry_.remote != 0 || entry_.shared != 0) return;
     entry_.placed = 1;
-    words_[g] |= pte::placed;
     ++counts_.placements;
     check_invariants();
   }
@@ -367,7 +365,6 @@ class PageModel {
       }
     }
     if (action == Action::local || action == Action::remote) return;
-    counts_.claims += action == Action::claim_placed;
     counts_.takes += action == Action::take_placed;
     const DirectoryEntry before = entry_;
     DirectoryEntry after = before;
@@ -411,7 +408,6 @@ class PageModel {
       const Mapping m = mapping_of(entry_, g);
       const std::uint64_t w = words_[g];
       EXPECT_EQ(pte::is_present(w), m != Mapping::none) << "GPU " << g;
-      EXPECT_EQ((w & pte::placed) != 0, entry_.placed != 0 && entry_.owner == g) << "GPU " << g << ": PLACED follows the directory";
       if (m == Mapping::own) {
         EXPECT_TRUE(own.insert(pte::address(w)).second) << "two GPUs own one frame";
       }
@@ -490,13 +486,11 @@ TEST(MultiGpuTransitions, EvictionsKeepEveryReadExactAndWriteBackDirtyPages) {
   });
 }
 
-/// Pages placed on a GPU between evictions: the placed owner's first access claims the page,
-/// another GPU's takes it, reads stay exact, and PLACED is only ever in the owner's word while
-/// the directory says placed.
-TEST(MultiGpuTransitions, PlacedPagesAreClaimedOrTakenAndEveryReadStaysExact) {
+/// Pages placed on a GPU between drops and evictions: another GPU's write takes a placed page,
+/// reads stay exact and the tables follow the directory.
+TEST(MultiGpuTransitions, PlacedPagesTakenByWritesKeepEveryReadExact) {
   random_accesses(41, true, true, [](unsigned gpus, const ModelCounts& counts) {
     EXPECT_GT(counts.placements, 0u);
-    EXPECT_GT(counts.claims, 0u);
     if (gpus > 1) {
       EXPECT_GT(counts.takes, 0u);
     }

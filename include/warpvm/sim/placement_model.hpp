@@ -170,10 +170,9 @@ class PlacementModel {
     double& ns = gpu_ns_[gpu];
     switch (action) {
       case Action::local:
-      case Action::remote:
-      case Action::claim_placed: break;  // the simulator places no pages (nor takes them)
+      case Action::remote: break;
       case Action::fetch_from_host:
-      case Action::take_placed: ++counts_.first_touches; break;
+      case Action::take_placed: ++counts_.first_touches; break;  // the simulator places no pages
       case Action::migrate: ++counts_.migrations; break;
       case Action::counter_migrate: ++counts_.counter_migrations; break;
       case Action::map_remote: ++counts_.remote_maps; break;

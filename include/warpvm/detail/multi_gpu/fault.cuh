@@ -304,7 +304,6 @@ __device__ inline CopyOrder copy_order_of(const SpaceView& s, const Transition& 
     // An evicted page that was shared comes back through a shared fault (decide()): counted there.
     case Action::fetch_from_host: return shared_after ? Counter::count : Counter::first_touches;
     case Action::take_placed: return Counter::first_touches;
-    case Action::claim_placed: return Counter::placed_claims;
     case Action::migrate: return Counter::migrations;
     case Action::counter_migrate: return Counter::counter_migrations;
     case Action::replicate: return Counter::replications;

@@ -9,8 +9,6 @@
 ///                         then marked dirty, so a writable mapping implies a dirty page)
 ///   bit 42      REMOTE    the frame is a peer's (accesses count towards access-counter migration)
 ///   bit 43      REVOKE    a fault handler is taking the mapping away: new holds must not use it
-///   bit 44      PLACED    the owner's frame of a page place_on_gpus() put there, not accessed since:
-///                         holds fault once (the owner claims the page: placement.hpp's decide())
 ///   bits 48-63  holders   warps that hold the page on this GPU right now
 ///
 /// Holds are taken only by warps of the GPU that owns the word (fetch_add, acquire); every other
@@ -41,7 +39,6 @@ inline constexpr std::uint64_t present = std::uint64_t{1} << 40;
 inline constexpr std::uint64_t writable = std::uint64_t{1} << 41;
 inline constexpr std::uint64_t remote = std::uint64_t{1} << 42;
 inline constexpr std::uint64_t revoke = std::uint64_t{1} << 43;
-inline constexpr std::uint64_t placed = std::uint64_t{1} << 44;
 inline constexpr unsigned holder_shift = 48;
 inline constexpr std::uint64_t holder_one = std::uint64_t{1} << holder_shift;
 inline constexpr std::uint64_t holders_mask = ~std::uint64_t{0} << holder_shift;
@@ -66,7 +63,7 @@ inline constexpr std::uint64_t address_limit = (address_mask + 1) << address_shi
 [[nodiscard]] WARPVM_HD_INLINE constexpr bool is_own_frame(std::uint64_t w) { return is_present(w) && !is_remote(w); }
 /// A hold that saw `w` may read (and, for `write`, store) through the mapping.
 [[nodiscard]] WARPVM_HD_INLINE constexpr bool usable(std::uint64_t w, bool write) {
-  return (w & (present | revoke | placed)) == present && (!write || is_writable(w));
+  return (w & (present | revoke)) == present && (!write || is_writable(w));
 }
 }  // namespace pte
 

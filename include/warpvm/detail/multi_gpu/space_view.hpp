@@ -60,7 +60,7 @@ enum class Counter : std::uint32_t {
   remote_accesses,      ///< warp accesses to a peer's frame over NVLink
   remote_lines,         ///< 128 B lines those touched (what the access counters count)
   first_touches,        ///< faults on pages on the host never shared (first touches, private pages evicted and touched
-                        ///< again) and on pages placed on another GPU that nobody had accessed
+                        ///< again), and writes that took a page placed on another GPU
   shared_faults,        ///< faults on pages another GPU held, or shared before an eviction (the O-Table learns from these)
   migrations,           ///< fault-driven page moves (on-touch, duplication's write)
   counter_migrations,   ///< pages moved because this GPU's access counter reached the threshold
@@ -74,7 +74,6 @@ enum class Counter : std::uint32_t {
   pcie_bytes,           ///< pages fetched from the host plus pages written back
   writebacks,           ///< dirty pages copied back to the host: by flush(), and by evictions of a sole owner's page
   evictions,            ///< own copies given up to free a frame of a full pool
-  placed_claims,        ///< first accesses to pages placed on this GPU (a fault that moves nothing)
   count
 };
 inline constexpr std::uint32_t counter_count = static_cast<std::uint32_t>(Counter::count);

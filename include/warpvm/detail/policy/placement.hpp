@@ -11,11 +11,11 @@
 ///     maps the owner's frame). A fault on a page on the host that was never shared is a first
 ///     touch: private, served by on-touch migration without asking the object (the paper's host
 ///     page table filter). So is a write fault on a page that place_on_gpus() put on another GPU
-///     and nobody has accessed yet: placement is not use (the placed owner's own first access
-///     `claim_placed`s the page). A page evicted after it was shared faults as shared. Any other
-///     fault is shared: the page is held by another GPU (or replicated while this GPU writes).
-///     Only then is `policy_for(write)` called: the object's fixed policy, or its O-Table entry
-///     (`otable_shared_fault`), which learns from this very fault.
+///     and no transition has changed since: placement is not use. A page evicted after it was
+///     shared faults as shared. Any other fault is shared: the page is held by another GPU (or
+///     replicated while this GPU writes). Only then is `policy_for(write)` called: the object's
+///     fixed policy, or its O-Table entry (`otable_shared_fault`), which learns from this very
+///     fault.
 ///  2. `apply(entry, gpu, action)` performs the directory transition and says what moved.
 ///     `evict_copy(entry, gpu)` is the one transition no access asks for: a GPU whose frame pool
 ///     is full gives up its copy of a victim page (a replica is dropped, a replica is promoted in
@@ -80,10 +80,10 @@ struct DirectoryEntry {
   /// to the host, where it stands for OASIS's PTE policy bits of an evicted page (Section VI-D):
   /// a re-referenced page that was shared is a shared fault, not a first touch (decide()).
   std::uint8_t shared = 0;
-  /// The owner holds the page because place_on_gpus() put it there, and nobody has accessed it
-  /// since (the owner's page-table word carries PLACED). The owner's first access claims it,
-  /// another GPU's first write takes it as a first touch (decide()); any transition ends it.
-  /// Only an exclusive page is placed.
+  /// The owner holds the page because place_on_gpus() put it there, and no transition has
+  /// changed it since: another GPU's write to it is a first touch (decide()). Only an exclusive
+  /// page is placed. The owner's own accesses are hits the directory never sees, so a page it
+  /// has used still counts as placed (see decide()).
   std::uint8_t placed = 0;
 
   [[nodiscard]] WARPVM_HD constexpr PageState state() const {
@@ -118,10 +118,8 @@ enum class Action : std::uint8_t {
                             ///< copy: replicas dropped, the writer maps the owner's frame
   counter_migrate,          ///< a remote access count reached the threshold: the page moves to the
                             ///< counting GPU, every other mapping dropped (no fault)
-  claim_placed,             ///< the owner's first access to a page placed on it: nothing moves, its
-                            ///< mapping loses PLACED
-  take_placed,              ///< the first write to a page placed on another GPU, nobody having accessed it:
-                            ///< a first touch (the page moves to the requester; no O-Table, not shared)
+  take_placed,              ///< another GPU's write to a page still placed: a first touch (the page
+                            ///< moves to the requester; no O-Table, not shared)
 };
 
 [[nodiscard]] WARPVM_HD_INLINE constexpr const char* to_string(Action a) {
@@ -135,7 +133,6 @@ enum class Action : std::uint8_t {
     case Action::collapse_and_own: return "collapse_and_own";
     case Action::collapse_and_map_remote: return "collapse_and_map_remote";
     case Action::counter_migrate: return "counter_migrate";
-    case Action::claim_placed: return "claim_placed";
     case Action::take_placed: return "take_placed";
   }
   return "?";
@@ -148,8 +145,8 @@ enum class Action : std::uint8_t {
 
 enum class PlacementFault : std::uint8_t {
   none,
-  first_touch,  ///< the page is on the host and was never shared, or placed on another GPU and not accessed
-                ///< there: private, on-touch, the O-Table is not consulted
+  first_touch,  ///< the page is on the host and was never shared, or is written while placed on another GPU:
+                ///< private, on-touch, the O-Table is not consulted
   shared,       ///< the page is held by another GPU, or replicated and written: consults the object
 };
 
@@ -174,13 +171,13 @@ template <class PolicyFor>
     if (e.shared == 0) return {Action::fetch_from_host, PlacementFault::first_touch, PagePolicy::on_touch};
     return {Action::fetch_from_host, PlacementFault::shared, policy_for(write)};
   }
-  if (e.placed != 0) {
-    // Where place_on_gpus() put a page says nothing about who writes it: a write there is a first
-    // touch, not a shared write that would teach the object access-counter. A read is served as
-    // shared (a replica under duplication: the placed copy stays useful if its GPU reads too).
-    if (e.owner == gpu) return {Action::claim_placed, PlacementFault::none, PagePolicy::on_touch};
-    if (write) return {Action::take_placed, PlacementFault::first_touch, PagePolicy::on_touch};
-  }
+  // Where place_on_gpus() put a page says nothing about who writes it: another GPU's write there
+  // is a first touch, not a shared write that would teach the object access-counter. A read is
+  // served as shared (a replica under duplication: the placed copy stays useful if its GPU
+  // reads too). The owner's hits leave no trace here, so a write to a page the owner has used
+  // is taken too: the page migrates once, and the owner's next access is a shared fault.
+  if (e.placed != 0 && write && e.owner != gpu)
+    return {Action::take_placed, PlacementFault::first_touch, PagePolicy::on_touch};
   const bool replicated = e.replicas != 0;
   const bool copy = e.has_copy(gpu);
   if (!write || !replicated) {
@@ -217,13 +214,12 @@ WARPVM_HD_INLINE Effects apply(DirectoryEntry& e, unsigned gpu, Action action) {
   Effects fx;
   // Every other action serves a shared fault (or a counter migration): the page is shared for good.
   if (action != Action::local && action != Action::remote && action != Action::fetch_from_host &&
-      action != Action::claim_placed && action != Action::take_placed)
+      action != Action::take_placed)
     e.shared = 1;
-  e.placed = 0;  // any transition of a placed page ends its placement
+  if (action != Action::local && action != Action::remote) e.placed = 0;  // a transition ends the placement
   switch (action) {
     case Action::local:
-    case Action::remote:
-    case Action::claim_placed: break;
+    case Action::remote: break;
     case Action::fetch_from_host:
       fx.pulled = true;
       e.owner = static_cast<std::uint8_t>(gpu);
