@@ -63,6 +63,23 @@ def test_cases_split_by_gpu_count_size_and_counter_threshold(tmp_path: Path) -> 
     assert cases[3].oasis_speedup_over("on_touch") == {}
 
 
+def test_runs_placed_on_the_gpus_form_cases_of_their_own(tmp_path: Path) -> None:
+    placed = [r | {"policy": f"{r['mode']}_gpu_interleaved"} for r in run_records()]
+    placed[0]["seconds"] = 9.0  # gemm on_touch, placed: not the host case's 5.0
+    uvm = [uvm_record("gemm", "uvm", 3.0)]
+    raw = run_records() + placed + uvm + [placement_record("gemm", "oasis", 7.0, policy="oasis_gpu_rows")]
+    cases = placement_cases(load_records([write_jsonl(tmp_path / "r.jsonl", raw)]))
+    assert [c.initial_placement for c in cases] == ["host", "gpu_interleaved"]
+    host, interleaved = cases
+    assert host.seconds["gemm"]["on_touch"] == 5.0 and host.seconds["gemm"]["uvm"] == 3.0
+    # No uvm column: real UVM always starts on the host.
+    assert interleaved.seconds["gemm"] == SECONDS["gemm"] | {"on_touch": 9.0}
+    assert interleaved.oasis_speedup_over("on_touch") == pytest.approx({"gemm": 9.0, "conv2d": 2.0})
+    text = placement_markdown(load_records([write_jsonl(tmp_path / "r.jsonl", raw)]))
+    assert "### NVIDIA H200 x4, 1.00 GiB per workload, counter threshold 256, " in text
+    assert "counter threshold 256, pages first on the GPUs (interleaved)" in text
+
+
 def test_the_latest_record_of_a_point_wins(tmp_path: Path) -> None:
     raw = run_records() + [placement_record("conv2d", "oasis", 0.1)]
     (case,) = placement_cases(load_records([write_jsonl(tmp_path / "r.jsonl", raw)]))

@@ -1,10 +1,11 @@
 """Multi-GPU placement results (warpvm-placement-bench): OASIS against the uniform policies.
 
-A *case* is one scaling point: a device, a GPU count, a footprint scale and a counter threshold.
-Its workloads were run under some of the policies; the issue targets (OASIS's gain over
-on-touch, and its distance from the best uniform policy) are computed per case. Real-UVM runs
-(the uvm modes) have no counter threshold: they join every case of their device, GPU count and
-scale, as columns of their own.
+A *case* is one scaling point: a device, a GPU count, a footprint scale, a counter threshold and
+where the data starts (the host, or placed on the GPUs before each run: --initial-placement,
+recorded as a policy suffix). Its workloads were run under some of the policies; the issue
+targets (OASIS's gain over on-touch, and its distance from the best uniform policy) are computed
+per case. Real-UVM runs (the uvm modes) have no counter threshold and always start on the host:
+they join every host case of their device, GPU count and scale, as columns of their own.
 """
 
 from __future__ import annotations
@@ -20,6 +21,19 @@ SUITE = "placement"
 UNIFORM_POLICIES = ("on_touch", "access_counter", "duplication")
 POLICIES = (*UNIFORM_POLICIES, "oasis")
 UVM_POLICIES = ("uvm", "uvm_read_mostly", "uvm_accessed_by")  # real UVM, in core: a reality check
+HOST = "host"
+INITIAL_PLACEMENTS = ("gpu_blocks", "gpu_interleaved")  # policy suffixes: <mode>_<placement>
+
+
+def initial_placement_of(record: Record) -> str | None:
+    """Where the run's data started: HOST when the policy is the mode, a GPU spread when the
+    policy is <mode>_<spread>, None for other sensitivity points (e.g. oasis_reset4)."""
+    if record.policy == record.mode:
+        return HOST
+    for placement in INITIAL_PLACEMENTS:
+        if record.policy == f"{record.mode}_{placement}":
+            return placement
+    return None
 
 
 def scale_of(record: Record) -> int:
@@ -40,13 +54,16 @@ class PlacementCase:
     gpus: int
     scale_bytes: int
     counter_threshold: int | None
+    initial_placement: str = HOST
     seconds: dict[str, dict[str, float]] = field(default_factory=dict)  # workload -> policy -> s
     footprint: dict[str, int] = field(default_factory=dict)  # workload -> bytes
 
     @property
     def label(self) -> str:
         threshold = "" if self.counter_threshold is None else f", counter threshold {self.counter_threshold}"
-        return f"{self.device} x{self.gpus}, {format_bytes(self.scale_bytes)} per workload{threshold}"
+        spread = self.initial_placement.removeprefix("gpu_")
+        placed = "" if self.initial_placement == HOST else f", pages first on the GPUs ({spread})"
+        return f"{self.device} x{self.gpus}, {format_bytes(self.scale_bytes)} per workload{threshold}{placed}"
 
     @property
     def policies(self) -> tuple[str, ...]:
@@ -81,12 +98,15 @@ def arithmetic_and_geometric_mean(values: Iterable[float]) -> tuple[float, float
 
 def placement_cases(records: Iterable[Record]) -> list[PlacementCase]:
     """The cases of the placement suite's records (the latest record of each point). Sensitivity
-    runs whose policy is not their mode (e.g. oasis_reset4) are left out; runs at another counter
-    threshold form cases of their own. A real-UVM run joins every case of its device, GPU count
-    and scale (a case of its own, without a threshold, if there is none)."""
-    cases: dict[tuple[str, int, int, int | None], PlacementCase] = {}
+    runs whose policy is neither their mode nor their mode with an initial placement (e.g.
+    oasis_reset4) are left out; runs at another counter threshold or initial placement form
+    cases of their own. A real-UVM run joins every host case of its device, GPU count and scale
+    (a case of its own, without a threshold, if there is none)."""
+    cases: dict[tuple[str, int, int, int | None, str], PlacementCase] = {}
     modes = (*POLICIES, *UVM_POLICIES)
-    points = [r for r in records if r.suite == SUITE and r.mode in modes and r.policy == r.mode]
+    points = [
+        r for r in records if r.suite == SUITE and r.mode in modes and initial_placement_of(r) is not None
+    ]
     timed = [r for r in latest_points(points) if r.seconds is not None]
 
     def add(case: PlacementCase, r: Record) -> None:
@@ -95,13 +115,19 @@ def placement_cases(records: Iterable[Record]) -> list[PlacementCase]:
 
     for r in timed:
         if r.mode in POLICIES:
-            key = (r.device, int(r.extra.get("gpus", 1)), scale_of(r), r.extra.get("counter_threshold"))
+            key = (
+                r.device,
+                int(r.extra.get("gpus", 1)),
+                scale_of(r),
+                r.extra.get("counter_threshold"),
+                initial_placement_of(r) or HOST,
+            )
             add(cases.setdefault(key, PlacementCase(*key)), r)
     for r in timed:
-        if r.mode in UVM_POLICIES:
+        if r.mode in UVM_POLICIES and initial_placement_of(r) == HOST:
             point = (r.device, int(r.extra.get("gpus", 1)), scale_of(r))
-            joined = [case for key, case in cases.items() if key[:3] == point]
-            for case in joined or [cases.setdefault((*point, None), PlacementCase(*point, None))]:
+            joined = [case for key, case in cases.items() if key[:3] == point and key[4] == HOST]
+            for case in joined or [cases.setdefault((*point, None, HOST), PlacementCase(*point, None))]:
                 add(case, r)
     return list(cases.values())
 
