@@ -2,7 +2,8 @@
 // generated multi-GPU versions of issue #6's workloads through the placement policy code
 // (PlacementModel) and prints one JSON Lines record per workload, GPU count and policy. Each GPU
 // owns a partition of the work as a multi-GPU implementation would; the GPUs' streams are
-// interleaved one step (a tile, a row, a vertex) at a time. Data starts on the host.
+// interleaved one step (a tile, a row, a vertex) at a time. Data starts on the host, or with
+// --initial-placement blocks|interleaved on the GPUs (as MultiGpuSpace::place_on_gpus puts it).
 
 #include "placement_sim.hpp"
 
@@ -17,6 +18,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,7 @@ struct PlacementOptions {
   std::uint32_t reset_threshold = detail::default_reset_threshold;
   std::uint32_t counter_threshold = detail::default_counter_threshold;
   unsigned iterations = 4;  ///< stencil2d sweeps, pagerank iterations
+  std::optional<Spread> initial_spread;  ///< --initial-placement: nullopt for the host
   std::string commit = "unknown";
 };
 
@@ -45,7 +48,8 @@ struct PlacementOptions {
   std::fprintf(stderr,
                "%s\nusage: warpvm-sim --gpus 2[,4,...] [--placement on_touch|access_counter|duplication|oasis|ideal|all] "
                "[--workloads transpose,stencil2d,pagerank,gemm,shared_read_private_write] [--bytes 64MiB] [--page-bytes 4096] "
-               "[--reset-threshold 8] [--counter-threshold 256] [--iterations 4] [--commit SHA]\n"
+               "[--reset-threshold 8] [--counter-threshold 256] [--iterations 4] [--initial-placement host|blocks|interleaved] "
+               "[--commit SHA]\n"
                "Prints one JSON Lines record per workload, GPU count and placement; modelled_seconds comes from the\n"
                "cost model in docs/placement.md (a model, not a measurement).\n",
                message.c_str());
@@ -90,6 +94,11 @@ PlacementOptions parse(int argc, char** argv) {
     else if (flag == "--reset-threshold") o.reset_threshold = parse_count(flag, value, 1, detail::otable::max_reset_threshold);
     else if (flag == "--counter-threshold") o.counter_threshold = parse_count(flag, value, 1, 1u << 30);
     else if (flag == "--iterations") o.iterations = parse_count(flag, value, 1, 1000);
+    else if (flag == "--initial-placement") {
+      if (value == "blocks") o.initial_spread = Spread::blocks;
+      else if (value == "interleaved") o.initial_spread = Spread::interleaved;
+      else if (value != "host") usage("--initial-placement must be host, blocks or interleaved, not " + value);
+    }
     else if (flag == "--commit") o.commit = value;
     else if (flag != "--out") usage("unknown option " + flag + " in the placement mode");
   }
@@ -98,14 +107,20 @@ PlacementOptions parse(int argc, char** argv) {
   return o;
 }
 
-/// Emits the accesses of one byte range [begin, begin + bytes) of an object, split at page
-/// boundaries, each piece as one access of the 128 B lines it covers.
+/// Makes the objects (placed on the GPUs first with an initial spread) and emits the accesses of
+/// one byte range [begin, begin + bytes) of an object, split at page boundaries, each piece as
+/// one access of the 128 B lines it covers.
 struct Stream {
   PlacementModel& model;
   std::uint32_t page_bytes;
+  std::optional<Spread> initial_spread;
 
   [[nodiscard]] std::uint64_t pages(std::uint64_t bytes) const { return (bytes + page_bytes - 1) / page_bytes; }
-  std::uint32_t object(std::uint64_t bytes) { return model.add_object(pages(bytes)); }
+  std::uint32_t object(std::uint64_t bytes) {
+    const std::uint32_t id = model.add_object(pages(bytes));
+    if (initial_spread) model.place_on_gpus(id, *initial_spread);
+    return id;
+  }
 
   void range(unsigned gpu, std::uint32_t obj, std::uint64_t begin, std::uint64_t bytes, bool write) {
     for (std::uint64_t at = begin, end = begin + bytes; at < end;) {
@@ -261,12 +276,15 @@ int run_placement_sim(int argc, char** argv) {
     for (const unsigned gpus : o.gpus)
       for (const Placement placement : o.placements) {
         PlacementModel model(gpus, placement, o.page_bytes, o.reset_threshold, o.counter_threshold, costs);
-        Stream stream{model, o.page_bytes};
+        Stream stream{model, o.page_bytes, o.initial_spread};
+        // Records of a GPU placement name their policy as warpvm-placement-bench's do.
+        const std::string policy =
+            std::string(to_string(placement)) + (o.initial_spread ? std::string("_gpu_") + to_string(*o.initial_spread) : "");
         const std::uint64_t dataset = replay(workload, stream, o, gpus);
         const sim::PlacementCounts& n = model.counts();
         std::cout << "{\"suite\":\"sim\",\"device\":\"cpu-simulator\",\"driver\":\"-\",\"commit\":\"" << o.commit
                   << "\",\"date\":\"" << date << "\",\"simulated\":true,\"verified\":false,\"seconds\":null,\"useful_gbps\":null"
-                  << ",\"mode\":\"placement_sim\",\"workload\":\"" << workload << "\",\"policy\":\"" << to_string(placement)
+                  << ",\"mode\":\"placement_sim\",\"workload\":\"" << workload << "\",\"policy\":\"" << policy
                   << "\",\"gpus\":" << gpus << ",\"page_bytes\":" << o.page_bytes << ",\"dataset_bytes\":" << dataset
                   << ",\"reset_threshold\":" << o.reset_threshold << ",\"counter_threshold\":" << o.counter_threshold
                   << ",\"accesses\":" << n.accesses << ",\"local_accesses\":" << n.local << ",\"remote_accesses\":" << n.remote

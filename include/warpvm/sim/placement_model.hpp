@@ -6,6 +6,7 @@
 /// counts what each policy does, plus a modelled time from a simple cost model (a model, not a
 /// measurement: docs/placement.md). Used by `warpvm-sim --gpus N --placement ...`.
 
+#include "warpvm/detail/multi_gpu/space_view.hpp"
 #include "warpvm/detail/policy/placement.hpp"
 
 #include <algorithm>
@@ -98,6 +99,19 @@ class PlacementModel {
     return static_cast<std::uint32_t>(objects_.size() - 1);
   }
 
+  /// MultiGpuSpace::place_on_gpus(): every page of `object` still on the host goes to the GPU
+  /// `spread` names, placed, as warpvm-placement-bench --initial-placement does before its timed
+  /// runs: uncounted and untimed.
+  void place_on_gpus(std::uint32_t object, Spread spread) {
+    std::vector<detail::DirectoryEntry>& pages = objects_.at(object).pages;
+    for (std::uint64_t p = 0; p < pages.size(); ++p) {
+      detail::DirectoryEntry& e = pages[p];
+      if (e.owner != detail::owner_host) continue;
+      e.owner = static_cast<std::uint8_t>(detail::mg::spread_gpu(spread, p, pages.size(), gpus_));
+      e.placed = e.shared == 0;  // place_pages marks only a first touch
+    }
+  }
+
   /// An explicit phase boundary (a kernel launched through the runtime, rt.begin_phase()).
   void begin_phase() {
     for (Object& o : objects_) detail::otable_begin_phase(o.otable);
@@ -172,7 +186,7 @@ class PlacementModel {
       case Action::local:
       case Action::remote: break;
       case Action::fetch_from_host:
-      case Action::take_placed: ++counts_.first_touches; break;  // the simulator places no pages
+      case Action::take_placed: ++counts_.first_touches; break;
       case Action::migrate: ++counts_.migrations; break;
       case Action::counter_migrate: ++counts_.counter_migrations; break;
       case Action::map_remote: ++counts_.remote_maps; break;
