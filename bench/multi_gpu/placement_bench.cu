@@ -521,11 +521,8 @@ Args parse(int argc, char** argv) {
       } else if (flag == "--counter-threshold") a.counter_threshold = static_cast<std::uint32_t>(std::stoul(v));
       else if (flag == "--page-bytes") a.page_bytes = tools::parse_bytes(v);
       else if (flag == "--cache-fraction") a.cache_fraction = std::stod(v);
-      else if (flag == "--initial-placement") {
-        if (v == "blocks") a.initial_spread = Spread::blocks;
-        else if (v == "interleaved") a.initial_spread = Spread::interleaved;
-        else if (v != "host") usage("--initial-placement must be host, blocks or interleaved, not " + v);
-      } else usage("unknown option " + flag);
+      else if (flag == "--initial-placement") a.initial_spread = tools::parse_initial_placement(v);
+      else usage("unknown option " + flag);
     } catch (const std::logic_error&) {
       usage("bad value for " + flag + ": " + v);
     }

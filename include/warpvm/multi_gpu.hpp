@@ -307,12 +307,15 @@ class MultiGpuSpace {
   /// fetches the page from host() and owns it (a first touch in stats(); the page stays clean).
   /// Placement is not use: another GPU's write to a placed page is a first touch (the page moves
   /// to it over NVLink; no shared fault, the O-Table learns nothing), so a spread that does not
-  /// match who writes the data costs a page move, not access-counter for the whole object. The
-  /// placed GPU's own accesses are hits, and another GPU's read is a shared fault as for any
-  /// held page (under OASIS a replica). A page stays placed until a transition changes it. A page a
-  /// GPU already holds stays where it is. Waits for every GPU's work first and for the placement
-  /// after. A pool too small for the pages given to its GPU evicts as any fault does. Fill host()
-  /// before: the pages are copied from it.
+  /// match who writes the data costs a page move, not access-counter for the whole object.
+  /// Another GPU's read is a shared fault as for any held page (under OASIS a replica). The
+  /// placed GPU's own reads and writes do not end the placement (another GPU's write to a page
+  /// its GPU has used is taken too: one migration before the next fault is shared); a
+  /// transition does. A page a GPU already holds stays where it is; one that was shared before
+  /// it went back to the host is fetched through a shared fault (the O-Table learns from it)
+  /// and not placed: drop_cached() first for a clean start. Waits for every GPU's work first and
+  /// for the placement after. A pool too small for the pages given to its GPU evicts as any
+  /// fault does. Fill host() before: the pages are copied from it.
   template <class T>
   void place_on_gpus(const shared_object<T>& object, Spread spread) {
     place_pages_on_gpus(object.owner_, spread);

@@ -1,7 +1,10 @@
 #pragma once
 // Command-line value parsing shared by the project's tools (warpvm-bench, warpvm-sim).
 
+#include "warpvm/detail/multi_gpu/space_view.hpp"
+
 #include <cstdint>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -29,6 +32,15 @@ inline std::uint64_t parse_bytes(const std::string& text) {
   else if (unit == "KiB" || unit == "K") scale = 1024.0;
   else if (!unit.empty() && unit != "B") throw std::invalid_argument("unknown size unit in '" + text + "'");
   return static_cast<std::uint64_t>(value * scale);
+}
+
+/// --initial-placement's value: "host" (std::nullopt: pages start there), "blocks" or
+/// "interleaved". Throws std::invalid_argument naming the value otherwise.
+inline std::optional<Spread> parse_initial_placement(const std::string& value) {
+  if (value == "host") return std::nullopt;
+  for (const Spread s : {Spread::blocks, Spread::interleaved})
+    if (value == to_string(s)) return s;
+  throw std::invalid_argument("--initial-placement must be host, blocks or interleaved, not '" + value + "'");
 }
 
 }  // namespace warpvm::tools

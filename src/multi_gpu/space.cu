@@ -160,10 +160,7 @@ __global__ void place_pages(Binding binding, std::uint64_t pages, Spread spread)
     if (lane_id() == 0) {
       while (!directory_try_lock(entry)) __nanosleep(lock_backoff_min_ns);
       DirectoryEntry now = load_entry(entry);
-      if (now.owner == binding.gpu && now.replicas == 0 && now.remote == 0 && now.shared == 0) {
-        now.placed = 1;
-        store_entry(entry, now);
-      }
+      if (mark_placed(now, binding.gpu)) store_entry(entry, now);
       directory_unlock(entry);
     }
     __syncwarp();

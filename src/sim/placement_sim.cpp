@@ -95,9 +95,11 @@ PlacementOptions parse(int argc, char** argv) {
     else if (flag == "--counter-threshold") o.counter_threshold = parse_count(flag, value, 1, 1u << 30);
     else if (flag == "--iterations") o.iterations = parse_count(flag, value, 1, 1000);
     else if (flag == "--initial-placement") {
-      if (value == "blocks") o.initial_spread = Spread::blocks;
-      else if (value == "interleaved") o.initial_spread = Spread::interleaved;
-      else if (value != "host") usage("--initial-placement must be host, blocks or interleaved, not " + value);
+      try {
+        o.initial_spread = parse_initial_placement(value);
+      } catch (const std::invalid_argument& e) {
+        usage(e.what());
+      }
     }
     else if (flag == "--commit") o.commit = value;
     else if (flag != "--out") usage("unknown option " + flag + " in the placement mode");

@@ -551,9 +551,9 @@ void expect_sums_by(MultiGpuSpace& space, const shared_object<std::uint32_t>& a,
 /// place_on_gpus(`placed`) on fresh random data (a partial last page, a page count no spread
 /// divides evenly), then two phases in which one warp accesses each page: first it reads and
 /// writes it on the GPU the other spread names, then reads it on the GPU `placed` names.
-/// Placement is not use: in the first phase a page written where it was placed is a hit, one
-/// written elsewhere is a first touch that moves it, and no fault is shared; in the second,
-/// exactly the pages that moved are shared faults. Every sum exact.
+/// Placement is not use: in the first phase a page written where it was placed stays there (a
+/// write upgrade), one written elsewhere is a first touch that moves it, and no fault is shared;
+/// in the second, exactly the pages that moved are shared faults. Every sum exact.
 void expect_placement_is_not_use(const std::vector<int>& devices, Spread placed, PlacementPolicy policy) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(std::string("placed ") + to_string(placed) + ", " + to_string(policy) + ", seed " + std::to_string(seed));
@@ -597,7 +597,7 @@ void expect_placement_is_not_use(const std::vector<int>& devices, Spread placed,
   space.reset_stats();
   expect_sums_by(space, a, incremented, placed, false);
   const GpuPlacementStats second = space.stats().total();
-  EXPECT_EQ(second.shared_faults, moved) << "a claimed or taken page is used: the next GPU's fault is shared";
+  EXPECT_EQ(second.shared_faults, moved) << "a taken page is in use: the next GPU's fault is shared";
   EXPECT_EQ(second.first_touches, 0u);
   space.flush();
   EXPECT_EQ(mismatches(a.host(), incremented), 0u) << "every page's writes are on the host after flush";

@@ -311,10 +311,13 @@ class PageModel {
     check_invariants();
   }
 
-  /// drop_cached(): every copy given up (dirty ones written back), the page forgotten (not shared).
+  /// drop_cached(): every copy given up (dirty ones written back), the page forgotten (not
+  /// shared), the O-Table and the access counters cleared.
   void drop() {
     for (unsigned g = 0; g < gpus_; ++g) evict(g);
     entry_ = DirectoryEntry{};
+    otable_ = 0;
+    std::fill(counters_.begin(), counters_.end(), 0u);
     check_invariants();
   }
 
@@ -323,8 +326,7 @@ class PageModel {
   void place(unsigned g) {
     if (entry_.owner != owner_host) return;
     serve(g, false, false);
-    if (entry_.owner != g || entry_.replicas != 0 || entry_.remote != 0 || entry_.shared != 0) return;
-    entry_.placed = 1;
+    if (!mark_placed(entry_, g)) return;
     ++counts_.placements;
     check_invariants();
   }
@@ -348,6 +350,7 @@ class PageModel {
     if (counter_migration) {
       if (entry_.maps_remote(me)) action = Action::counter_migrate;
     } else {
+      const std::uint32_t otable_before = otable_;
       const Decision d = decide(entry_, me, write, [&](bool w) {
         switch (policy_) {
           case PlacementPolicy::on_touch: return PagePolicy::on_touch;
@@ -358,6 +361,9 @@ class PageModel {
         return otable_shared_fault(otable_, w, 2);
       });
       action = d.action;
+      if (action == Action::take_placed) {
+        EXPECT_EQ(otable_, otable_before) << "a take teaches the O-Table nothing";
+      }
       if ((action == Action::local || action == Action::remote) && write && !pte::is_writable(words_[me])) {
         words_[me] |= pte::writable;
         dirty_ = true;

@@ -107,8 +107,9 @@ class PlacementModel {
     for (std::uint64_t p = 0; p < pages.size(); ++p) {
       detail::DirectoryEntry& e = pages[p];
       if (e.owner != detail::owner_host) continue;
-      e.owner = static_cast<std::uint8_t>(detail::mg::spread_gpu(spread, p, pages.size(), gpus_));
-      e.placed = e.shared == 0;  // place_pages marks only a first touch
+      const unsigned gpu = detail::mg::spread_gpu(spread, p, pages.size(), gpus_);
+      e.owner = static_cast<std::uint8_t>(gpu);
+      detail::mark_placed(e, gpu);
     }
   }
 

@@ -70,7 +70,8 @@ enum class PageState : std::uint8_t {
 };
 
 /// One page in the directory. Invariants (`directory_valid`): a host page has no replicas and
-/// no remote mappers; the owner is in neither mask; the masks are disjoint.
+/// no remote mappers; the owner is in neither mask; the masks are disjoint; a placed page is
+/// exclusive (no replicas, no remote mappers, not on the host) and was never shared.
 struct DirectoryEntry {
   std::uint64_t replicas = 0;  ///< GPUs other than the owner holding a read-only copy
   std::uint64_t remote = 0;    ///< GPUs mapping the owner's frame over the link
@@ -82,8 +83,9 @@ struct DirectoryEntry {
   std::uint8_t shared = 0;
   /// The owner holds the page because place_on_gpus() put it there, and no transition has
   /// changed it since: another GPU's write to it is a first touch (decide()). Only an exclusive
-  /// page is placed. The owner's own accesses are hits the directory never sees, so a page it
-  /// has used still counts as placed (see decide()).
+  /// page is placed, and it was never shared. The owner's own accesses do not end it (its reads
+  /// are hits; its first write is a write upgrade, which changes no placement), so a page it has
+  /// used still counts as placed (see decide()).
   std::uint8_t placed = 0;
 
   [[nodiscard]] WARPVM_HD constexpr PageState state() const {
@@ -99,7 +101,7 @@ struct DirectoryEntry {
 [[nodiscard]] WARPVM_HD_INLINE constexpr bool directory_valid(const DirectoryEntry& e) {
   if (e.owner == owner_host) return e.replicas == 0 && e.remote == 0 && e.placed == 0;
   if (e.owner >= placement_max_gpus) return false;
-  if (e.placed != 0 && (e.replicas != 0 || e.remote != 0)) return false;
+  if (e.placed != 0 && (e.replicas != 0 || e.remote != 0 || e.shared != 0)) return false;
   const std::uint64_t owner_bit = std::uint64_t{1} << e.owner;
   return (e.replicas & owner_bit) == 0 && (e.remote & owner_bit) == 0 && (e.replicas & e.remote) == 0;
 }
@@ -174,8 +176,9 @@ template <class PolicyFor>
   // Where place_on_gpus() put a page says nothing about who writes it: another GPU's write there
   // is a first touch, not a shared write that would teach the object access-counter. A read is
   // served as shared (a replica under duplication: the placed copy stays useful if its GPU
-  // reads too). The owner's hits leave no trace here, so a write to a page the owner has used
-  // is taken too: the page migrates once, and the owner's next access is a shared fault.
+  // reads too). The owner's own accesses do not end the placement, so a write to a page the
+  // owner has used is taken too: the page migrates once, and the owner's next access is a
+  // shared fault.
   if (e.placed != 0 && write && e.owner != gpu)
     return {Action::take_placed, PlacementFault::first_touch, PagePolicy::on_touch};
   const bool replicated = e.replicas != 0;
@@ -287,6 +290,16 @@ WARPVM_HD_INLINE EvictEffects evict_copy(DirectoryEntry& e, unsigned gpu) {
     fx.to_host = true;
   }
   return fx;
+}
+
+/// place_on_gpus() after GPU `gpu` read the page through the fault path: the page is marked
+/// placed when that read was its first touch (it is `gpu`'s alone and was never shared; a page
+/// shared before it went back to the host was read through a shared fault and stays unplaced).
+/// True if it marked the page.
+WARPVM_HD_INLINE bool mark_placed(DirectoryEntry& e, unsigned gpu) {
+  if (e.owner != gpu || e.replicas != 0 || e.remote != 0 || e.shared != 0) return false;
+  e.placed = 1;
+  return true;
 }
 
 // ---- access counters ------------------------------------------------------------------------
