@@ -1277,7 +1277,7 @@ int run(int argc, char** argv) {
           config.page_bytes = a.page_bytes;
           r.extra["page_bytes"] = static_cast<double>(a.page_bytes);
           if (a.page_bytes != MultiGpuConfig{}.page_bytes) r.policy += "_page" + std::to_string(a.page_bytes);
-          if (a.initial_spread) r.policy += std::string("_gpu_") + to_string(*a.initial_spread);
+          r.policy += tools::initial_placement_suffix(a.initial_spread);
           r.extra["reset_threshold"] = reset_threshold;
           r.extra["counter_threshold"] = a.counter_threshold;
           MultiGpuSpace space(config);

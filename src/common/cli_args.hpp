@@ -43,4 +43,10 @@ inline std::optional<Spread> parse_initial_placement(const std::string& value) {
   throw std::invalid_argument("--initial-placement must be host, blocks or interleaved, not '" + value + "'");
 }
 
+/// What a record of a run placed on the GPUs appends to its policy: "_gpu_<spread>" (the report
+/// keys placement cases by it), nothing for data that starts on the host.
+inline std::string initial_placement_suffix(std::optional<Spread> spread) {
+  return spread ? std::string("_gpu_") + to_string(*spread) : std::string();
+}
+
 }  // namespace warpvm::tools

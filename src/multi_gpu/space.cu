@@ -155,7 +155,7 @@ __global__ void place_pages(Binding binding, std::uint64_t pages, Spread spread)
   const std::uint64_t warps = std::uint64_t{gridDim.x} * blockDim.x / 32;
   for (std::uint64_t p = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32; p < pages; p += warps) {
     DirectoryEntry& entry = binding.object->directory[p];
-    if (spread_gpu(spread, p, pages, binding.gpus) != binding.gpu || load_entry(entry).owner != owner_host) continue;
+    if (spread_gpu(spread, p, pages, binding.gpus) != binding.gpu || __ldcg(&entry.owner) != owner_host) continue;
     access_page(binding, p, false, 0, 1, [](std::byte*) {});
     if (lane_id() == 0) {
       while (!directory_try_lock(entry)) __nanosleep(lock_backoff_min_ns);
@@ -374,7 +374,7 @@ class SpaceState {
   }
 
   void place_on_gpus(std::uint32_t id, Spread spread) {
-    begin_phase();
+    synchronize_streams();
     const ObjectState& o = objects_[id];
     for (std::size_t g = 0; g < gpus_.size(); ++g) {
       DeviceGuard guard(gpus_[g].device);

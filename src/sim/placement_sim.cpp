@@ -279,9 +279,7 @@ int run_placement_sim(int argc, char** argv) {
       for (const Placement placement : o.placements) {
         PlacementModel model(gpus, placement, o.page_bytes, o.reset_threshold, o.counter_threshold, costs);
         Stream stream{model, o.page_bytes, o.initial_spread};
-        // Records of a GPU placement name their policy as warpvm-placement-bench's do.
-        const std::string policy =
-            std::string(to_string(placement)) + (o.initial_spread ? std::string("_gpu_") + to_string(*o.initial_spread) : "");
+        const std::string policy = to_string(placement) + initial_placement_suffix(o.initial_spread);
         const std::uint64_t dataset = replay(workload, stream, o, gpus);
         const sim::PlacementCounts& n = model.counts();
         std::cout << "{\"suite\":\"sim\",\"device\":\"cpu-simulator\",\"driver\":\"-\",\"commit\":\"" << o.commit
