@@ -32,10 +32,6 @@ namespace {
 /// with the values the device already has: only the copy engine writes them).
 constexpr std::uint32_t waiter_merge_gap = 64;
 
-/// Tags of the host's DAB: none in direct mode, where the warps poll the device map and host
-/// publishing is refused.
-std::uint32_t host_tag_count(const ChannelConfig& config) { return config.direct ? 0 : config.tag_count; }
-
 /// Monitor passes whose answers may be in flight at once: each pass copies its answers out of
 /// its own snapshot of the mirrors, so the next pass can go on without waiting for the copies.
 constexpr std::uint32_t answer_slots = 4;
@@ -94,8 +90,7 @@ class ChannelState {
   pinned_ptr<std::byte> host_buffer_;    // buffer_device < 0
   device_ptr<std::byte> device_buffer_;  // buffer_device >= 0
   stream_ptr upload_stream_;             // host publishes into device_buffer_
-  std::vector<std::uint8_t> dab_bytes_;
-  AvailabilityBytes dab_;
+  AvailabilityBytes dab_;  // none in direct mode: the warps poll the device map, host publishing is refused
   pinned_ptr<RequestSlot> slots_;
   device_ptr<RequestQueueCursors> device_cursors_;
   RequestQueueCursors host_cursors_{};
@@ -138,8 +133,7 @@ class ChannelState {
 
 ChannelState::ChannelState(const ChannelConfig& cfg)
     : config(cfg),
-      dab_bytes_(host_tag_count(cfg), 0),
-      dab_(dab_bytes_.data(), host_tag_count(cfg)),
+      dab_(cfg.direct ? 0 : cfg.tag_count),
       queue_(nullptr, nullptr, 2),
       tree_nodes_(StagingPageTree::nodes_required(std::max(cfg.staging_pages, 1u))),
       tree_(tree_nodes_.data(), std::max(cfg.staging_pages, 1u)) {
@@ -223,7 +217,6 @@ ChannelState::ChannelState(const ChannelConfig& cfg)
     map_copied_ = make_event();
   }
   tree_.reset();
-  dab_.clear();
 
   view.slots = on_device(slots_.get());
   view.cursors = device_cursors_.get();

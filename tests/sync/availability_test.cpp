@@ -227,78 +227,82 @@ TEST(AvailabilityTagWords, CoversTheWordsOfEveryAddedRange) {
 
 // ---- AvailabilityBytes: the host side's tags ----
 
-struct OwnedBytes {
-  explicit OwnedBytes(std::uint32_t tag_count) : bytes(tag_count, 0xff), tags(bytes.data(), tag_count) { tags.clear(); }
-  std::vector<std::uint8_t> bytes;
-  AvailabilityBytes tags;
-};
+TEST(AvailabilityBytes, TagsStartUnavailableAndClearMakesThemUnavailableAgain) {
+  constexpr std::uint32_t tags = 70;
+  const AvailabilityBytes b(tags);
+  EXPECT_EQ(b.first_missing(0, tags), 0u);
+  ASSERT_TRUE(b.publish(0, tags));
+  EXPECT_TRUE(b.all_available(0, tags));
+  b.clear();
+  for (std::uint32_t t = 0; t < tags; ++t) EXPECT_FALSE(b.is_available(t)) << t;
+}
 
 TEST(AvailabilityBytes, MatchesAVectorOfBoolUnderRandomRangesAndRefusesPastTheEnd) {
   constexpr std::uint32_t tags = 333;
-  OwnedBytes b(tags);
+  const AvailabilityBytes b(tags);
   std::vector<bool> model(tags, false);
-  EXPECT_FALSE(b.tags.publish(tags - 2, 3));
-  EXPECT_FALSE(b.tags.publish(tags + 1, 0));
-  EXPECT_FALSE(b.tags.all_available(tags, 1));
-  EXPECT_TRUE(b.tags.all_available(tags, 0));
+  EXPECT_FALSE(b.publish(tags - 2, 3));
+  EXPECT_FALSE(b.publish(tags + 1, 0));
+  EXPECT_FALSE(b.all_available(tags, 1));
+  EXPECT_TRUE(b.all_available(tags, 0));
   std::mt19937 rng(44);
   for (int step = 0; step < 5000; ++step) {
     const std::uint32_t first = rng() % (tags + 1);
     const std::uint32_t count = rng() % (tags + 1 - first) % 40;
     if (rng() % 4 == 0) {
-      ASSERT_TRUE(b.tags.publish(first, count));
+      ASSERT_TRUE(b.publish(first, count));
       for (std::uint32_t t = first; t < first + count; ++t) model[t] = true;
     }
-    ASSERT_TRUE(matches_model(b.tags, model, first, count)) << "step " << step;
+    ASSERT_TRUE(matches_model(b, model, first, count)) << "step " << step;
   }
 }
 
 TEST(AvailabilityBytes, ConcurrentProducersLoseNoTagAndTheirDataIsVisible) {
   // Message passing through release store / acquire load, 8 producers in the same cache lines.
   constexpr std::uint32_t tags = 4096;
-  OwnedBytes b(tags);
-  const MonitorReading r = produce_and_read(b.tags, tags, 8);
+  const AvailabilityBytes b(tags);
+  const MonitorReading r = produce_and_read(b, tags, 8);
   EXPECT_EQ(r.wrong, 0u);
   EXPECT_EQ(r.seen, tags);
-  EXPECT_TRUE(b.tags.all_available(0, tags));
+  EXPECT_TRUE(b.all_available(0, tags));
 }
 
 TEST(AvailabilityBytes, MergeSetsACopysTagsAndCountsOnlyNewOnes) {
-  OwnedBytes host(200);
+  const AvailabilityBytes host(200);
   OwnedBitmap device(200);
-  ASSERT_TRUE(host.tags.publish(0, 10));      // host producers' tags
+  ASSERT_TRUE(host.publish(0, 10));      // host producers' tags
   ASSERT_TRUE(device.bits.publish(5, 10));    // 5..9 overlap the host's
   ASSERT_TRUE(device.bits.publish(62, 4));    // across words 0 and 1
   ASSERT_TRUE(device.bits.publish(199));      // the last tag
   TagWords all;
   all.add(0, 200);
-  EXPECT_EQ(host.tags.merge(device.words.data(), all), 5u + 4u + 1u);
-  EXPECT_EQ(host.tags.first_missing(0, 200), 15u);
-  EXPECT_TRUE(host.tags.all_available(62, 4));
-  EXPECT_TRUE(host.tags.is_available(199));
-  EXPECT_FALSE(host.tags.is_available(198));
-  EXPECT_EQ(host.tags.merge(device.words.data(), all), 0u);  // nothing new the second time
+  EXPECT_EQ(host.merge(device.words.data(), all), 5u + 4u + 1u);
+  EXPECT_EQ(host.first_missing(0, 200), 15u);
+  EXPECT_TRUE(host.all_available(62, 4));
+  EXPECT_TRUE(host.is_available(199));
+  EXPECT_FALSE(host.is_available(198));
+  EXPECT_EQ(host.merge(device.words.data(), all), 0u);  // nothing new the second time
 }
 
 TEST(AvailabilityBytes, MergeTakesOnlyTheSpanAndIgnoresBitsPastTheLastTag) {
-  OwnedBytes host(100);
+  const AvailabilityBytes host(100);
   std::vector<std::uint64_t> copy(AvailabilityBitmap<>::words_required(100), ~std::uint64_t{0});
   TagWords word1;
   word1.add(64, 1);
-  EXPECT_EQ(host.tags.merge(copy.data(), word1), 36u);  // tags 64..99, not the 28 bits past them
-  EXPECT_EQ(host.tags.first_missing(0, 64), 0u);         // word 0 was outside the span
-  EXPECT_TRUE(host.tags.all_available(64, 36));
+  EXPECT_EQ(host.merge(copy.data(), word1), 36u);  // tags 64..99, not the 28 bits past them
+  EXPECT_EQ(host.first_missing(0, 64), 0u);         // word 0 was outside the span
+  EXPECT_TRUE(host.all_available(64, 36));
   TagWords past;
   past.add(64, 100);  // reaches word 2, which a 100-tag bitmap does not have
-  EXPECT_EQ(host.tags.merge(copy.data(), past), 0u);
-  EXPECT_EQ(host.tags.merge(copy.data(), TagWords{}), 0u);
+  EXPECT_EQ(host.merge(copy.data(), past), 0u);
+  EXPECT_EQ(host.merge(copy.data(), TagWords{}), 0u);
 }
 
 TEST(AvailabilityBytes, MergeMatchesTheUnionUnderRandomPublishing) {
   constexpr std::uint32_t tags = 777;
   std::mt19937 rng(43);
   for (int round = 0; round < 200; ++round) {
-    OwnedBytes host(tags);
+    const AvailabilityBytes host(tags);
     OwnedBitmap device(tags);
     std::vector<bool> model(tags, false);
     TagWords waiting;  // the ranges a monitor would be waiting on
@@ -306,7 +310,7 @@ TEST(AvailabilityBytes, MergeMatchesTheUnionUnderRandomPublishing) {
       const std::uint32_t first = rng() % tags;
       const std::uint32_t count = rng() % (tags - first) % 70;
       if (rng() % 2 == 0) {
-        ASSERT_TRUE(host.tags.publish(first, count));
+        ASSERT_TRUE(host.publish(first, count));
         for (std::uint32_t t = first; t < first + count; ++t) model[t] = true;
       } else {
         ASSERT_TRUE(device.bits.publish(first, count));
@@ -322,8 +326,8 @@ TEST(AvailabilityBytes, MergeMatchesTheUnionUnderRandomPublishing) {
         ++expected_new;
       }
     }
-    ASSERT_EQ(host.tags.merge(device.words.data(), waiting), expected_new) << "round " << round;
-    for (std::uint32_t t = 0; t < tags; ++t) ASSERT_EQ(host.tags.is_available(t), model[t]) << "round " << round;
+    ASSERT_EQ(host.merge(device.words.data(), waiting), expected_new) << "round " << round;
+    for (std::uint32_t t = 0; t < tags; ++t) ASSERT_EQ(host.is_available(t), model[t]) << "round " << round;
   }
 }
 

@@ -64,9 +64,8 @@ TEST(ChannelProducer, MonitorLearnsEveryTagFromCopiesOfTheWordsItWaitsOn) {
   constexpr std::uint32_t tags = 3000;
   constexpr std::uint32_t producers = 4;
   TaggedWords words(tags);
-  std::vector<std::uint8_t> dab_bytes(tags, 0);
   std::vector<std::uint64_t> snapshot(words.map.size(), 0);
-  const AvailabilityBytes dab(dab_bytes.data(), tags);
+  const AvailabilityBytes dab(tags);
 
   struct Pending {
     std::uint32_t first, end, next;

@@ -36,6 +36,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 
 namespace warpvm::detail {
 
@@ -178,10 +179,13 @@ class AvailabilityBitmap {
 ///
 /// Memory ordering: a producer's release store of a tag's byte after its data writes, and the
 /// monitor's acquire load that sees it, make those writes visible to the monitor (and to the
-/// copies it issues afterwards). Tags stay set until `clear`, which needs the channel idle.
+/// copies it issues afterwards). Tags stay set until `clear`, which needs the channel idle. It
+/// owns its bytes, so their number is its tag count.
 class AvailabilityBytes {
  public:
-  AvailabilityBytes(std::uint8_t* bytes, std::uint32_t tag_count) : bytes_(bytes), tag_count_(tag_count) {}
+  /// `tag_count` tags, none available.
+  explicit AvailabilityBytes(std::uint32_t tag_count)
+      : bytes_(std::make_unique<std::uint8_t[]>(tag_count)), tag_count_(tag_count) {}
 
   /// Clears every tag. Only while nobody else uses the bytes.
   void clear() const {
@@ -243,7 +247,7 @@ class AvailabilityBytes {
     return first <= tag_count_ && count <= tag_count_ - first;
   }
 
-  std::uint8_t* bytes_;
+  std::unique_ptr<std::uint8_t[]> bytes_;
   std::uint32_t tag_count_;
 };
 
