@@ -59,6 +59,22 @@ def test_cases_split_by_configuration_and_keep_each_modes_latest_record(tmp_path
     assert cases[2].best_baseline() is None  # only the channel ran with the threads pinned
 
 
+def test_a_pinned_monitor_is_a_row_of_its_own_beside_the_os_placed_one(tmp_path: Path) -> None:
+    rows = [*tiles_run(), channel_record("tiles", "channel", 0.0093, monitor_cpu=6)]
+    rows[0] |= {"monitor_cpu": -1}  # the bench records -1 for a monitor the OS placed
+    (case,) = channel_cases(load(tmp_path, rows))
+    assert list(case.records) == [
+        "channel",
+        "pinned_flag",
+        "naive",
+        "atomic_wait",
+        "channel (monitor on CPU 6)",
+    ]
+    assert case.seconds("channel") == 0.0099
+    assert case.records["channel (monitor on CPU 6)"].seconds == 0.0093
+    assert case.best_baseline() == ("naive", 0.0110)
+
+
 def test_case_table_compares_with_naive_and_the_best_baseline(tmp_path: Path) -> None:
     rows = tiles_run()
     rows[0] |= {"monitor_cpu": 6}

@@ -1,9 +1,10 @@
 """Producer/consumer results (warpvm-channel-bench): the channel against the polling baselines.
 
 A *case* is one configuration of one workload: a device, the consumer threads, the compute
-blocks' work, the input size of the GPU-to-GPU workloads and where the host threads ran. Each
-mode's latest record in a case is compared with the case's naive polling and its best baseline,
-as issue #7's targets ask (docs/channels.md, "Metrics").
+blocks' work, the input size of the GPU-to-GPU workloads and where the producer thread ran.
+Each run's latest record in a case (a mode, and for the channel the CPU its monitor was pinned
+to: one row per placement) is compared with the case's naive polling and its best baseline, as
+issue #7's targets ask (docs/channels.md, "Metrics").
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from warpvm.results import Record, TextTable, markdown_table
 
 SUITE = "channel"
 LIBRARY_MODES = ("channel", "channel_direct")  # the rest are polling baselines
-CASE_FIELDS = ("gpus", "consumer_threads", "compute_iters", "kmeans_points", "producer_cpu", "monitor_cpu")
+CASE_FIELDS = ("gpus", "consumer_threads", "compute_iters", "kmeans_points", "producer_cpu")
 
 
 @dataclass
@@ -25,7 +26,7 @@ class ChannelCase:
     device: str
     workload: str
     settings: tuple[tuple[str, float], ...]
-    records: dict[str, Record] = field(default_factory=dict)  # mode -> latest record
+    records: dict[str, Record] = field(default_factory=dict)  # run label (run_label) -> latest record
 
     @property
     def label(self) -> str:
@@ -41,7 +42,9 @@ class ChannelCase:
 
     def best_baseline(self) -> tuple[str, float] | None:
         """The fastest polling baseline of the case, or None when none ran."""
-        timed = [(m, r.seconds) for m, r in self.records.items() if m not in LIBRARY_MODES and r.seconds]
+        timed = [
+            (r.mode, r.seconds) for r in self.records.values() if r.mode not in LIBRARY_MODES and r.seconds
+        ]
         return min(timed, key=lambda item: item[1]) if timed else None
 
 
@@ -50,22 +53,26 @@ def _setting(record: Record, name: str) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
+def run_label(record: Record) -> str:
+    """The mode, and the CPU its monitor was pinned to where it was (the channel modes record
+    monitor_cpu, -1 for a monitor the OS placed)."""
+    monitor = _setting(record, "monitor_cpu")
+    return record.mode + (f" (monitor on CPU {monitor:.0f})" if monitor is not None and monitor >= 0 else "")
+
+
 def channel_cases(records: Iterable[Record]) -> list[ChannelCase]:
-    """The channel records grouped into cases, in first-seen order; a mode's later record in a
-    case replaces its earlier one."""
+    """The channel records grouped into cases, in first-seen order; a run's later record in a
+    case (the same mode and monitor CPU) replaces its earlier one."""
     cases: dict[tuple, ChannelCase] = {}
     for record in records:
         if record.suite != SUITE or record.seconds is None:
             continue
-        # monitor_cpu is recorded for the channel mode only: it places the case's channel, not the case
         settings = tuple(
-            (name, value)
-            for name in CASE_FIELDS
-            if name != "monitor_cpu" and (value := _setting(record, name)) is not None
+            (name, value) for name in CASE_FIELDS if (value := _setting(record, name)) is not None
         )
         key = (record.device, record.workload, settings)
         case = cases.setdefault(key, ChannelCase(record.device, record.workload, settings))
-        case.records[record.mode] = record
+        case.records[run_label(record)] = record
     return list(cases.values())
 
 
@@ -85,12 +92,11 @@ def case_table(case: ChannelCase) -> TextTable:
     naive = case.seconds("naive")
     best = case.best_baseline()
     rows = []
-    for mode, record in case.records.items():
+    for label, record in case.records.items():
         seconds = record.seconds or 0.0
-        monitor = _setting(record, "monitor_cpu")
         rows.append(
             (
-                mode + (f" (monitor on CPU {monitor:.0f})" if monitor is not None and monitor >= 0 else ""),
+                label,
                 f"{seconds * 1e3:.2f}",
                 _ratio(naive / seconds if naive and seconds else None),
                 _ratio(seconds / best[1] if best and seconds else None),
