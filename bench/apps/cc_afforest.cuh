@@ -71,10 +71,12 @@ class AfforestScratch {
   }
 
  private:
-  DeviceMemory<std::uint32_t> samples_ = device_memory<std::uint32_t>(afforest::samples);
-  DeviceMemory<unsigned long long> entries_ = device_memory<unsigned long long>(1);
-  PinnedMemory<std::uint32_t> host_samples_ = pinned_memory<std::uint32_t>(afforest::samples);
-  PinnedMemory<unsigned long long> host_entries_ = pinned_memory<unsigned long long>(1);
+  detail::device_ptr<std::uint32_t> samples_ = detail::make_device<std::uint32_t>(afforest::samples, "Afforest samples");
+  detail::device_ptr<unsigned long long> entries_ = detail::make_device<unsigned long long>(1, "Afforest entries");
+  detail::pinned_ptr<std::uint32_t> host_samples_ =
+      detail::make_pinned_zeroed<std::uint32_t>(afforest::samples, cudaHostAllocDefault, "Afforest samples (host)");
+  detail::pinned_ptr<unsigned long long> host_entries_ =
+      detail::make_pinned_zeroed<unsigned long long>(1, cudaHostAllocDefault, "Afforest entries (host)");
 };
 
 namespace graph_detail {

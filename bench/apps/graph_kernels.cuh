@@ -7,6 +7,7 @@
 // per-vertex stamps, and the chunk queue of the balanced runs) live in device memory in every mode:
 // scratch that never needs to reach the host, 12 bytes per vertex (and 8 per chunk).
 
+#include "warpvm/detail/core/cuda_buffers.hpp"
 #include "warpvm/sim/rmat.hpp"
 #include "warpvm/warpvm.hpp"
 
@@ -273,33 +274,6 @@ inline std::uint64_t max_paged_blocks(const Runtime& rt, std::uint64_t wanted, u
   return std::max<std::uint64_t>(1, std::min(wanted, rt.max_resident_threads() / block_threads));
 }
 
-/// Device (cudaMalloc) or pinned host (cudaHostAlloc) memory for the apps' scratch, freed with
-/// its owner; null until made. (The library's own owners in src/core/cuda_buffers.hpp are
-/// private to it, and these headers are also compiled into the GPU tests.)
-struct CudaFree {
-  void operator()(void* p) const noexcept { cudaFree(p); }
-};
-struct CudaFreeHost {
-  void operator()(void* p) const noexcept { cudaFreeHost(p); }
-};
-template <class T>
-using DeviceMemory = std::unique_ptr<T, CudaFree>;
-template <class T>
-using PinnedMemory = std::unique_ptr<T, CudaFreeHost>;
-
-template <class T>
-DeviceMemory<T> device_memory(std::uint64_t count) {
-  T* p = nullptr;
-  WARPVM_CUDA_TRY(cudaMalloc(&p, count * sizeof(T)));
-  return DeviceMemory<T>(p);
-}
-template <class T>
-PinnedMemory<T> pinned_memory(std::uint64_t count) {
-  T* p = nullptr;
-  WARPVM_CUDA_TRY(cudaHostAlloc(&p, count * sizeof(T), cudaHostAllocDefault));
-  return PinnedMemory<T>(p);
-}
-
 /// The two frontier queues, the next queue's length and the per-vertex stamps (iteration last
 /// queued for), and for balanced runs the chunk queue (a frontier's chunks and their vertices),
 /// in device memory; not copyable.
@@ -309,16 +283,16 @@ class FrontierQueues {
   /// queue's room: a frontier holds each vertex once, so at most every chunk), else 0.
   explicit FrontierQueues(std::uint64_t vertices, std::uint64_t chunks = 0)
       : vertices_(vertices),
-        queues_{device_memory<std::uint32_t>(vertices), device_memory<std::uint32_t>(vertices)},
-        stamps_(device_memory<std::uint32_t>(vertices)),
-        next_size_(device_memory<std::uint32_t>(1)),
-        host_word_(pinned_memory<std::uint32_t>(1)) {
+        queues_{detail::make_device<std::uint32_t>(vertices, "frontier queue"), detail::make_device<std::uint32_t>(vertices, "frontier queue")},
+        stamps_(detail::make_device<std::uint32_t>(vertices, "frontier stamps")),
+        next_size_(detail::make_device<std::uint32_t>(1, "frontier size")),
+        host_word_(detail::make_pinned_zeroed<std::uint32_t>(1, cudaHostAllocDefault, "frontier word")) {
     if (chunks == 0) return;
     // The chunk count goes through 32-bit atomics and ids, as frontier sizes do.
     if (chunks > 0xffffffffu) throw std::invalid_argument("FrontierQueues: more chunks than 32-bit ids can name");
-    chunk_vertices_ = device_memory<std::uint32_t>(chunks);
-    chunk_ids_ = device_memory<std::uint32_t>(chunks);
-    chunk_count_ = device_memory<std::uint32_t>(1);
+    chunk_vertices_ = detail::make_device<std::uint32_t>(chunks, "chunk queue");
+    chunk_ids_ = detail::make_device<std::uint32_t>(chunks, "chunk queue");
+    chunk_count_ = detail::make_device<std::uint32_t>(1, "chunk count");
   }
 
   /// Iterates on `stream` from the frontier {root} until a frontier is empty.
@@ -410,13 +384,13 @@ class FrontierQueues {
   }
 
   std::uint64_t vertices_;
-  DeviceMemory<std::uint32_t> queues_[2];
-  DeviceMemory<std::uint32_t> stamps_;
-  DeviceMemory<std::uint32_t> next_size_;
-  PinnedMemory<std::uint32_t> host_word_;  // the root going in, each iteration's size coming out
-  DeviceMemory<std::uint32_t> chunk_vertices_;  // the chunk queue (balanced runs): each chunk's vertex
-  DeviceMemory<std::uint32_t> chunk_ids_;       // and the chunk
-  DeviceMemory<std::uint32_t> chunk_count_;
+  detail::device_ptr<std::uint32_t> queues_[2];
+  detail::device_ptr<std::uint32_t> stamps_;
+  detail::device_ptr<std::uint32_t> next_size_;
+  detail::pinned_ptr<std::uint32_t> host_word_;  // the root going in, each iteration's size coming out
+  detail::device_ptr<std::uint32_t> chunk_vertices_;  // the chunk queue (balanced runs): each chunk's vertex
+  detail::device_ptr<std::uint32_t> chunk_ids_;       // and the chunk
+  detail::device_ptr<std::uint32_t> chunk_count_;
 };
 
 }  // namespace warpvm::apps

@@ -1,6 +1,6 @@
 #include "heap_service.hpp"
 
-#include "../core/cuda_buffers.hpp"
+#include "warpvm/detail/core/cuda_buffers.hpp"
 
 #include "warpvm/detail/core/geometry.hpp"
 #include "warpvm/error.hpp"

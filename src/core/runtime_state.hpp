@@ -2,7 +2,7 @@
 // The Runtime's private state, shared by the Runtime and its objects. Not thread-safe: a
 // Runtime and its objects are used from one host thread at a time.
 
-#include "cuda_buffers.hpp"
+#include "warpvm/detail/core/cuda_buffers.hpp"
 #include "../transport/host_batched_service.hpp"
 
 #include "warpvm/config.hpp"

@@ -5,7 +5,7 @@
 
 #include "warpvm/multi_gpu.hpp"
 
-#include "cuda_buffers.hpp"
+#include "warpvm/detail/core/cuda_buffers.hpp"
 #include "warpvm/detail/multi_gpu/fault.cuh"
 #include "warpvm/runtime.hpp"
 

@@ -3,7 +3,7 @@
 
 #include "warpvm/channel.hpp"
 
-#include "../core/cuda_buffers.hpp"
+#include "warpvm/detail/core/cuda_buffers.hpp"
 
 #include "warpvm/detail/sync/availability.hpp"
 #include "warpvm/detail/sync/request_queue.hpp"

@@ -3,7 +3,7 @@
 // GPU's fault buffer in batches and serves them with UVM's policy (sim/uvm_model.hpp, the same
 // code the simulator replays traces through), copying pages with cudaMemcpyAsync.
 
-#include "../core/cuda_buffers.hpp"
+#include "warpvm/detail/core/cuda_buffers.hpp"
 
 #include "warpvm/config.hpp"
 #include "warpvm/detail/core/cache_view.hpp"

@@ -1,5 +1,6 @@
 #pragma once
-// Owning, move-only wrappers for the CUDA memory the runtime holds. Destructors never throw.
+// Owning, move-only wrappers for the CUDA memory, streams and events the runtime (and the
+// benchmarks' and tests' own scratch) hold. Host code. Destructors never throw.
 
 #include "warpvm/error.hpp"
 
@@ -92,15 +93,21 @@ inline void enable_peer_access(int from, int to, const std::string& who) {
   else WARPVM_CUDA_TRY(status);
 }
 
-/// cudaMalloc of `count` T, zero-filled. `what` names the buffer in the error message.
+/// cudaMalloc of `count` T, not initialised. `what` names the buffer in the error message.
 template <class T>
-device_ptr<T> make_device_zeroed(std::size_t count, const char* what) {
+device_ptr<T> make_device(std::size_t count, const char* what) {
   void* p = nullptr;
   const std::size_t bytes = count * sizeof(T);
   expect_success(cudaMalloc(&p, bytes), ErrorKind::out_of_memory,
                  "cudaMalloc of " + std::to_string(bytes) + " B for " + what);
-  device_ptr<T> owned(static_cast<T*>(p));
-  WARPVM_CUDA_TRY(cudaMemset(p, 0, bytes));
+  return device_ptr<T>(static_cast<T*>(p));
+}
+
+/// cudaMalloc of `count` T, zero-filled. `what` names the buffer in the error message.
+template <class T>
+device_ptr<T> make_device_zeroed(std::size_t count, const char* what) {
+  device_ptr<T> owned = make_device<T>(count, what);
+  WARPVM_CUDA_TRY(cudaMemset(owned.get(), 0, count * sizeof(T)));
   return owned;
 }
 
