@@ -804,17 +804,21 @@ class GraphBench {
       return Placement::migrate;
     };
     Runtime rt(config);
-    auto offsets = rt.adopt(offsets_.as<std::uint64_t>(), n_ + 1, placed("offsets"), "offsets");
-    auto columns = rt.adopt(columns_.as<std::uint32_t>(), m_, placed("columns"), "columns");
+    // One of graph_object_names over `data`, placed as --auto-migrate-objects says.
+    const auto adopt = [&](auto* data, std::uint64_t count, const std::string& name) {
+      return rt.adopt(data, count, placed(name), name);
+    };
+    auto offsets = adopt(offsets_.as<std::uint64_t>(), n_ + 1, "offsets");
+    auto columns = adopt(columns_.as<std::uint32_t>(), m_, "columns");
     object<std::uint32_t> weights;
-    if (app == App::sssp) weights = rt.adopt(weights_->as<std::uint32_t>(), m_, placed("weights"), "weights");
-    auto values = rt.adopt(values_.as<std::uint32_t>(), n_, placed("values"), "values");
+    if (app == App::sssp) weights = adopt(weights_->as<std::uint32_t>(), m_, "weights");
+    auto values = adopt(values_.as<std::uint32_t>(), n_, "values");
     object<std::uint64_t> chunk_offsets;
     object<std::uint32_t> vertex_chunks;
     std::optional<apps::PagedChunkTable> chunk_table;
     if (o_.balanced()) {
-      chunk_offsets = rt.adopt(chunk_offsets_->as<std::uint64_t>(), chunk_count_ + 1, placed("chunk_offsets"), "chunk_offsets");
-      vertex_chunks = rt.adopt(vertex_chunks_->as<std::uint32_t>(), n_ + 1, placed("vertex_chunks"), "vertex_chunks");
+      chunk_offsets = adopt(chunk_offsets_->as<std::uint64_t>(), chunk_count_ + 1, "chunk_offsets");
+      vertex_chunks = adopt(vertex_chunks_->as<std::uint32_t>(), n_ + 1, "vertex_chunks");
       chunk_table = apps::PagedChunkTable{chunk_offsets.device(), vertex_chunks.device()};
     }
     const apps::PagedChunkTable* chunks = chunk_table ? &*chunk_table : nullptr;
