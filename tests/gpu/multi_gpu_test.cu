@@ -553,7 +553,9 @@ void expect_sums_by(MultiGpuSpace& space, const shared_object<std::uint32_t>& a,
 /// writes it on the GPU the other spread names, then reads it on the GPU `placed` names.
 /// Placement is not use: in the first phase a page written where it was placed stays there (a
 /// write upgrade), one written elsewhere is a first touch that moves it, and no fault is shared;
-/// in the second, exactly the pages that moved are shared faults. Every sum exact.
+/// in the second, exactly the pages that moved are shared faults. Then use is use: on a second
+/// object, placed and written by its owners first, the other spread's writes are all shared
+/// faults. Every sum exact.
 void expect_placement_is_not_use(const std::vector<int>& devices, Spread placed, PlacementPolicy policy) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(std::string("placed ") + to_string(placed) + ", " + to_string(policy) + ", seed " + std::to_string(seed));
@@ -580,8 +582,10 @@ void expect_placement_is_not_use(const std::vector<int>& devices, Spread placed,
     EXPECT_EQ(placement.per_gpu[g].first_touches, placed_on[g]) << "GPU " << g;
     EXPECT_EQ(placement.per_gpu[g].shared_faults, 0u) << "GPU " << g;
   }
+  space.reset_stats();
   space.place_on_gpus(a, other);
-  EXPECT_EQ(space.stats().total().first_touches, pages) << "placing placed pages again moves none";
+  const GpuPlacementStats again = space.stats().total();
+  EXPECT_EQ(again.first_touches + again.shared_faults + again.nvlink_bytes, 0u) << "placing placed pages again moves none";
 
   space.reset_stats();
   expect_sums_by(space, a, values, other, true);
@@ -590,7 +594,10 @@ void expect_placement_is_not_use(const std::vector<int>& devices, Spread placed,
     EXPECT_EQ(first.per_gpu[g].first_touches, taken[g]) << "GPU " << g;
     EXPECT_EQ(first.per_gpu[g].shared_faults + first.per_gpu[g].remote_accesses, 0u) << "GPU " << g;
   }
-  EXPECT_EQ(first.total().local_accesses, pages) << "one warp access per page";
+  const GpuPlacementStats first_total = first.total();
+  EXPECT_EQ(first_total.local_accesses, pages) << "one warp access per page";
+  EXPECT_EQ(first_total.write_upgrades, pages - moved) << "a page written where it was placed stays there";
+  EXPECT_EQ(first_total.migrations + first_total.replications + first_total.collapses + first_total.remote_maps, 0u);
 
   std::vector<std::uint32_t> incremented = values;
   for (auto& v : incremented) v += 1;
@@ -601,6 +608,20 @@ void expect_placement_is_not_use(const std::vector<int>& devices, Spread placed,
   EXPECT_EQ(second.first_touches, 0u);
   space.flush();
   EXPECT_EQ(mismatches(a.host(), incremented), 0u) << "every page's writes are on the host after flush";
+
+  auto used = space.alloc<std::uint32_t>(n, std::nullopt, "used");
+  std::copy(values.begin(), values.end(), used.host().begin());
+  space.place_on_gpus(used, placed);
+  space.reset_stats();
+  expect_sums_by(space, used, values, placed, true);
+  const GpuPlacementStats owners = space.stats().total();
+  EXPECT_EQ(owners.write_upgrades, pages) << "every owner writes its own pages";
+  EXPECT_EQ(owners.first_touches + owners.shared_faults, 0u);
+  space.reset_stats();
+  expect_sums_by(space, used, incremented, other, true);
+  const GpuPlacementStats used_writes = space.stats().total();
+  EXPECT_EQ(used_writes.shared_faults, moved) << "a page its owner wrote is no longer placed: another GPU's write is shared";
+  EXPECT_EQ(used_writes.first_touches, 0u);
 }
 
 TEST_F(MultiGpu, PlacementIsNotUseUnderEveryPolicy) {

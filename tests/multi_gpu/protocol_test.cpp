@@ -251,7 +251,7 @@ TEST(MultiGpuFramePool, TheClockProposesEveryFrameEvenly) {
 
 struct ModelCounts {
   std::uint64_t transitions = 0, frees = 0, invalidations = 0, upgrades = 0, evictions = 0, to_host = 0, writebacks = 0;
-  std::uint64_t placements = 0, takes = 0;
+  std::uint64_t placements = 0, takes = 0, placements_ended = 0;  ///< ended: by the owner's first write
 };
 
 /// One page over `gpus` GPUs, served the way the device handler serves it (fault.cuh's serve()),
@@ -368,6 +368,7 @@ class PageModel {
         words_[me] |= pte::writable;
         dirty_ = true;
         ++counts_.upgrades;
+        counts_.placements_ended += owner_write_ends_placement(entry_, me);
       }
     }
     if (action == Action::local || action == Action::remote) return;
@@ -493,10 +494,11 @@ TEST(MultiGpuTransitions, EvictionsKeepEveryReadExactAndWriteBackDirtyPages) {
 }
 
 /// Pages placed on a GPU between drops and evictions: another GPU's write takes a placed page,
-/// reads stay exact and the tables follow the directory.
+/// the owner's first write ends a placement, reads stay exact and the tables follow the directory.
 TEST(MultiGpuTransitions, PlacedPagesTakenByWritesKeepEveryReadExact) {
   random_accesses(41, true, true, [](unsigned gpus, const ModelCounts& counts) {
     EXPECT_GT(counts.placements, 0u);
+    EXPECT_GT(counts.placements_ended, 0u);
     if (gpus > 1) {
       EXPECT_GT(counts.takes, 0u);
     }

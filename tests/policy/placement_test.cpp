@@ -97,6 +97,22 @@ TEST(Placement, AnotherGpusWriteTakesAPlacedPageAsAFirstTouch) {
   EXPECT_EQ(calls, 1);
 }
 
+TEST(Placement, TheOwnersFirstWriteEndsThePlacementSoAnotherGpusWriteIsShared) {
+  DirectoryEntry e = placed_on(3);
+  EXPECT_FALSE(owner_write_ends_placement(e, 5)) << "only the owner's write ends it";
+  EXPECT_EQ(e.placed, 1);
+  EXPECT_TRUE(owner_write_ends_placement(e, 3));
+  EXPECT_EQ(e.placed, 0);
+  EXPECT_EQ(e.owner, 3) << "nothing moves";
+  EXPECT_FALSE(owner_write_ends_placement(e, 3)) << "once";
+  EXPECT_TRUE(directory_valid(e));
+  int calls = 0;
+  const Decision d = decide(e, 5, true, Fixed{PagePolicy::access_counter, &calls});
+  EXPECT_EQ(d.fault, PlacementFault::shared);
+  EXPECT_EQ(d.action, Action::map_remote);
+  EXPECT_EQ(calls, 1) << "the object learns from a write to a page its owner uses";
+}
+
 TEST(Placement, AnotherGpusReadOfAPlacedPageIsASharedFaultThatEndsThePlacement) {
   for (const PagePolicy policy : {PagePolicy::on_touch, PagePolicy::access_counter, PagePolicy::duplication}) {
     SCOPED_TRACE(to_string(policy));

@@ -126,6 +126,7 @@ class PlacementModel {
     counts_.accesses += lines;
     const detail::Action action = placement_ == Placement::ideal ? ideal_action(e, gpu) : decide_action(o, e, gpu, write);
     const detail::Effects fx = detail::apply(e, gpu, action);
+    if (write) detail::owner_write_ends_placement(e, gpu);
     account(gpu, action, fx);
     if (!detail::access_goes_remote(action)) {
       counts_.local += lines;

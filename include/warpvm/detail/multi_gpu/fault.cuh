@@ -415,6 +415,8 @@ __device__ inline void serve(const SpaceView& s, const ObjectView& o, unsigned m
               __stcg(o.dirty + page, 1u);
               pte_grant_write(own);
               count(s, Counter::write_upgrades, 1);
+              DirectoryEntry after = before;
+              if (owner_write_ends_placement(after, s.gpu)) __stcg(&entry.placed, after.placed);
             }
           }
           if (action == Action::local || action == Action::remote) {

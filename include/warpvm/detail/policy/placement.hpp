@@ -81,11 +81,10 @@ struct DirectoryEntry {
   /// to the host, where it stands for OASIS's PTE policy bits of an evicted page (Section VI-D):
   /// a re-referenced page that was shared is a shared fault, not a first touch (decide()).
   std::uint8_t shared = 0;
-  /// The owner holds the page because place_on_gpus() put it there, and no transition has
-  /// changed it since: another GPU's write to it is a first touch (decide()). Only an exclusive
-  /// page is placed, and it was never shared. The owner's own accesses do not end it (its reads
-  /// are hits; its first write is a write upgrade, which changes no placement), so a page it has
-  /// used still counts as placed (see decide()).
+  /// The owner holds the page because place_on_gpus() put it there, and neither a transition
+  /// nor the owner's first write has changed it since: another GPU's write to it is a first touch
+  /// (decide()). Only an exclusive page is placed, and it was never shared. The owner's reads do
+  /// not end it: they are hits, which no fault handler sees.
   std::uint8_t placed = 0;
 
   [[nodiscard]] WARPVM_HD constexpr PageState state() const {
@@ -176,9 +175,9 @@ template <class PolicyFor>
   // Where place_on_gpus() put a page says nothing about who writes it: another GPU's write there
   // is a first touch, not a shared write that would teach the object access-counter. A read is
   // served as shared (a replica under duplication: the placed copy stays useful if its GPU
-  // reads too). The owner's own accesses do not end the placement, so a write to a page the
-  // owner has used is taken too: the page migrates once, and the owner's next access is a
-  // shared fault.
+  // reads too). A page its owner has written is no longer placed (owner_write_ends_placement):
+  // another GPU's write to it is a shared write. The owner's reads are hits and end nothing, so
+  // a page the owner has only read is still taken by a write.
   if (e.placed != 0 && write && e.owner != gpu)
     return {Action::take_placed, PlacementFault::first_touch, PagePolicy::on_touch};
   const bool replicated = e.replicas != 0;
@@ -299,6 +298,15 @@ WARPVM_HD_INLINE EvictEffects evict_copy(DirectoryEntry& e, unsigned gpu) {
 WARPVM_HD_INLINE bool mark_placed(DirectoryEntry& e, unsigned gpu) {
   if (e.owner != gpu || e.replicas != 0 || e.remote != 0 || e.shared != 0) return false;
   e.placed = 1;
+  return true;
+}
+
+/// The owner's first write to its page (on a device, the write upgrade of a mapping placed
+/// read-only): the owner uses the page, so it is placed no more and another GPU's write to it
+/// is a shared fault. True if it ended a placement.
+WARPVM_HD_INLINE bool owner_write_ends_placement(DirectoryEntry& e, unsigned gpu) {
+  if (e.placed == 0 || e.owner != gpu) return false;
+  e.placed = 0;
   return true;
 }
 
