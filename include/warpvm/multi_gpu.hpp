@@ -309,9 +309,8 @@ class MultiGpuSpace {
   /// to it over NVLink; no shared fault, the O-Table learns nothing), so a spread that does not
   /// match who writes the data costs a page move, not access-counter for the whole object.
   /// Another GPU's read is a shared fault as for any held page (under OASIS a replica). The
-  /// placed GPU's own reads and writes do not end the placement (another GPU's write to a page
-  /// its GPU has used is taken too: one migration before the next fault is shared); a
-  /// transition does. A page a GPU already holds stays where it is; one that was shared before
+  /// placed GPU's first write ends the placement (from then on another GPU's write is a shared
+  /// fault), and so does a transition; its reads are hits and do not. A page a GPU already holds stays where it is; one that was shared before
   /// it went back to the host is fetched through a shared fault (the O-Table learns from it)
   /// and not placed: drop_cached() first for a clean start. Waits for every GPU's work first and
   /// for the placement after. A pool too small for the pages given to its GPU evicts as any

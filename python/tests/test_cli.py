@@ -176,10 +176,10 @@ def test_quick_on_a_gpu_shows_the_benchmark_table(cli: CliRunner, fake_path: Pat
     assert args[args.index("--driver") + 1] == "580.159.04"
     assert "NVIDIA H200: measured (useful GB/s, median of repeats)" in result.output
     assert table_rows(result.output) == [
-        ["stream", "uvm", "-", "10.00", "-", "-", "yes"],
-        ["stream", "warpvm", "50%", "51.10", "-", "5.11x", "yes"],
-        ["random_page", "uvm", "-", "0.25", "61.00 k pages/s", "-", "yes"],
-        ["random_page", "warpvm", "12.5%", "3.00", "730.00 k pages/s", "12.00x", "NO"],
+        ["stream", "uvm", "-", "-", "10.00", "-", "-", "yes"],
+        ["stream", "warpvm", "50%", "clock", "51.10", "-", "5.11x", "yes"],
+        ["random_page", "uvm", "-", "-", "0.25", "61.00 k pages/s", "-", "yes"],
+        ["random_page", "warpvm", "12.5%", "clock", "3.00", "730.00 k pages/s", "12.00x", "NO"],
     ]
     assert f"4 records appended to {out}" in result.output
     assert len(out.read_text().splitlines()) == 4
@@ -278,7 +278,7 @@ def test_report_writes_summary_and_plots(cli: CliRunner, records_file: Path, tmp
         assert (out / name).read_bytes().startswith(b"\x89PNG") and (out / name).stat().st_size > 10_000
     summary = (out / "summary.md").read_text()
     assert "## NVIDIA H200" in summary and "## NVIDIA H100" in summary and "## cpu-simulator" in summary
-    assert "| stream | warpvm | 50% | 51.10 | - | 5.11x | yes |" in summary
+    assert "| stream | warpvm | 50% | clock | 51.10 | - | 5.11x | yes |" in summary
 
 
 def test_report_of_simulated_records_skips_timing_plots(cli: CliRunner, tmp_path: Path) -> None:

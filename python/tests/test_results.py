@@ -112,11 +112,12 @@ def test_measured_table_cells(records_file: Path) -> None:
     table = measured_table(load_records([records_file]), "t")
     rows = {(row[0], row[1], row[2]): row for row in table.rows}
     assert len(rows) == len(table.rows) == 10  # the simulated records are left out
-    assert rows["stream", "uvm", "-"][3:] == ("10.00", "-", "-", "yes")
-    assert rows["stream", "warpvm", "50%"][3:] == ("51.10", "-", "5.11x", "yes")
-    assert rows["random_page", "warpvm", "100%"][3:] == ("10.00", "2.50 M pages/s", "20.00x", "yes")
-    assert rows["random_page", "uvm", "-"][4] == "120.00 k pages/s"
-    assert rows["sparse_read", "warpvm_remote", "-"][3:] == ("0.80", "100.00 M reads/s", "-", "NO")
+    assert rows["stream", "uvm", "-"][4:] == ("10.00", "-", "-", "yes")
+    assert rows["stream", "warpvm", "50%"][4:] == ("51.10", "-", "5.11x", "yes")
+    assert rows["random_page", "warpvm", "100%"][4:] == ("10.00", "2.50 M pages/s", "20.00x", "yes")
+    assert rows["random_page", "uvm", "-"][5] == "120.00 k pages/s"
+    assert rows["stream", "uvm", "-"][3] == "-"  # no policy
+    assert rows["sparse_read", "warpvm_remote", "-"][4:] == ("0.80", "100.00 M reads/s", "-", "NO")
     assert [row[0] for row in table.rows] == ["stream"] * 6 + ["random_page"] * 3 + ["sparse_read"]
 
 
@@ -171,10 +172,10 @@ def test_markdown_summary_grouped_by_device(tmp_path: Path) -> None:
     text = markdown_summary(load_records([path]))
     h200_part, h100_part = text.split("## NVIDIA H100")
     assert "## NVIDIA H200" in h200_part and "## cpu-simulator" in h200_part
-    assert "| stream | warpvm | 50% | 51.10 | - | 5.11x | yes |" in h200_part
-    assert "| sparse_read | warpvm_remote | - | 0.80 | 100.00 M reads/s | - | NO |" in h200_part
-    assert "| stream | warpvm | 50% | 51.10 | - | 6.39x | yes |" in h100_part
-    assert "|---|---|---:|---:|---:|---:|---|" in text
+    assert "| stream | warpvm | 50% | clock | 51.10 | - | 5.11x | yes |" in h200_part
+    assert "| sparse_read | warpvm_remote | - | clock | 0.80 | 100.00 M reads/s | - | NO |" in h200_part
+    assert "| stream | warpvm | 50% | clock | 51.10 | - | 6.39x | yes |" in h100_part
+    assert "|---|---|---:|---|---:|---:|---:|---|" in text
     assert "| stream | warpvm_sim | 50% | clock | 524,288 | 262,144 | 2.00 GiB | 2.00x |" in text
     assert text.startswith("# warpvm results\n\n14 points from 14 records")
 

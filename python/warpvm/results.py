@@ -41,7 +41,7 @@ RATE_FIELDS: dict[str, tuple[str, str]] = {
     "sssp": ("teps", "TEPS"),
 }
 
-MEASURED_HEADERS = ("workload", "mode", "cache", "useful GB/s", "rate", "x UVM", "verified")
+MEASURED_HEADERS = ("workload", "mode", "cache", "policy", "useful GB/s", "rate", "x UVM", "verified")
 SIMULATED_HEADERS = (
     "workload",
     "mode",
@@ -344,6 +344,7 @@ def measured_table(records: Iterable[Record], title: str) -> TextTable:
             row.record.workload,
             row.record.mode,
             format_fraction(row.record.cache_fraction),
+            row.record.policy,
             _format_gbps(row.record.useful_gbps),
             format_rate(row.rate),
             "-" if row.speedup_vs_uvm is None else f"{row.speedup_vs_uvm:.2f}x",

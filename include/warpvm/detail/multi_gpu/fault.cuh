@@ -415,8 +415,11 @@ __device__ inline void serve(const SpaceView& s, const ObjectView& o, unsigned m
               __stcg(o.dirty + page, 1u);
               pte_grant_write(own);
               count(s, Counter::write_upgrades, 1);
-              DirectoryEntry after = before;
-              if (owner_write_ends_placement(after, s.gpu)) __stcg(&entry.placed, after.placed);
+              // The owner's first write ends a placement (owner_write_ends_placement). Only the
+              // owner's upgrade can find its page placed (a placed page has no remote mappers),
+              // so it is one unconditional store: testing `before` here kept it live and
+              // spilled gemm's kernel (360 -> 560 bytes, 21% slower).
+              __stcg(&entry.placed, std::uint8_t{0});
             }
           }
           if (action == Action::local || action == Action::remote) {
