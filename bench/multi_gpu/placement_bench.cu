@@ -16,7 +16,10 @@
 // Lines out (docs/benchmarks.md; records carry cache_fraction, evictions and writebacks),
 // progress on stderr.
 //
-//   warpvm-placement-bench --gpus 2 --bytes 1GiB --repeats 3 [--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d,bfs,fft]
+// transpose_flat is transpose with the paged modes' element accesses by flat address (flat_view,
+// the shadow map of OASIS-InMem), to price the lookup against the handles.
+//
+//   warpvm-placement-bench --gpus 2 --bytes 1GiB --repeats 3 [--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d,bfs,fft,transpose_flat]
 //                          [--modes on_touch,access_counter,duplication,oasis,ideal,uvm,uvm_read_mostly,uvm_accessed_by]
 //                          [--cache-fraction 0.667] [--initial-placement blocks] [--out f.jsonl]
 
@@ -75,7 +78,7 @@ __device__ std::uint64_t nthreads() { return std::uint64_t{gridDim.x} * blockDim
 // through shared memory, tile rows of `out` dealt to the GPUs round-robin. A pure move: the tile
 // holds the arrays' own element type, so no element is converted on the way.
 template <class Array>
-__global__ void transpose_kernel(Array in, Array out, std::uint64_t rows, std::uint64_t cols) {
+__device__ void transpose_tiles(Array in, Array out, std::uint64_t rows, std::uint64_t cols) {
   __shared__ typename Array::value_type tile[32][33];
   const std::uint64_t out_tile_rows = cols / 32, out_tile_cols = rows / 32;
   for (std::uint64_t t = blockIdx.x; t < out_tile_rows * out_tile_cols; t += gridDim.x) {
@@ -86,6 +89,31 @@ __global__ void transpose_kernel(Array in, Array out, std::uint64_t rows, std::u
     for (unsigned y = threadIdx.y; y < 32; y += blockDim.y) out.store((ti * 32 + y) * rows + tj * 32 + threadIdx.x, tile[threadIdx.x][y]);
     __syncthreads();
   }
+}
+
+template <class Array>
+__global__ void transpose_kernel(Array in, Array out, std::uint64_t rows, std::uint64_t cols) {
+  transpose_tiles(in, out, rows, cols);
+}
+
+/// An object reached by flat address (flat_view: a shadow-map lookup per access, then the
+/// object's own page tables), with the element interface transpose_tiles uses.
+template <class T>
+struct Flat {
+  using value_type = T;
+  flat_view flat;
+  flat_address base;
+  __device__ T load(std::uint64_t i) const { return flat.load<T>(base + i * sizeof(T)); }
+  __device__ void store(std::uint64_t i, const T& v) const { flat.store<T>(base + i * sizeof(T), v); }
+  __device__ unsigned gpu() const { return flat.gpu(); }
+  __device__ unsigned gpus() const { return flat.gpus(); }
+};
+
+/// transpose_flat: the transpose with every element access by flat address (OASIS-InMem's
+/// raw pointers), to price the shadow map against the handles' transpose_kernel.
+__global__ void transpose_flat_kernel(flat_view flat, flat_address in, flat_address out, std::uint64_t rows,
+                                      std::uint64_t cols) {
+  transpose_tiles(Flat<std::uint32_t>{flat, in}, Flat<std::uint32_t>{flat, out}, rows, cols);
 }
 
 // ---- 2D stencil: sweeps inside one kernel, grids swapped, a barrier across every GPU's blocks ----
@@ -475,10 +503,11 @@ struct Args {
 [[noreturn]] void usage(const std::string& m) {
   std::fprintf(stderr,
                "%s\nusage: warpvm-placement-bench [--gpus 2] [--bytes 1GiB] [--repeats 3] "
-               "[--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d,bfs,fft] [--modes on_touch,access_counter,duplication,oasis,ideal] "
+               "[--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d,bfs,fft,transpose_flat] [--modes on_touch,access_counter,duplication,oasis,ideal] "
                "[--reset-thresholds 8] [--counter-threshold 256] [--page-bytes 4KiB] [--cache-fraction 1] [--initial-placement host] "
                "[--uvm-counted-runs 1] [--out f.jsonl] [--commit SHA] [--driver VER]\n"
-               "bfs and fft are not run by default (fft: a 1D complex FFT of the largest 2^k points that fit --bytes)\n"
+               "bfs, fft and transpose_flat are not run by default (fft: a 1D complex FFT of the largest 2^k points that fit --bytes;\n"
+               "  transpose_flat: transpose whose paged modes access every element by flat address, through the shadow map)\n"
                "--reset-thresholds 4,8,32 runs oasis once per O-Table reset threshold (the paper's sensitivity study)\n"
                "--page-bytes: the paged modes' page size (a power of two, at least 4 KiB; the paper's 4 KB against 2 MB study);\n"
                "  records of another size than 4 KiB name their policy <mode>_page<bytes>\n"
@@ -699,7 +728,7 @@ RmatInput rmat_objects(Workload& w, std::uint64_t bytes, unsigned vertex_arrays)
 Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* device_word) {
   Workload w;
   w.name = name;
-  if (name == "transpose") {
+  if (name == "transpose" || name == "transpose_flat") {
     const std::uint64_t n = std::max<std::uint64_t>(32, static_cast<std::uint64_t>(std::sqrt(bytes / 8.0)) / 32 * 32);
     w.objects.assign(2, std::vector<std::uint32_t>(n * n));
     fill_random(w.objects[0].data(), n * n, 11);
@@ -713,9 +742,14 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
                                                               raw_of<std::uint32_t>(p[g][1], n * n, g, G), n, n);
       }
     };
-    w.paged = [n](MultiGpuSpace& s, const auto& o) {
-      s.launch(transpose_kernel<shared_array<std::uint32_t>>, dim3(1056), dim3(32, 8), 0, o[0].on(0), o[1].on(0), n, n);
-    };
+    if (name == "transpose_flat")
+      w.paged = [n](MultiGpuSpace& s, const auto& o) {
+        s.launch(transpose_flat_kernel, dim3(1056), dim3(32, 8), 0, s.flat(), o[0].address(), o[1].address(), n, n);
+      };
+    else
+      w.paged = [n](MultiGpuSpace& s, const auto& o) {
+        s.launch(transpose_kernel<shared_array<std::uint32_t>>, dim3(1056), dim3(32, 8), 0, o[0].on(0), o[1].on(0), n, n);
+      };
   } else if (name == "stencil2d") {
     const std::uint64_t n = std::max<std::uint64_t>(64, static_cast<std::uint64_t>(std::sqrt(bytes / 8.0)));
     w.objects.assign(2, std::vector<std::uint32_t>(n * n));

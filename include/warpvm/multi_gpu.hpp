@@ -16,6 +16,7 @@
 /// @endcode
 
 #include "warpvm/array.hpp"
+#include "warpvm/detail/multi_gpu/shadow_map.hpp"
 #include "warpvm/detail/multi_gpu/space_view.hpp"
 #include "warpvm/error.hpp"
 
@@ -52,7 +53,15 @@ struct MultiGpuConfig {
   std::uint32_t counter_threshold = detail::default_counter_threshold;  ///< remote lines per 64 KB group before migrating
   std::uint32_t max_objects = 256;
   double drain_timeout_seconds = 1e-3;  ///< a transition whose old mappings are still held then is retried
+  /// Flat addresses (shared_object::address(), flat_view) the space hands out over its life;
+  /// freed objects' addresses are not reused. Each GPU keeps 8 B of shadow-map root per 4096
+  /// pages of it, and a 16 KiB leaf per 4096 pages that objects take.
+  std::uint64_t flat_address_bytes = 1ull << 40;
 };
+
+/// A byte's address in a MultiGpuSpace's flat addresses: shared_object::address() plus the
+/// byte's offset in the object. 0 is no object's.
+using flat_address = std::uint64_t;
 
 /// What one GPU did since the space was made (or reset_stats()).
 struct GpuPlacementStats {
@@ -102,6 +111,7 @@ class ObjectOwner {
   [[nodiscard]] std::uint64_t bytes() const;
   [[nodiscard]] const std::string& name() const;
   [[nodiscard]] PlacementPolicy policy() const;
+  [[nodiscard]] flat_address flat_base() const;
   [[nodiscard]] std::uint32_t id() const { return id_; }
   [[nodiscard]] bool belongs_to(const std::shared_ptr<SpaceState>& space) const { return state_ != nullptr && state_ == space; }
 
@@ -111,6 +121,8 @@ class ObjectOwner {
   std::uint32_t id_ = ~0u;
 };
 }  // namespace detail::mg
+
+class flat_view;
 
 /// The handle kernels take by value: an object of a MultiGpuSpace as seen from one GPU.
 /// Element and page accesses are warp-level (lanes on one page share one hold) and work with
@@ -248,11 +260,12 @@ class shared_array {
 #endif
 
   friend class MultiGpuSpace;
+  friend class flat_view;
   template <class>
   friend class shared_object;
   template <class>
   friend class shared_array;
-  shared_array(detail::mg::Binding binding, std::uint64_t size, std::uint32_t id)
+  WARPVM_HD shared_array(detail::mg::Binding binding, std::uint64_t size, std::uint32_t id)
       : binding_(binding), size_(size), id_(id) {}
   [[nodiscard]] WARPVM_HD std::uint64_t page_mask() const { return (std::uint64_t{1} << binding_.page_shift) - 1; }
 
@@ -275,11 +288,78 @@ class shared_object {
   [[nodiscard]] PlacementPolicy policy() const { return owner_.policy(); }
   /// The handle bound to GPU `gpu` (an index into the space's devices).
   [[nodiscard]] shared_array<T> on(unsigned gpu) const { return shared_array<T>(owner_.binding(gpu), size(), id()); }
+  /// The flat address of element 0 (element i at address() + i * sizeof(T)), for flat_view.
+  [[nodiscard]] flat_address address() const { return owner_.flat_base(); }
 
  private:
   friend class MultiGpuSpace;
   explicit shared_object(detail::mg::ObjectOwner owner) : owner_(std::move(owner)) {}
   detail::mg::ObjectOwner owner_;
+};
+
+/// Access to a space's objects by flat address, OASIS-InMem's raw pointers (docs/placement.md,
+/// "Flat addresses"): kernels that keep addresses in their data (linked structures, offsets
+/// into several objects) load and store through it; each access finds its object in the
+/// shadow map, then goes through that object's page tables and policy exactly as its
+/// shared_array would (the same faults, counters and O-Table entry). Passed to launch() like a
+/// shared_array and rebound to each GPU. An address outside every object, misaligned for T, or
+/// whose T would run past its object's end is not accessed: load returns T{}, store does
+/// nothing, and the space's next synchronize() raises Error(index_out_of_range) naming it.
+class flat_view {
+ public:
+  flat_view() = default;
+  /// The GPU the view is bound to, and the space's GPU count.
+  [[nodiscard]] WARPVM_HD unsigned gpu() const { return gpu_; }
+  [[nodiscard]] WARPVM_HD unsigned gpus() const { return gpus_; }
+
+#if defined(__CUDACC__)
+  template <class T>
+  [[nodiscard]] __device__ T load(flat_address address) const {
+    std::uint64_t i = 0;
+    const shared_array<T> array = array_at<T>(address, i);
+    return array.size() == 0 ? T{} : array.load(i);
+  }
+  template <class T>
+  __device__ void store(flat_address address, const T& value) const {
+    std::uint64_t i = 0;
+    const shared_array<T> array = array_at<T>(address, i);
+    if (array.size() != 0) array.store(i, value);
+  }
+  /// The id of the object holding `address` (shared_object::id()), or detail::mg::no_object.
+  [[nodiscard]] __device__ std::uint32_t object_at(flat_address address) const {
+    return detail::mg::shadow_lookup(shadow_, address);
+  }
+#endif
+
+ private:
+  friend class MultiGpuSpace;
+  flat_view(const detail::mg::SpaceView* space, detail::mg::ShadowMapView shadow, unsigned gpu, unsigned gpus,
+            unsigned page_shift)
+      : space_(space), shadow_(shadow), gpu_(gpu), gpus_(gpus), page_shift_(page_shift) {}
+
+#if defined(__CUDACC__)
+  /// The handle of the object holding a T at `address`, and its index there; an empty handle
+  /// (the failure recorded) if there is none.
+  template <class T>
+  [[nodiscard]] __device__ shared_array<T> array_at(flat_address address, std::uint64_t& index) const {
+    const std::uint32_t id = detail::mg::shadow_lookup(shadow_, address);
+    if (id != detail::mg::no_object) {
+      const detail::mg::ObjectView& o = space_->objects[id];
+      const std::uint64_t offset = address - o.flat_base;
+      if (offset % sizeof(T) == 0 && offset + sizeof(T) <= o.bytes) {
+        index = offset / sizeof(T);
+        return shared_array<T>(detail::mg::Binding{space_, &o, o.pte[gpu_], gpu_, gpus_, page_shift_}, o.bytes / sizeof(T),
+                               id);
+      }
+    }
+    detail::mg::record_failure(*space_, detail::mg::DeviceFailure::bad_flat_address, id, address);
+    return {};
+  }
+#endif
+
+  const detail::mg::SpaceView* space_ = nullptr;
+  detail::mg::ShadowMapView shadow_;
+  unsigned gpu_ = 0, gpus_ = 0, page_shift_ = 0;
 };
 
 /// The space. Not copyable; used from one host thread at a time; every call restores the
@@ -310,9 +390,10 @@ class MultiGpuSpace {
   /// match who writes the data costs a page move, not access-counter for the whole object.
   /// Another GPU's read is a shared fault as for any held page (under OASIS a replica). The
   /// placed GPU's first write ends the placement (from then on another GPU's write is a shared
-  /// fault), and so does a transition; its reads are hits and do not. A page a GPU already holds stays where it is; one that was shared before
-  /// it went back to the host is fetched through a shared fault (the O-Table learns from it)
-  /// and not placed: drop_cached() first for a clean start. Waits for every GPU's work first and
+  /// fault), and so does a transition; its reads are hits and do not. A page a GPU already holds
+  /// stays where it is; one that was shared before it went back to the host is fetched through
+  /// a shared fault (the O-Table learns from it) and not placed: drop_cached() first for a clean
+  /// start. Waits for every GPU's work first and
   /// for the placement after. A pool too small for the pages given to its GPU evicts as any
   /// fault does. Fill host() before: the pages are copied from it.
   template <class T>
@@ -354,6 +435,9 @@ class MultiGpuSpace {
   [[nodiscard]] MultiGpuStats stats() const;
   void reset_stats();
 
+  /// Access by flat address to every object of the space (bound to GPU 0; launch() rebinds it).
+  [[nodiscard]] flat_view flat() const { return flat_on(0); }
+
   [[nodiscard]] unsigned gpus() const;
   [[nodiscard]] int device(unsigned gpu) const;
   [[nodiscard]] cudaStream_t stream(unsigned gpu) const;
@@ -369,6 +453,8 @@ class MultiGpuSpace {
   static shared_array<U> bind_arg(const detail::mg::SpaceState& state, unsigned gpu, const shared_array<U>& a) {
     return shared_array<U>(binding_of(state, a.id(), gpu), a.size(), a.id());
   }
+  [[nodiscard]] flat_view bind_arg(const detail::mg::SpaceState&, unsigned gpu, const flat_view&) const { return flat_on(gpu); }
+  [[nodiscard]] flat_view flat_on(unsigned gpu) const;
   template <class... Params, class... Args>
   void launch_one(unsigned gpu, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes,
                   const Args&... args) {

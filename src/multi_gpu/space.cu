@@ -12,9 +12,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <iterator>
+#include <stdexcept>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -200,6 +203,8 @@ struct GpuState {
   OnDevice<std::uint64_t> counters;
   OnDevice<ObjectView> objects;
   OnDevice<SpaceView> view;
+  OnDevice<const std::uint32_t*> shadow_roots;  ///< the shadow map's root in this GPU's memory
+  std::unordered_map<std::uint64_t, OnDevice<std::uint32_t>> shadow_leaves;  ///< by leaf index, made on first use
 };
 
 struct ObjectState {
@@ -208,6 +213,7 @@ struct ObjectState {
   pinned_ptr<std::byte> host;
   std::uint64_t bytes = 0;
   std::uint64_t pages = 0;
+  flat_address flat_base = 0;
   PlacementPolicy policy = PlacementPolicy::oasis;
   OnDevice<DirectoryEntry> directory;
   OnDevice<std::uint32_t> dirty;
@@ -218,7 +224,7 @@ struct ObjectState {
 
 class SpaceState {
  public:
-  explicit SpaceState(MultiGpuConfig config) : config_(std::move(config)) {
+  explicit SpaceState(MultiGpuConfig config) : config_(std::move(config)), shadow_(0, 12) {
     const int visible = device_count();
     WARPVM_EXPECTS(visible > 0, ErrorKind::no_device, "MultiGpuSpace: no CUDA device visible");
     if (config_.devices.empty())
@@ -252,6 +258,9 @@ class SpaceState {
                    "MultiGpuSpace: max_objects must be in [1, 2^24] (the frames' reverse map holds 24-bit ids)");
     WARPVM_EXPECTS(config_.drain_timeout_seconds > 0, ErrorKind::invalid_config,
                    "MultiGpuSpace: drain_timeout_seconds must be positive");
+    WARPVM_EXPECTS(config_.flat_address_bytes >= 2 * page && config_.flat_address_bytes <= (std::uint64_t{1} << 56),
+                   ErrorKind::invalid_config, "MultiGpuSpace: flat_address_bytes must be from two pages to 2^56");
+    shadow_ = ShadowMap(config_.flat_address_bytes, page_shift_);
 
     // Peer access between every pair, both ways.
     for (std::size_t i = 0; i < n; ++i)
@@ -276,6 +285,7 @@ class SpaceState {
       gs.counters = OnDevice<std::uint64_t>(gs.device, std::size_t{counter_shards} * counter_count, "counters");
       gs.objects = OnDevice<ObjectView>(gs.device, config_.max_objects, "object table");
       gs.view = OnDevice<SpaceView>(gs.device, 1, "space view");
+      gs.shadow_roots = OnDevice<const std::uint32_t*>(gs.device, shadow_.leaf_count(), "shadow map root");
     }
     otable_ = OnDevice<std::uint32_t>(gpus_[0].device, config_.max_objects, "O-Table");
     error_claim_ = OnDevice<std::uint32_t>(gpus_[0].device, 1, "error claim");
@@ -325,6 +335,13 @@ class SpaceState {
     WARPVM_EXPECTS(o.pages <= frame_owner::max_pages, ErrorKind::invalid_argument,
                    "object '" + o.name + "': more pages than the frames' reverse map holds (2^40 - 1)");
     o.policy = policy;
+    try {
+      o.flat_base = shadow_.assign(id, bytes);
+    } catch (const std::length_error& e) {
+      throw_error(ErrorKind::invalid_argument, "object '" + o.name + "': " + e.what() + "; raise MultiGpuConfig::flat_address_bytes",
+                  __FILE__, __LINE__);
+    }
+    upload_shadow(o.flat_base, bytes);
     o.host = make_pinned_zeroed<std::byte>(bytes, cudaHostAllocMapped | cudaHostAllocPortable, o.name.c_str());
     const int home = gpus_[id % gpus_.size()].device;
     o.directory = OnDevice<DirectoryEntry>(home, o.pages, "page directory");
@@ -346,6 +363,7 @@ class SpaceState {
       v.counters = o.counters[g].get();
       v.id = id;
       v.policy = policy;
+      v.flat_base = o.flat_base;
       WARPVM_CUDA_TRY(cudaMemcpy(gpus_[g].objects.get() + id, &v, sizeof v, cudaMemcpyHostToDevice));
       o.bindings.push_back(Binding{gpus_[g].view.get(), gpus_[g].objects.get() + id, o.pte[g].get(),
                                    static_cast<unsigned>(g), static_cast<unsigned>(gpus_.size()), page_shift_});
@@ -370,6 +388,8 @@ class SpaceState {
       check_launch("free_object_frames");
     }
     synchronize_streams();
+    shadow_.clear(o.flat_base, o.bytes);
+    upload_shadow(o.flat_base, o.bytes);
     objects_[id] = ObjectState{};
   }
 
@@ -415,8 +435,19 @@ class SpaceState {
       const std::string name = record.object_id < objects_.size() && objects_[record.object_id].live
                                    ? objects_[record.object_id].name
                                    : "object " + std::to_string(record.object_id);
+      if (record.failure == DeviceFailure::bad_flat_address) {
+        // Nothing was accessed: the space stays usable, so the record is cleared for the next failure.
+        *error_ = ErrorRecord{};
+        error_claim_.zero();
+        expect_success(first, ErrorKind::cuda, "a kernel of the multi-GPU space");
+        const std::string where = record.object_id == no_object ? "no object's" : "in object '" + name + "', but misaligned or past its end for the access";
+        throw_error(ErrorKind::index_out_of_range,
+                    "flat_view on GPU " + std::to_string(record.gpu) + ": flat address " + std::to_string(record.where) +
+                        " is " + where + " (the first such access; flat addresses come from shared_object::address())",
+                    __FILE__, __LINE__);
+      }
       throw_error(ErrorKind::out_of_memory,
-                  "object '" + name + "' (page " + std::to_string(record.page) + "): the frame pool of GPU " +
+                  "object '" + name + "' (page " + std::to_string(record.where) + "): the frame pool of GPU " +
                       std::to_string(record.gpu) + " (device " + std::to_string(gpus_[record.gpu].device) + ", " +
                       std::to_string(record.frames) + " frames) is full and no frame could be evicted for " +
                       std::to_string(eviction_give_up_ns / 1'000'000'000ull) +
@@ -487,6 +518,10 @@ class SpaceState {
   [[nodiscard]] std::size_t page_bytes() const { return std::size_t{1} << page_shift_; }
   [[nodiscard]] std::uint32_t frames() const { return frames_; }
   [[nodiscard]] const MultiGpuConfig& config() const { return config_; }
+  [[nodiscard]] const SpaceView* view(unsigned g) const { return gpus_.at(g).view.get(); }
+  [[nodiscard]] ShadowMapView shadow_view(unsigned g) const {
+    return {gpus_.at(g).shadow_roots.get(), shadow_.leaf_count(), page_shift_};
+  }
 
  private:
   [[nodiscard]] std::uint32_t pages_per_group() const { return std::max<std::uint32_t>(1, counter_group_bytes >> page_shift_); }
@@ -495,6 +530,25 @@ class SpaceState {
     for (const GpuState& g : gpus_) {
       DeviceGuard guard(g.device);
       WARPVM_CUDA_TRY(cudaStreamSynchronize(g.stream.get()));
+    }
+  }
+
+  /// Every GPU's copy of the shadow map's leaves that [base, base + bytes) touches, from the
+  /// host's (a GPU's leaf made, and its root entry set, on first use).
+  void upload_shadow(flat_address base, std::uint64_t bytes) {
+    const ShadowMap::LeafRange range = shadow_.leaves_of(base, bytes);
+    for (GpuState& g : gpus_) {
+      DeviceGuard guard(g.device);
+      for (std::uint64_t leaf = range.first; leaf < range.end; ++leaf) {
+        auto [at, made] = g.shadow_leaves.try_emplace(leaf);
+        if (made) {
+          at->second = OnDevice<std::uint32_t>(g.device, shadow_leaf_entries, "shadow map leaf");
+          const std::uint32_t* device_leaf = at->second.get();
+          WARPVM_CUDA_TRY(cudaMemcpy(g.shadow_roots.get() + leaf, &device_leaf, sizeof device_leaf, cudaMemcpyHostToDevice));
+        }
+        WARPVM_CUDA_TRY(cudaMemcpy(at->second.get(), shadow_.leaf(leaf).data(), shadow_leaf_entries * sizeof(std::uint32_t),
+                                   cudaMemcpyHostToDevice));
+      }
     }
   }
 
@@ -512,6 +566,7 @@ class SpaceState {
   OnDevice<std::uint32_t> otable_;
   OnDevice<std::uint32_t> error_claim_;
   pinned_ptr<ErrorRecord> error_;
+  ShadowMap shadow_;
   std::vector<ObjectState> objects_;
 };
 
@@ -549,6 +604,7 @@ const std::string& ObjectOwner::name() const {
   return state_ ? state_->object(id_).name : empty;
 }
 PlacementPolicy ObjectOwner::policy() const { return state_ ? state_->object(id_).policy : PlacementPolicy::oasis; }
+flat_address ObjectOwner::flat_base() const { return state_ ? state_->object(id_).flat_base : 0; }
 
 }  // namespace detail::mg
 
@@ -566,6 +622,11 @@ detail::mg::Binding MultiGpuSpace::binding_of(const detail::mg::SpaceState& stat
                  "MultiGpuSpace::launch: a shared_array of no live object of this space");
   WARPVM_EXPECTS(gpu < state.gpus(), ErrorKind::invalid_argument, "MultiGpuSpace::launch: bad GPU index");
   return state.object(id).bindings[gpu];
+}
+flat_view MultiGpuSpace::flat_on(unsigned gpu) const {
+  WARPVM_EXPECTS(gpu < state_->gpus(), ErrorKind::invalid_argument, "MultiGpuSpace: bad GPU index for a flat_view");
+  return flat_view(state_->view(gpu), state_->shadow_view(gpu), gpu, state_->gpus(),
+                   static_cast<unsigned>(std::countr_zero(state_->page_bytes())));
 }
 void MultiGpuSpace::launch_raw(unsigned gpu, const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes,
                                void** args) {

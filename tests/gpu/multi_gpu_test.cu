@@ -6,7 +6,8 @@
 // under every policy, exact against the host; a space over one GPU; pools of a quarter of the
 // footprint (eviction, write-back) under every policy on two GPUs and on one; pages placed on the
 // GPUs before a run (place_on_gpus) in blocks and interleaved: taken as first touches by other
-// GPUs' writes, shared only once used. The multi-GPU tests run over
+// GPUs' writes, shared only once used; flat addresses (flat_view, the shadow map) chased across
+// objects under every policy, and bad ones reported. The multi-GPU tests run over
 // every visible GPU (up to 8) when all pairs have peer access, else over GPUs 0 and 1, and skip
 // (saying why) without two peer-connected GPUs.
 
@@ -638,6 +639,92 @@ TEST(MultiGpuSingle, PagesPlacedOnTheOnlyGpuAreHits) {
   MultiGpuSpace other({.devices = {0}, .frame_bytes_per_gpu = 8ull << 20});
   const auto elsewhere = other.alloc<std::uint32_t>(1024, std::nullopt, "elsewhere");
   EXPECT_THROW(space.place_on_gpus(elsewhere, Spread::blocks), Error) << "another space's object";
+}
+
+/// Thread t (threads dealt to the GPUs in turn) reads the flat address at element t of `links`
+/// (one of an element of `values`), loads the value there and stores it plus 1 at element t of
+/// `out`: every access by flat address, none through a handle.
+__global__ void chase_flat_links(flat_view flat, flat_address links, flat_address out, std::uint64_t n) {
+  for (std::uint64_t t = thread_index(); t < n; t += thread_count()) {
+    if (t % flat.gpus() != flat.gpu()) continue;
+    const auto target = flat.load<flat_address>(links + t * sizeof(flat_address));
+    flat.store<std::uint32_t>(out + t * sizeof(std::uint32_t), flat.load<std::uint32_t>(target) + 1);
+  }
+}
+
+/// On fresh random data, links of n threads into a random permutation of `values`, chased by
+/// flat address under `policy`: every result exact after flush, each access served through its
+/// object's pages (first touches of all three objects; with several GPUs, `values` read by each
+/// is shared).
+void expect_flat_links_exact(const std::vector<int>& devices, PlacementPolicy policy) {
+  const std::uint64_t seed = fresh_seed();
+  SCOPED_TRACE(std::string(to_string(policy)) + ", seed " + std::to_string(seed));
+  MultiGpuSpace space({.devices = devices, .frame_bytes_per_gpu = 64ull << 20, .default_policy = policy});
+  constexpr std::uint64_t n = 300'000;  // not a multiple of a page's elements
+  const auto values = random_values(n, seed);
+  std::vector<std::uint64_t> order(n);
+  for (std::uint64_t i = 0; i < n; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), std::mt19937_64(seed + 1));
+  auto value_object = space.alloc<std::uint32_t>(n, std::nullopt, "values");
+  auto links = space.alloc<flat_address>(n, std::nullopt, "links");
+  auto out = space.alloc<std::uint32_t>(n, std::nullopt, "out");
+  std::copy(values.begin(), values.end(), value_object.host().begin());
+  for (std::uint64_t t = 0; t < n; ++t) links.host()[t] = value_object.address() + order[t] * sizeof(std::uint32_t);
+  EXPECT_NE(value_object.address(), 0u);
+  EXPECT_GE(links.address(), value_object.address() + n * sizeof(std::uint32_t)) << "objects' addresses do not overlap";
+  space.launch(chase_flat_links, dim3(132), dim3(256), 0, space.flat(), links.address(), out.address(), n);
+  space.flush();
+  std::vector<std::uint32_t> want(n);
+  for (std::uint64_t t = 0; t < n; ++t) want[t] = values[order[t]] + 1;
+  EXPECT_EQ(mismatches(out.host(), want), 0u);
+  const std::uint64_t pages_of_all = (n * 4 + space.page_bytes() - 1) / space.page_bytes() * 2 +
+                                     (n * 8 + space.page_bytes() - 1) / space.page_bytes();
+  const GpuPlacementStats total = space.stats().total();
+  EXPECT_GE(total.first_touches, pages_of_all) << "every page of the three objects was reached by flat address";
+  if (space.gpus() > 1) EXPECT_GT(total.shared_faults, 0u) << "values' pages are read by every GPU";
+}
+
+TEST_F(MultiGpu, FlatAddressesReachObjectsThroughTheirPolicies) {
+  for (const PlacementPolicy policy : all_policies) expect_flat_links_exact(devices, policy);
+}
+
+__global__ void flat_access_at(flat_view flat, flat_address address, shared_array<std::uint32_t> result) {
+  if (thread_index() == 0) result.store(0, flat.load<std::uint32_t>(address));
+}
+
+TEST(MultiGpuSingle, BadFlatAddressesAreClearErrorsAndTheSpaceGoesOn) {
+  if (device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
+  MultiGpuSpace space({.devices = {0}, .frame_bytes_per_gpu = 8ull << 20});
+  auto data = space.alloc<std::uint32_t>(1000, std::nullopt, "data");
+  auto result = space.alloc<std::uint32_t>(1, std::nullopt, "result");
+  std::uint64_t gone_address = 0;
+  {
+    const auto gone = space.alloc<std::uint32_t>(10, std::nullopt, "gone");
+    gone_address = gone.address();
+  }
+  for (std::uint32_t i = 0; i < 1000; ++i) data.host()[i] = 3 * i + 7;
+  const struct {
+    flat_address address;
+    const char* what;
+  } bad[] = {{0, "no object's"},
+             {data.address() + 2, "in object 'data', but misaligned"},
+             {data.address() + 1000 * 4, "in object 'data', but misaligned or past its end"},
+             {gone_address, "no object's"}};
+  for (const auto& b : bad) {
+    SCOPED_TRACE(b.what);
+    space.launch(flat_access_at, dim3(1), dim3(32), 0, space.flat(), b.address, result.on(0));
+    try {
+      space.synchronize();
+      ADD_FAILURE() << "expected an index_out_of_range error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::index_out_of_range);
+      EXPECT_NE(std::string(e.what()).find(b.what), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::to_string(b.address)), std::string::npos) << e.what();
+    }
+  }
+  space.launch(flat_access_at, dim3(1), dim3(32), 0, space.flat(), data.address() + 999 * 4, result.on(0));
+  space.flush();
+  EXPECT_EQ(result.host()[0], 3u * 999 + 7) << "the space goes on after the errors";
 }
 
 TEST_F(MultiGpu, EvictionKeepsResultsExactUnderEveryPolicy) {

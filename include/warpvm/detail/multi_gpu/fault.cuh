@@ -85,19 +85,23 @@ __device__ inline void store_entry(DirectoryEntry& e, const DirectoryEntry& v) {
 
 /// The pool of this GPU is full and nothing in it could be evicted for eviction_give_up_ns: the
 /// first failure is recorded for the host (which names the object), then the kernel traps.
-__device__ inline void fail_out_of_frames(const SpaceView& s, std::uint32_t object_id, std::uint64_t page) {
+/// Records the space's first device failure for the host (synchronize() raises it); later ones
+/// are dropped.
+__device__ inline void record_failure(const SpaceView& s, DeviceFailure failure, std::uint32_t object_id,
+                                      std::uint64_t where) {
   if (cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(*s.error_claim).exchange(1u) == 0u) {
     volatile ErrorRecord* record = s.error;
     record->object_id = object_id;
     record->gpu = s.gpu;
     record->frames = s.pools[s.gpu].frames;
-    record->page = page;
+    record->where = where;
+    record->failure = failure;
     __threadfence_system();
     record->state = 1;
     __threadfence_system();
   }
-  __trap();
 }
+
 
 [[nodiscard]] __device__ inline std::uint64_t page_bytes_of(const SpaceView& s, const ObjectView& o, std::uint64_t page) {
   const std::uint64_t begin = page << s.page_shift, full = std::uint64_t{1} << s.page_shift;
@@ -219,7 +223,7 @@ __device__ inline bool begin_transition(const SpaceView& s, const ObjectView& o,
 /// live, where nanoseconds would take two), kept across rounds by the caller so that victims whose
 /// drains time out (every frame held, e.g. by warps inside nested accesses that wait for frames
 /// themselves) do not restart the clock: after eviction_give_up_ns without a frame the kernel
-/// fails (fail_out_of_frames) instead of hanging.
+/// fails (DeviceFailure::out_of_frames) instead of hanging.
 __device__ inline bool begin_eviction(const SpaceView& s, std::uint32_t object_id, std::uint64_t faulting_page,
                                       std::uint32_t& since, std::uint32_t& reserved, Transition& t,
                                       std::uint64_t& frame) {
@@ -256,7 +260,10 @@ __device__ inline bool begin_eviction(const SpaceView& s, std::uint32_t object_i
       reserved = frame_alloc(pool);
       if (reserved != no_frame) return false;
     }
-    if (now() - since > static_cast<std::uint32_t>(eviction_give_up_ns >> 20)) fail_out_of_frames(s, object_id, faulting_page);
+    if (now() - since > static_cast<std::uint32_t>(eviction_give_up_ns >> 20)) {
+      record_failure(s, DeviceFailure::out_of_frames, object_id, faulting_page);
+      __trap();  // the fault cannot be served; nothing the kernel does next could be right
+    }
     __nanosleep(lock_backoff_max_ns);
   }
 }

@@ -79,6 +79,12 @@ enum class Counter : std::uint32_t {
 inline constexpr std::uint32_t counter_count = static_cast<std::uint32_t>(Counter::count);
 inline constexpr std::uint32_t counter_shards = 64;
 
+/// What failed on a device.
+enum class DeviceFailure : std::uint32_t {
+  out_of_frames,     ///< a full pool in which no page could be evicted (`where`: the faulting page)
+  bad_flat_address,  ///< a flat_view access outside every object, or past or across its end (`where`: the address)
+};
+
 /// First device-side failure (mapped pinned host memory, plain stores; the claim is a device
 /// word on the space's first GPU).
 struct ErrorRecord {
@@ -86,7 +92,8 @@ struct ErrorRecord {
   std::uint32_t object_id;
   std::uint32_t gpu;
   std::uint32_t frames;  ///< the pool's size
-  std::uint64_t page;
+  std::uint64_t where;
+  DeviceFailure failure;
 };
 
 /// One object as one GPU's kernels see it (a copy per GPU, in that GPU's memory).
@@ -99,6 +106,7 @@ struct ObjectView {
   std::uint32_t* counters;          ///< this GPU's access counters, one per 64 KB group
   std::uint32_t id;
   PlacementPolicy policy;
+  std::uint64_t flat_base;          ///< the object's first flat address (flat_view)
 };
 
 struct SpaceView {
