@@ -301,7 +301,8 @@ class shared_object {
 /// "Flat addresses"): kernels that keep addresses in their data (linked structures, offsets
 /// into several objects) load and store through it; each access finds its object in the
 /// shadow map, then goes through that object's page tables and policy exactly as its
-/// shared_array would (the same faults, counters and O-Table entry). Passed to launch() like a
+/// shared_array would (the same faults, counters and O-Table entry); handle_at() turns an
+/// address into its object's handle for repeated access. Passed to launch() like a
 /// shared_array and rebound to each GPU. An address outside every object, misaligned for T, or
 /// whose T would run past its object's end is not accessed: load returns T{}, store does
 /// nothing, and the space's next synchronize() raises Error(index_out_of_range) naming it.
@@ -316,32 +317,21 @@ class flat_view {
   template <class T>
   [[nodiscard]] __device__ T load(flat_address address) const {
     std::uint64_t i = 0;
-    const shared_array<T> array = array_at<T>(address, i);
+    const shared_array<T> array = handle_at<T>(address, i);
     return array.size() == 0 ? T{} : array.load(i);
   }
   template <class T>
   __device__ void store(flat_address address, const T& value) const {
     std::uint64_t i = 0;
-    const shared_array<T> array = array_at<T>(address, i);
+    const shared_array<T> array = handle_at<T>(address, i);
     if (array.size() != 0) array.store(i, value);
   }
-  /// The id of the object holding `address` (shared_object::id()), or detail::mg::no_object.
-  [[nodiscard]] __device__ std::uint32_t object_at(flat_address address) const {
-    return detail::mg::shadow_lookup(shadow_, address);
-  }
-#endif
-
- private:
-  friend class MultiGpuSpace;
-  flat_view(const detail::mg::SpaceView* space, detail::mg::ShadowMapView shadow, unsigned gpu, unsigned gpus,
-            unsigned page_shift)
-      : space_(space), shadow_(shadow), gpu_(gpu), gpus_(gpus), page_shift_(page_shift) {}
-
-#if defined(__CUDACC__)
-  /// The handle of the object holding a T at `address`, and its index there; an empty handle
-  /// (the failure recorded) if there is none.
+  /// The handle (bound to this view's GPU) of the object holding a T at `address`, with the T's
+  /// index in `index`: one lookup, then the handle's own accesses (spans, atomics, the object's
+  /// other elements) at a handle's cost. An empty handle (size 0) for a bad address, recorded as
+  /// load and store record it.
   template <class T>
-  [[nodiscard]] __device__ shared_array<T> array_at(flat_address address, std::uint64_t& index) const {
+  [[nodiscard]] __device__ shared_array<T> handle_at(flat_address address, std::uint64_t& index) const {
     const std::uint32_t id = detail::mg::shadow_lookup(shadow_, address);
     if (id != detail::mg::no_object) {
       const detail::mg::ObjectView& o = space_->objects[id];
@@ -355,7 +345,17 @@ class flat_view {
     detail::mg::record_failure(*space_, detail::mg::DeviceFailure::bad_flat_address, id, address);
     return {};
   }
+  /// The id of the object holding `address` (shared_object::id()), or detail::mg::no_object.
+  [[nodiscard]] __device__ std::uint32_t object_at(flat_address address) const {
+    return detail::mg::shadow_lookup(shadow_, address);
+  }
 #endif
+
+ private:
+  friend class MultiGpuSpace;
+  flat_view(const detail::mg::SpaceView* space, detail::mg::ShadowMapView shadow, unsigned gpu, unsigned gpus,
+            unsigned page_shift)
+      : space_(space), shadow_(shadow), gpu_(gpu), gpus_(gpus), page_shift_(page_shift) {}
 
   const detail::mg::SpaceView* space_ = nullptr;
   detail::mg::ShadowMapView shadow_;

@@ -642,13 +642,20 @@ TEST(MultiGpuSingle, PagesPlacedOnTheOnlyGpuAreHits) {
 }
 
 /// Thread t (threads dealt to the GPUs in turn) reads the flat address at element t of `links`
-/// (one of an element of `values`), loads the value there and stores it plus 1 at element t of
-/// `out`: every access by flat address, none through a handle.
+/// (one of an element of `values`), reads the value there (odd t through the handle handle_at
+/// gives) and stores it plus 1 at element t of `out`: no handle passed in.
 __global__ void chase_flat_links(flat_view flat, flat_address links, flat_address out, std::uint64_t n) {
   for (std::uint64_t t = thread_index(); t < n; t += thread_count()) {
     if (t % flat.gpus() != flat.gpu()) continue;
     const auto target = flat.load<flat_address>(links + t * sizeof(flat_address));
-    flat.store<std::uint32_t>(out + t * sizeof(std::uint32_t), flat.load<std::uint32_t>(target) + 1);
+    std::uint32_t value = 0;
+    if (t % 2 == 0) {
+      value = flat.load<std::uint32_t>(target);
+    } else {
+      std::uint64_t i = 0;
+      value = flat.handle_at<std::uint32_t>(target, i).load(i);
+    }
+    flat.store<std::uint32_t>(out + t * sizeof(std::uint32_t), value + 1);
   }
 }
 
@@ -688,15 +695,19 @@ TEST_F(MultiGpu, FlatAddressesReachObjectsThroughTheirPolicies) {
   for (const PlacementPolicy policy : all_policies) expect_flat_links_exact(devices, policy);
 }
 
+/// result[0]: the value at `address`; result[1]: 1 if handle_at found no object's T there.
 __global__ void flat_access_at(flat_view flat, flat_address address, shared_array<std::uint32_t> result) {
-  if (thread_index() == 0) result.store(0, flat.load<std::uint32_t>(address));
+  if (thread_index() != 0) return;
+  result.store(0, flat.load<std::uint32_t>(address));
+  std::uint64_t i = 0;
+  result.store(1, flat.handle_at<std::uint32_t>(address, i).size() == 0 ? 1u : 0u);
 }
 
 TEST(MultiGpuSingle, BadFlatAddressesAreClearErrorsAndTheSpaceGoesOn) {
   if (device_count() == 0) GTEST_SKIP() << "no CUDA device visible: GPU test skipped";
   MultiGpuSpace space({.devices = {0}, .frame_bytes_per_gpu = 8ull << 20});
   auto data = space.alloc<std::uint32_t>(1000, std::nullopt, "data");
-  auto result = space.alloc<std::uint32_t>(1, std::nullopt, "result");
+  auto result = space.alloc<std::uint32_t>(2, std::nullopt, "result");
   std::uint64_t gone_address = 0;
   {
     const auto gone = space.alloc<std::uint32_t>(10, std::nullopt, "gone");
@@ -721,10 +732,14 @@ TEST(MultiGpuSingle, BadFlatAddressesAreClearErrorsAndTheSpaceGoesOn) {
       EXPECT_NE(std::string(e.what()).find(b.what), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find(std::to_string(b.address)), std::string::npos) << e.what();
     }
+    space.flush();
+    EXPECT_EQ(result.host()[0], 0u) << "a bad load gives T{}";
+    EXPECT_EQ(result.host()[1], 1u) << "handle_at gives an empty handle";
   }
   space.launch(flat_access_at, dim3(1), dim3(32), 0, space.flat(), data.address() + 999 * 4, result.on(0));
   space.flush();
   EXPECT_EQ(result.host()[0], 3u * 999 + 7) << "the space goes on after the errors";
+  EXPECT_EQ(result.host()[1], 0u);
 }
 
 TEST_F(MultiGpu, EvictionKeepsResultsExactUnderEveryPolicy) {
