@@ -302,10 +302,14 @@ class shared_object {
 /// into several objects) load and store through it; each access finds its object in the
 /// shadow map, then goes through that object's page tables and policy exactly as its
 /// shared_array would (the same faults, counters and O-Table entry); handle_at() turns an
-/// address into its object's handle for repeated access. Passed to launch() like a
-/// shared_array and rebound to each GPU. An address outside every object, misaligned for T, or
-/// whose T would run past its object's end is not accessed: load returns T{}, store does
-/// nothing, and the space's next synchronize() raises Error(index_out_of_range) naming it.
+/// address into its object's handle for repeated access. Lanes of one warp may reach different
+/// objects in one call. Passed to launch() as a kernel argument of its own, it is rebound to
+/// each GPU like a shared_array (one inside a struct is not: it would stay GPU 0's). An address
+/// outside every object, misaligned for T, or whose T would run past its object's end is not
+/// accessed: load returns T{}, store does nothing, handle_at gives an empty handle, and the
+/// space's next call that waits for the GPUs (synchronize, flush, stats, ...) raises
+/// Error(index_out_of_range) naming the first such address; the space goes on. object_at()
+/// probes an address without that.
 class flat_view {
  public:
   flat_view() = default;
@@ -406,7 +410,7 @@ class MultiGpuSpace {
   void begin_phase();
 
   /// One phase: begin_phase(), then `kernel` on every GPU of the space, each launch with its
-  /// shared_array arguments rebound to that GPU. Does not wait for the kernels.
+  /// shared_array and flat_view arguments rebound to that GPU. Does not wait for the kernels.
   template <class... Params, class... Args>
   void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, const Args&... args) {
     static_assert(sizeof...(Params) == sizeof...(Args), "launch: wrong number of kernel arguments");

@@ -258,8 +258,9 @@ class SpaceState {
                    "MultiGpuSpace: max_objects must be in [1, 2^24] (the frames' reverse map holds 24-bit ids)");
     WARPVM_EXPECTS(config_.drain_timeout_seconds > 0, ErrorKind::invalid_config,
                    "MultiGpuSpace: drain_timeout_seconds must be positive");
-    WARPVM_EXPECTS(config_.flat_address_bytes >= 2 * page && config_.flat_address_bytes <= (std::uint64_t{1} << 56),
-                   ErrorKind::invalid_config, "MultiGpuSpace: flat_address_bytes must be from two pages to 2^56");
+    // 16 TiB at 4 KB pages is a root of 8 MiB per GPU (and 32 MiB of host bookkeeping).
+    WARPVM_EXPECTS(config_.flat_address_bytes >= 2 * page && config_.flat_address_bytes <= (std::uint64_t{1} << 44),
+                   ErrorKind::invalid_config, "MultiGpuSpace: flat_address_bytes must be from two pages to 16 TiB");
     shadow_ = ShadowMap(config_.flat_address_bytes, page_shift_);
 
     // Peer access between every pair, both ways.
@@ -335,13 +336,6 @@ class SpaceState {
     WARPVM_EXPECTS(o.pages <= frame_owner::max_pages, ErrorKind::invalid_argument,
                    "object '" + o.name + "': more pages than the frames' reverse map holds (2^40 - 1)");
     o.policy = policy;
-    try {
-      o.flat_base = shadow_.assign(id, bytes);
-    } catch (const std::length_error& e) {
-      throw_error(ErrorKind::invalid_argument, "object '" + o.name + "': " + e.what() + "; raise MultiGpuConfig::flat_address_bytes",
-                  __FILE__, __LINE__);
-    }
-    upload_shadow(o.flat_base, bytes);
     o.host = make_pinned_zeroed<std::byte>(bytes, cudaHostAllocMapped | cudaHostAllocPortable, o.name.c_str());
     const int home = gpus_[id % gpus_.size()].device;
     o.directory = OnDevice<DirectoryEntry>(home, o.pages, "page directory");
@@ -352,6 +346,14 @@ class SpaceState {
       o.counters.emplace_back(g.device, groups, "access counters");
     }
     reset_directory(o, id % gpus_.size());
+    // Flat addresses last of what can fail, so that a failed add() leaves none naming `id`.
+    try {
+      o.flat_base = shadow_.assign(id, bytes);
+    } catch (const std::length_error& e) {
+      throw_error(ErrorKind::invalid_argument,
+                  "object '" + o.name + "': " + e.what() + "; raise MultiGpuConfig::flat_address_bytes", __FILE__, __LINE__);
+    }
+    upload_shadow(o.flat_base, bytes);
     for (std::size_t g = 0; g < gpus_.size(); ++g) {
       DeviceGuard guard(gpus_[g].device);
       ObjectView v{};
@@ -372,6 +374,7 @@ class SpaceState {
       DeviceGuard guard(gpus_[0].device);
       WARPVM_CUDA_TRY(cudaMemset(otable_.get() + id, 0, sizeof(std::uint32_t)));
     }
+    settle_table_writes();
     o.live = true;
     objects_[id] = std::move(o);
     return id;
@@ -390,6 +393,7 @@ class SpaceState {
     synchronize_streams();
     shadow_.clear(o.flat_base, o.bytes);
     upload_shadow(o.flat_base, o.bytes);
+    settle_table_writes();
     objects_[id] = ObjectState{};
   }
 
@@ -439,6 +443,7 @@ class SpaceState {
         // Nothing was accessed: the space stays usable, so the record is cleared for the next failure.
         *error_ = ErrorRecord{};
         error_claim_.zero();
+        settle_table_writes();
         expect_success(first, ErrorKind::cuda, "a kernel of the multi-GPU space");
         const std::string where = record.object_id == no_object ? "no object's" : "in object '" + name + "', but misaligned or past its end for the access";
         throw_error(ErrorKind::index_out_of_range,
@@ -541,14 +546,26 @@ class SpaceState {
       DeviceGuard guard(g.device);
       for (std::uint64_t leaf = range.first; leaf < range.end; ++leaf) {
         auto [at, made] = g.shadow_leaves.try_emplace(leaf);
+        if (made) at->second = OnDevice<std::uint32_t>(g.device, shadow_leaf_entries, "shadow map leaf");
+        // The leaf's entries before the root names it (one stream: in order), so that no
+        // kernel finds a leaf still zeroed (object 0's id).
+        WARPVM_CUDA_TRY(cudaMemcpy(at->second.get(), shadow_.leaf(leaf).data(), shadow_leaf_entries * sizeof(std::uint32_t),
+                                   cudaMemcpyHostToDevice));
         if (made) {
-          at->second = OnDevice<std::uint32_t>(g.device, shadow_leaf_entries, "shadow map leaf");
           const std::uint32_t* device_leaf = at->second.get();
           WARPVM_CUDA_TRY(cudaMemcpy(g.shadow_roots.get() + leaf, &device_leaf, sizeof device_leaf, cudaMemcpyHostToDevice));
         }
-        WARPVM_CUDA_TRY(cudaMemcpy(at->second.get(), shadow_.leaf(leaf).data(), shadow_leaf_entries * sizeof(std::uint32_t),
-                                   cudaMemcpyHostToDevice));
       }
+    }
+  }
+
+  /// Waits until the tables' copies and clears (cudaMemcpy, cudaMemset: the legacy stream, which
+  /// may still be carrying them when those calls return) have landed on every GPU: the space's
+  /// kernels run on non-blocking streams, which do not wait for it.
+  void settle_table_writes() {
+    for (const GpuState& g : gpus_) {
+      DeviceGuard guard(g.device);
+      WARPVM_CUDA_TRY(cudaStreamSynchronize(cudaStreamLegacy));
     }
   }
 

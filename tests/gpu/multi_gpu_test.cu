@@ -642,50 +642,62 @@ TEST(MultiGpuSingle, PagesPlacedOnTheOnlyGpuAreHits) {
 }
 
 /// Thread t (threads dealt to the GPUs in turn) reads the flat address at element t of `links`
-/// (one of an element of `values`), reads the value there (odd t through the handle handle_at
-/// gives) and stores it plus 1 at element t of `out`: no handle passed in.
-__global__ void chase_flat_links(flat_view flat, flat_address links, flat_address out, std::uint64_t n) {
+/// (one of an element of either value object, so a warp's lanes reach both in one call), reads
+/// the value there (odd t through the handle handle_at gives), stores it plus 1 at element t of
+/// `out`, and counts itself with a fetch_add through handle_at on `visits`: no handle passed in.
+__global__ void chase_flat_links(flat_view flat, flat_address links, flat_address out, flat_address visits,
+                                 std::uint64_t n) {
   for (std::uint64_t t = thread_index(); t < n; t += thread_count()) {
     if (t % flat.gpus() != flat.gpu()) continue;
     const auto target = flat.load<flat_address>(links + t * sizeof(flat_address));
     std::uint32_t value = 0;
+    std::uint64_t i = 0;
     if (t % 2 == 0) {
       value = flat.load<std::uint32_t>(target);
     } else {
-      std::uint64_t i = 0;
       value = flat.handle_at<std::uint32_t>(target, i).load(i);
     }
     flat.store<std::uint32_t>(out + t * sizeof(std::uint32_t), value + 1);
+    (void)flat.handle_at<std::uint32_t>(visits, i).fetch_add(i, 1u);
   }
 }
 
-/// On fresh random data, links of n threads into a random permutation of `values`, chased by
-/// flat address under `policy`: every result exact after flush, each access served through its
-/// object's pages (first touches of all three objects; with several GPUs, `values` read by each
-/// is shared).
+/// On fresh random data, links of n threads into a random permutation of two value objects
+/// (each link to either, at random), chased by flat address under `policy`: every result and
+/// the visit count exact after flush, each access served through its object's pages (first
+/// touches of every object; with several GPUs, values read by each are shared).
 void expect_flat_links_exact(const std::vector<int>& devices, PlacementPolicy policy) {
   const std::uint64_t seed = fresh_seed();
   SCOPED_TRACE(std::string(to_string(policy)) + ", seed " + std::to_string(seed));
   MultiGpuSpace space({.devices = devices, .frame_bytes_per_gpu = 64ull << 20, .default_policy = policy});
   constexpr std::uint64_t n = 300'000;  // not a multiple of a page's elements
-  const auto values = random_values(n, seed);
+  const std::vector<std::uint32_t> values[] = {random_values(n, seed), random_values(n, seed + 2)};
   std::vector<std::uint64_t> order(n);
   for (std::uint64_t i = 0; i < n; ++i) order[i] = i;
-  std::shuffle(order.begin(), order.end(), std::mt19937_64(seed + 1));
-  auto value_object = space.alloc<std::uint32_t>(n, std::nullopt, "values");
+  std::mt19937_64 rng(seed + 1);
+  std::shuffle(order.begin(), order.end(), rng);
+  std::vector<unsigned> which(n);
+  for (auto& w : which) w = static_cast<unsigned>(rng() % 2);
+  const shared_object<std::uint32_t> value_objects[] = {space.alloc<std::uint32_t>(n, std::nullopt, "values 0"),
+                                                       space.alloc<std::uint32_t>(n, std::nullopt, "values 1")};
   auto links = space.alloc<flat_address>(n, std::nullopt, "links");
   auto out = space.alloc<std::uint32_t>(n, std::nullopt, "out");
-  std::copy(values.begin(), values.end(), value_object.host().begin());
-  for (std::uint64_t t = 0; t < n; ++t) links.host()[t] = value_object.address() + order[t] * sizeof(std::uint32_t);
-  EXPECT_NE(value_object.address(), 0u);
-  EXPECT_GE(links.address(), value_object.address() + n * sizeof(std::uint32_t)) << "objects' addresses do not overlap";
-  space.launch(chase_flat_links, dim3(132), dim3(256), 0, space.flat(), links.address(), out.address(), n);
+  auto visits = space.alloc<std::uint32_t>(1, std::nullopt, "visits");
+  for (unsigned v = 0; v < 2; ++v) std::copy(values[v].begin(), values[v].end(), value_objects[v].host().begin());
+  for (std::uint64_t t = 0; t < n; ++t)
+    links.host()[t] = value_objects[which[t]].address() + order[t] * sizeof(std::uint32_t);
+  EXPECT_NE(value_objects[0].address(), 0u);
+  EXPECT_GE(value_objects[1].address(), value_objects[0].address() + n * sizeof(std::uint32_t))
+      << "objects' addresses do not overlap";
+  space.launch(chase_flat_links, dim3(132), dim3(256), 0, space.flat(), links.address(), out.address(), visits.address(),
+               n);
   space.flush();
   std::vector<std::uint32_t> want(n);
-  for (std::uint64_t t = 0; t < n; ++t) want[t] = values[order[t]] + 1;
-  EXPECT_EQ(mismatches(out.host(), want), 0u);
-  const std::uint64_t pages_of_all = (n * 4 + space.page_bytes() - 1) / space.page_bytes() * 2 +
-                                     (n * 8 + space.page_bytes() - 1) / space.page_bytes();
+  for (std::uint64_t t = 0; t < n; ++t) want[t] = values[which[t]][order[t]] + 1;
+  EXPECT_EQ(mismatches(out.host(), want), 0u) << "lanes reaching two objects in one call each get their own";
+  EXPECT_EQ(visits.host()[0], n) << "every thread's fetch_add through handle_at";
+  const std::uint64_t pages_of_all = (n * 4 + space.page_bytes() - 1) / space.page_bytes() * 3 +
+                                     (n * 8 + space.page_bytes() - 1) / space.page_bytes() + 1;
   const GpuPlacementStats total = space.stats().total();
   EXPECT_GE(total.first_touches, pages_of_all) << "every page of the three objects was reached by flat address";
   if (space.gpus() > 1) EXPECT_GT(total.shared_faults, 0u) << "values' pages are read by every GPU";
@@ -695,12 +707,14 @@ TEST_F(MultiGpu, FlatAddressesReachObjectsThroughTheirPolicies) {
   for (const PlacementPolicy policy : all_policies) expect_flat_links_exact(devices, policy);
 }
 
-/// result[0]: the value at `address`; result[1]: 1 if handle_at found no object's T there.
+/// result[0]: the value at `address`; result[1]: 1 if handle_at found no object's T there; then
+/// 5 is stored at `address`.
 __global__ void flat_access_at(flat_view flat, flat_address address, shared_array<std::uint32_t> result) {
   if (thread_index() != 0) return;
   result.store(0, flat.load<std::uint32_t>(address));
   std::uint64_t i = 0;
   result.store(1, flat.handle_at<std::uint32_t>(address, i).size() == 0 ? 1u : 0u);
+  flat.store<std::uint32_t>(address, 5u);
 }
 
 TEST(MultiGpuSingle, BadFlatAddressesAreClearErrorsAndTheSpaceGoesOn) {
@@ -735,11 +749,13 @@ TEST(MultiGpuSingle, BadFlatAddressesAreClearErrorsAndTheSpaceGoesOn) {
     space.flush();
     EXPECT_EQ(result.host()[0], 0u) << "a bad load gives T{}";
     EXPECT_EQ(result.host()[1], 1u) << "handle_at gives an empty handle";
+    for (std::uint32_t i = 0; i < 1000; ++i) ASSERT_EQ(data.host()[i], 3 * i + 7) << "a bad store writes nothing";
   }
   space.launch(flat_access_at, dim3(1), dim3(32), 0, space.flat(), data.address() + 999 * 4, result.on(0));
   space.flush();
   EXPECT_EQ(result.host()[0], 3u * 999 + 7) << "the space goes on after the errors";
   EXPECT_EQ(result.host()[1], 0u);
+  EXPECT_EQ(data.host()[999], 5u) << "a good store by flat address";
 }
 
 TEST_F(MultiGpu, EvictionKeepsResultsExactUnderEveryPolicy) {

@@ -365,10 +365,13 @@ class PageModel {
         EXPECT_EQ(otable_, otable_before) << "a take teaches the O-Table nothing";
       }
       if ((action == Action::local || action == Action::remote) && write && !pte::is_writable(words_[me])) {
+        // The device clears `placed` here unconditionally: only the owner's upgrade can find it set.
+        EXPECT_TRUE(entry_.placed == 0 || entry_.owner == me) << "a placed page's upgrade by another GPU";
         words_[me] |= pte::writable;
         dirty_ = true;
         ++counts_.upgrades;
         counts_.placements_ended += owner_write_ends_placement(entry_, me);
+        check_invariants();
       }
     }
     if (action == Action::local || action == Action::remote) return;

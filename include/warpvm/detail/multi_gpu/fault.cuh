@@ -83,10 +83,8 @@ __device__ inline void store_entry(DirectoryEntry& e, const DirectoryEntry& v) {
   __stcg(&e.placed, v.placed);
 }
 
-/// The pool of this GPU is full and nothing in it could be evicted for eviction_give_up_ns: the
-/// first failure is recorded for the host (which names the object), then the kernel traps.
-/// Records the space's first device failure for the host (synchronize() raises it); later ones
-/// are dropped.
+/// Records the space's first device failure for the host (synchronize() raises it, naming the
+/// object); later ones are dropped.
 __device__ inline void record_failure(const SpaceView& s, DeviceFailure failure, std::uint32_t object_id,
                                       std::uint64_t where) {
   if (cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(*s.error_claim).exchange(1u) == 0u) {
@@ -482,7 +480,8 @@ __device__ inline void serve(const SpaceView& s, const ObjectView& o, unsigned m
 }
 
 /// Performs one access per lane to its page (all active lanes call together, each with its own
-/// page, possibly divergent). Lanes on one page form a group whose leader takes one hold; a group
+/// binding and page, possibly divergent: flat_view's lanes may reach different objects). Lanes on
+/// one page of one object (one page-table word) form a group whose leader takes one hold; a group
 /// whose mapping is usable runs `op(frame)` on every lane, then releases at once (so a warp never
 /// keeps a hold while it serves a fault); the other groups' faults are served one at a time and
 /// those groups try again. `line` is the 128 B line the lane touches (a remote access counts its
@@ -493,7 +492,10 @@ template <class Op>
 __device__ inline void access_page(const Binding& b, std::uint64_t page, bool write, std::uint64_t line,
                                    std::uint32_t span_lines, Op&& op) {
   const unsigned mask = __activemask();
-  const unsigned peers = __match_any_sync(mask, page);
+  // The group key is the address of byte `page` of the lane's page table: inside that table's
+  // allocation (8 bytes a page), so equal keys mean the same table and page, and lanes of
+  // different objects (flat_view's) never share a hold.
+  const unsigned peers = __match_any_sync(mask, reinterpret_cast<std::uintptr_t>(b.pte) + page);
   const unsigned leader = first_lane(peers);
   const bool is_leader = lane_id() == leader;
   const bool group_writes = (__ballot_sync(mask, write) & peers) != 0;
@@ -535,7 +537,9 @@ __device__ inline void access_page(const Binding& b, std::uint64_t page, bool wr
       const unsigned driver = first_lane(f);
       const std::uint64_t group = __shfl_sync(mask, page, driver) / s.pages_per_group;
       const std::uint64_t pages = (b.object->bytes + (std::uint64_t{1} << s.page_shift) - 1) >> s.page_shift;
-      const std::uint64_t end = (group + 1) * s.pages_per_group < pages ? (group + 1) * s.pages_per_group : pages;
+      const std::uint64_t own_end = (group + 1) * s.pages_per_group < pages ? (group + 1) * s.pages_per_group : pages;
+      // Every lane runs the driver's loop (serve() is warp-collective), so to the driver's object's end.
+      const std::uint64_t end = __shfl_sync(mask, own_end, driver);
       for (std::uint64_t q = group * s.pages_per_group; q < end; ++q) serve(s, *b.object, mask, driver, q, false, true);
     }
     const unsigned faulting = __ballot_sync(mask, pending && is_leader);

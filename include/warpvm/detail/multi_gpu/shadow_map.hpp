@@ -47,6 +47,11 @@ class ShadowMap {
       : segment_shift_(segment_shift),
         leaves_(((address_bytes >> segment_shift) + shadow_leaf_entries - 1) >> shadow_leaf_shift),
         roots_(leaves_.size(), nullptr) {}
+  // A copy's roots would point at the original's leaves; a move keeps them (vectors move their buffers).
+  ShadowMap(const ShadowMap&) = delete;
+  ShadowMap& operator=(const ShadowMap&) = delete;
+  ShadowMap(ShadowMap&&) noexcept = default;
+  ShadowMap& operator=(ShadowMap&&) noexcept = default;
 
   /// The first leaf and one past the last that [base, base + bytes) touches.
   struct LeafRange {
