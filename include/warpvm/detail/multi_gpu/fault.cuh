@@ -1,6 +1,6 @@
 #pragma once
 /// @file
-/// The multi-GPU fault path. A warp's lanes group by page (__match_any_sync); each group's leader
+/// The multi-GPU fault path. A warp's lanes group by page of one object (__match_any_sync); each group's leader
 /// takes a hold on its GPU's page-table word (pte.hpp). A usable mapping is a hit: the lanes
 /// access the local frame, or the owner's frame on a peer over NVLink, and release. Otherwise
 /// the warp serves the faulting groups one at a time: one lane (the driver)
