@@ -28,6 +28,7 @@
 #include "warpvm/sim/rmat.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <bit>
 #include <cmath>
 #include <complex>
@@ -421,6 +422,52 @@ __global__ void bfs_level_kernel(O offsets, Cl columns, D depth, std::uint64_t v
 
 /// Zeroes `word` (on the first GPU) and waits: the kernels that read it run on non-blocking
 /// streams, which a memset on the legacy stream does not order.
+/// Runs `launch` (a barrier kernel of `rounds` rounds on the space's streams) while the host
+/// polls the barrier word (on GPU 0) with 4-byte copies on a stream of its own, and prints on
+/// stderr the milliseconds each round took, from the launch: a round ends when the word reaches
+/// its share of the final count (every block arrives once a round). Resolution: one poll, about
+/// 10-20 us.
+template <class Launch>
+void print_barrier_rounds(const std::string& what, const unsigned* word, std::uint32_t rounds,
+                          const std::vector<cudaStream_t>& streams, Launch&& launch) {
+  check(cudaSetDevice(0), "cudaSetDevice");
+  cudaStream_t poll = nullptr;
+  check(cudaStreamCreateWithFlags(&poll, cudaStreamNonBlocking), "cudaStreamCreate");
+  unsigned* seen = nullptr;
+  check(cudaMallocHost(&seen, sizeof(unsigned)), "cudaMallocHost");
+  std::vector<std::pair<double, unsigned>> samples;  // (ms since the launch, count)
+  const auto began = std::chrono::steady_clock::now();
+  launch();
+  const auto busy = [&] {
+    for (cudaStream_t s : streams)
+      if (cudaStreamQuery(s) == cudaErrorNotReady) return true;
+    return false;
+  };
+  for (bool running = true; running;) {
+    running = busy();  // read before the poll, so that the last poll sees the final count
+    check(cudaMemcpyAsync(seen, word, sizeof(unsigned), cudaMemcpyDeviceToHost, poll), "barrier poll");
+    check(cudaStreamSynchronize(poll), "barrier poll");
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count();
+    if (samples.empty() || samples.back().second != *seen) samples.emplace_back(ms, *seen);
+  }
+  for (cudaStream_t s : streams) check(cudaStreamSynchronize(s), "barrier-timed run");
+  const unsigned total = samples.back().second, per_round = total / rounds;
+  std::string line = "[barrier rounds] " + what + " (ms each):";
+  double last = 0;
+  std::size_t at = 0;
+  for (std::uint32_t t = 0; t < rounds && per_round > 0; ++t) {
+    while (at < samples.size() && samples[at].second < per_round * (t + 1)) ++at;
+    const double end = at < samples.size() ? samples[at].first : last;
+    char cell[32];
+    std::snprintf(cell, sizeof cell, " %.2f", end - last);
+    line += cell;
+    last = end;
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+  cudaFreeHost(seen);
+  cudaStreamDestroy(poll);
+}
+
 void zero_device_word(unsigned* word) {
   check(cudaSetDevice(0), "cudaSetDevice");
   check(cudaMemset(word, 0, sizeof(unsigned)), "device word reset");
@@ -497,6 +544,7 @@ struct Args {
   std::uint64_t page_bytes = MultiGpuConfig{}.page_bytes;  ///< the paged modes' page size
   double cache_fraction = 1.0;  ///< the paged modes' pool per GPU, as a fraction of the footprint
   std::optional<Spread> initial_spread;  ///< --initial-placement: nullopt for the host (the default)
+  bool barrier_times = false;  ///< --barrier-times 1: one more paged run of stencil2d and fft, its rounds timed
   Options out;  ///< --modes, --repeats, --out, --commit, --driver (parse_shared_option)
 };
 
@@ -505,7 +553,7 @@ struct Args {
                "%s\nusage: warpvm-placement-bench [--gpus 2] [--bytes 1GiB] [--repeats 3] "
                "[--workloads transpose,stencil2d,gemm,pagerank,im2col,conv2d,bfs,fft,transpose_flat] [--modes on_touch,access_counter,duplication,oasis,ideal] "
                "[--reset-thresholds 8] [--counter-threshold 256] [--page-bytes 4KiB] [--cache-fraction 1] [--initial-placement host] "
-               "[--uvm-counted-runs 1] [--out f.jsonl] [--commit SHA] [--driver VER]\n"
+               "[--uvm-counted-runs 1] [--barrier-times 0] [--out f.jsonl] [--commit SHA] [--driver VER]\n"
                "bfs, fft and transpose_flat are not run by default (fft: a 1D complex FFT of the largest 2^k points that fit --bytes;\n"
                "  transpose_flat: transpose whose paged modes access every element by flat address, through the shadow map)\n"
                "--reset-thresholds 4,8,32 runs oasis once per O-Table reset threshold (the paper's sensitivity study)\n"
@@ -523,7 +571,9 @@ struct Args {
                "  every GPU over one cudaMallocManaged copy per object, data written on the host before every run; no advice,\n"
                "  ReadMostly on the objects the workload only reads, or AccessedBy every GPU on every object. In core only:\n"
                "  a mode is skipped (with a message) when the footprint does not fit in what every GPU has free.\n"
-               "  Faults and bytes come from --uvm-counted-runs more, untimed runs under CUPTI's unified-memory counters\n",
+               "  Faults and bytes come from --uvm-counted-runs more, untimed runs under CUPTI's unified-memory counters\n"
+               "--barrier-times 1: after the timed runs of a paged mode of stencil2d or fft, one more run whose barrier\n"
+               "  rounds (sweeps, stages) the host times by polling the barrier word; milliseconds per round on stderr\n",
                m.c_str());
   std::exit(2);
 }
@@ -551,6 +601,7 @@ Args parse(int argc, char** argv) {
       else if (flag == "--page-bytes") a.page_bytes = tools::parse_bytes(v);
       else if (flag == "--cache-fraction") a.cache_fraction = std::stod(v);
       else if (flag == "--initial-placement") a.initial_spread = tools::parse_initial_placement(v);
+      else if (flag == "--barrier-times") a.barrier_times = std::stoul(v) != 0;
       else usage("unknown option " + flag);
     } catch (const std::logic_error&) {
       usage("bad value for " + flag + ": " + v);
@@ -596,6 +647,8 @@ struct Workload {
   std::size_t output;                               ///< the object that holds the result
   std::vector<std::size_t> read_only;               ///< the objects the kernels never write (uvm_read_mostly)
   std::uint64_t useful_bytes;
+  /// Rounds of the grid barrier in its one kernel (stencil2d's sweeps, fft's stages); 0: none.
+  std::uint32_t barrier_rounds = 0;
   /// Runs the kernel(s) on `gpus` GPUs with the objects given as Raw pointers per GPU.
   std::function<void(const std::vector<std::vector<std::uint32_t*>>&, const std::vector<cudaStream_t>&, unsigned gpus, Copies)>
       raw;
@@ -755,6 +808,7 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
     w.objects.assign(2, std::vector<std::uint32_t>(n * n));
     fill_random(w.objects[0].data(), n * n, 12);
     w.output = sweeps % 2;  // both grids are written (swapped every sweep): none is read-only
+    w.barrier_rounds = sweeps;
     w.useful_bytes = sweeps * 2 * n * n * 4;
     // The sweeps on the CPU: the staged kernel's index arithmetic checked against the plain rule.
     w.check_reference = [n](const std::vector<std::vector<std::uint32_t>>& objects,
@@ -802,6 +856,7 @@ Workload make_workload(const std::string& name, std::uint64_t bytes, unsigned* d
     w.objects.assign(2, std::vector<std::uint32_t>(2 * n, 0));
     fill_small_floats(w.objects[0], 31);
     w.output = stages % 2;
+    w.barrier_rounds = stages;
     w.useful_bytes = stages * 2 * n * 8;
     // Every bin against host_fft, within 16 log2(n) 2^-24 ||x||_2: Higham's norm-wise bound for
     // a radix-2 FFT (Accuracy and Stability of Numerical Algorithms, Thm 24.2: ||error||_2 <=
@@ -1338,6 +1393,11 @@ int run(int argc, char** argv) {
           space.flush();
           verify(r, objs[w.output].host().data());
           add_stats(r, sum, 1.0);
+          if (a.barrier_times && w.barrier_rounds > 0) {
+            reset();
+            print_barrier_rounds(r.workload + " " + r.policy, device_word.data, w.barrier_rounds, space_streams,
+                                 [&] { w.paged(space, objs); });
+          }
         }
         recorder.write(r);
       }
