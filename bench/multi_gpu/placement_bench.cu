@@ -422,20 +422,27 @@ __global__ void bfs_level_kernel(O offsets, Cl columns, D depth, std::uint64_t v
 
 /// Zeroes `word` (on the first GPU) and waits: the kernels that read it run on non-blocking
 /// streams, which a memset on the legacy stream does not order.
-/// Runs `launch` (a barrier kernel of `rounds` rounds on the space's streams) while the host
-/// polls the barrier word (on GPU 0) with 4-byte copies on a stream of its own, and prints on
-/// stderr the milliseconds each round took, from the launch: a round ends when the word reaches
-/// its share of the final count (every block arrives once a round). Resolution: one poll, about
-/// 10-20 us.
+/// Runs `launch` (a barrier kernel of `rounds` rounds on `space`'s streams) while the host polls
+/// the barrier word (on GPU 0) with 4-byte copies on a stream of its own, and the space's
+/// counters (stats_now()), and prints on stderr, per round, the milliseconds it took from the
+/// launch and what the GPUs counted in it: a round ends when the word reaches its share of the
+/// final count (every block arrives once a round). Resolution: one poll, some tens of us.
 template <class Launch>
-void print_barrier_rounds(const std::string& what, const unsigned* word, std::uint32_t rounds,
-                          const std::vector<cudaStream_t>& streams, Launch&& launch) {
+void print_barrier_rounds(const std::string& what, const unsigned* word, std::uint32_t rounds, const MultiGpuSpace& space,
+                          Launch&& launch) {
+  std::vector<cudaStream_t> streams(space.gpus());
+  for (unsigned g = 0; g < space.gpus(); ++g) streams[g] = space.stream(g);
   check(cudaSetDevice(0), "cudaSetDevice");
   cudaStream_t poll = nullptr;
   check(cudaStreamCreateWithFlags(&poll, cudaStreamNonBlocking), "cudaStreamCreate");
   unsigned* seen = nullptr;
   check(cudaMallocHost(&seen, sizeof(unsigned)), "cudaMallocHost");
-  std::vector<std::pair<double, unsigned>> samples;  // (ms since the launch, count)
+  struct Sample {
+    double ms;  // since the launch
+    unsigned count;
+    GpuPlacementStats stats;
+  };
+  std::vector<Sample> samples;
   const auto began = std::chrono::steady_clock::now();
   launch();
   const auto busy = [&] {
@@ -448,22 +455,40 @@ void print_barrier_rounds(const std::string& what, const unsigned* word, std::ui
     check(cudaMemcpyAsync(seen, word, sizeof(unsigned), cudaMemcpyDeviceToHost, poll), "barrier poll");
     check(cudaStreamSynchronize(poll), "barrier poll");
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count();
-    if (samples.empty() || samples.back().second != *seen) samples.emplace_back(ms, *seen);
+    if (samples.empty() || samples.back().count != *seen) samples.push_back({ms, *seen, space.stats_now().total()});
   }
   for (cudaStream_t s : streams) check(cudaStreamSynchronize(s), "barrier-timed run");
-  const unsigned total = samples.back().second, per_round = total / rounds;
-  std::string line = "[barrier rounds] " + what + " (ms each):";
-  double last = 0;
+  samples.back().stats = space.stats_now().total();  // every count of the run
+  const unsigned per_round = samples.back().count / rounds;
+  using Field = std::uint64_t GpuPlacementStats::*;
+  const struct {
+    const char* name;
+    Field field;
+  } columns[] = {{"shared faults", &GpuPlacementStats::shared_faults},
+                 {"migrations", &GpuPlacementStats::migrations},
+                 {"replications", &GpuPlacementStats::replications},
+                 {"collapses", &GpuPlacementStats::collapses},
+                 {"remote maps", &GpuPlacementStats::remote_maps},
+                 {"counter migrations", &GpuPlacementStats::counter_migrations}};
+  std::vector<std::string> lines(1 + std::size(columns));
+  lines[0] = "[barrier rounds] " + what + ": ms";
+  for (std::size_t c = 0; c < std::size(columns); ++c) lines[c + 1] = "[barrier rounds] " + what + ": " + columns[c].name;
+  Sample last{0, 0, GpuPlacementStats{}};
   std::size_t at = 0;
   for (std::uint32_t t = 0; t < rounds && per_round > 0; ++t) {
-    while (at < samples.size() && samples[at].second < per_round * (t + 1)) ++at;
-    const double end = at < samples.size() ? samples[at].first : last;
+    while (at + 1 < samples.size() && samples[at].count < per_round * (t + 1)) ++at;
+    const Sample& end = samples[at];
     char cell[32];
-    std::snprintf(cell, sizeof cell, " %.2f", end - last);
-    line += cell;
+    std::snprintf(cell, sizeof cell, " %.2f", end.ms - last.ms);
+    lines[0] += cell;
+    for (std::size_t c = 0; c < std::size(columns); ++c) {
+      std::snprintf(cell, sizeof cell, " %llu",
+                    static_cast<unsigned long long>(end.stats.*columns[c].field - last.stats.*columns[c].field));
+      lines[c + 1] += cell;
+    }
     last = end;
   }
-  std::fprintf(stderr, "%s\n", line.c_str());
+  for (const std::string& l : lines) std::fprintf(stderr, "%s\n", l.c_str());
   cudaFreeHost(seen);
   cudaStreamDestroy(poll);
 }
@@ -1395,7 +1420,7 @@ int run(int argc, char** argv) {
           add_stats(r, sum, 1.0);
           if (a.barrier_times && w.barrier_rounds > 0) {
             reset();
-            print_barrier_rounds(r.workload + " " + r.policy, device_word.data, w.barrier_rounds, space_streams,
+            print_barrier_rounds(r.workload + " " + r.policy, device_word.data, w.barrier_rounds, space,
                                  [&] { w.paged(space, objs); });
           }
         }

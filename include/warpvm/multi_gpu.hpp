@@ -437,6 +437,10 @@ class MultiGpuSpace {
   void drop_cached();
 
   [[nodiscard]] MultiGpuStats stats() const;
+  /// The counters as they stand, without waiting for the GPUs (stats() waits): while kernels
+  /// run, a snapshot of counts still moving, for progress or a timeline of a run; each counter
+  /// only grows between reset_stats() calls. Raises nothing from the kernels.
+  [[nodiscard]] MultiGpuStats stats_now() const;
   void reset_stats();
 
   /// Access by flat address to every object of the space (bound to GPU 0; launch() rebinds it).

@@ -495,6 +495,12 @@ class SpaceState {
 
   MultiGpuStats stats() {
     synchronize();
+    return counters_now();
+  }
+
+  /// The counters as they stand (a copy on the legacy stream, which the space's non-blocking
+  /// streams do not wait for, nor it for them).
+  MultiGpuStats counters_now() const {
     MultiGpuStats out;
     std::vector<std::uint64_t> raw(std::size_t{counter_shards} * counter_count);
     for (const GpuState& g : gpus_) {
@@ -659,6 +665,7 @@ void MultiGpuSpace::synchronize() { state_->synchronize(); }
 void MultiGpuSpace::flush() { state_->flush(); }
 void MultiGpuSpace::drop_cached() { state_->drop_cached(); }
 MultiGpuStats MultiGpuSpace::stats() const { return state_->stats(); }
+MultiGpuStats MultiGpuSpace::stats_now() const { return state_->counters_now(); }
 void MultiGpuSpace::reset_stats() { state_->reset_stats(); }
 unsigned MultiGpuSpace::gpus() const { return state_->gpus(); }
 int MultiGpuSpace::device(unsigned gpu) const { return state_->device(gpu); }

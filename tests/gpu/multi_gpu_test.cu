@@ -776,6 +776,7 @@ TEST(MultiGpuSingle, OneGpuSpaceTransposes) {
   ASSERT_EQ(space.gpus(), 1u);
   expect_exact_transpose(space, n, seed, dim3(132));
   const GpuPlacementStats s = space.stats().total();
+  EXPECT_EQ(space.stats_now().total().first_touches, s.first_touches) << "with nothing running, the live counts are the counts";
   EXPECT_EQ(s.remote_accesses, 0u);
   EXPECT_EQ(s.shared_faults, 0u);
   EXPECT_EQ(s.first_touches, 2 * n * n * 4 / space.page_bytes());
