@@ -1,7 +1,9 @@
 // Linked lists whose nodes are spread over two objects of a MultiGpuSpace, walked on every GPU
 // of the space through flat addresses (OASIS-InMem's raw pointers: each node holds the flat
 // address of the next), with OASIS choosing each object's page policy. Every list's sum is
-// checked on the host, and the space's counters say how the pages were served.
+// checked on the host, and the space's counters say how the pages were served. The space spans
+// every visible GPU, so those must all have peer access to each other (choose them with
+// CUDA_VISIBLE_DEVICES, e.g. =0 for one).
 //
 //   build/examples/warpvm-example-multi-gpu-lists [lists] [nodes per list]
 
@@ -10,6 +12,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -20,13 +23,14 @@ struct Node {
   std::uint32_t unused;
 };
 
-// List l is walked on GPU l % gpus: a chain of dependent loads by flat address, each finding its
-// node's object in the shadow map and its page through that object's table.
+// Each GPU walks its own contiguous share of the lists (so each page of `sums` has one writer): a
+// chain of dependent loads by flat address per list, each finding its node's object in the
+// shadow map and its page through that object's table.
 __global__ void walk_lists(warpvm::flat_view flat, warpvm::shared_array<warpvm::flat_address> heads,
                            warpvm::shared_array<std::uint64_t> sums) {
+  const std::uint64_t first = heads.size() * flat.gpu() / flat.gpus(), end = heads.size() * (flat.gpu() + 1) / flat.gpus();
   const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
-  for (std::uint64_t l = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; l < heads.size(); l += stride) {
-    if (l % flat.gpus() != flat.gpu()) continue;
+  for (std::uint64_t l = first + std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; l < end; l += stride) {
     std::uint64_t sum = 0;
     for (warpvm::flat_address at = heads.load(l); at != 0;) {
       const Node node = flat.load<Node>(at);
@@ -49,7 +53,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    warpvm::MultiGpuSpace space({.frame_bytes_per_gpu = 1ull << 30});  // every visible GPU
+    warpvm::MultiGpuSpace space;  // every visible GPU, a 1 GiB frame pool on each
     const auto total = static_cast<std::uint64_t>(lists) * static_cast<std::uint64_t>(length);
     const std::uint64_t half = (total + 1) / 2;
     const warpvm::shared_object<Node> nodes[] = {space.alloc<Node>(half, std::nullopt, "nodes 0"),
@@ -95,7 +99,7 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(s.replications), static_cast<unsigned long long>(s.remote_accesses),
                 static_cast<double>(s.nvlink_bytes) / (1 << 20));
     return wrong == 0 ? 0 : 1;
-  } catch (const warpvm::Error& e) {
+  } catch (const std::exception& e) {  // warpvm::Error, or the host running out of memory for large lists
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
   }

@@ -420,13 +420,15 @@ __global__ void bfs_level_kernel(O offsets, Cl columns, D depth, std::uint64_t v
     cuda::atomic_ref<unsigned, cuda::thread_scope_system>(*reached).store(level + 1, cuda::std::memory_order_relaxed);
 }
 
-/// Zeroes `word` (on the first GPU) and waits: the kernels that read it run on non-blocking
-/// streams, which a memset on the legacy stream does not order.
 /// Runs `launch` (a barrier kernel of `rounds` rounds on `space`'s streams) while the host polls
 /// the barrier word (on GPU 0) with 4-byte copies on a stream of its own, and the space's
-/// counters (stats_now()), and prints on stderr, per round, the milliseconds it took from the
-/// launch and what the GPUs counted in it: a round ends when the word reaches its share of the
-/// final count (every block arrives once a round). Resolution: one poll, some tens of us.
+/// counters (stats_now()) whenever the word changed, and prints on stderr, per round, the
+/// milliseconds it took and what the GPUs counted in it: a round ends when the word reaches its
+/// share of the final count (every block arrives once a round). Times start when `launch`
+/// returns (its setup, such as zeroing the word, is not in round 1; the kernels may have begun a
+/// little before). Resolution: one poll, a 4-byte copy plus a counter copy per GPU, some tens of
+/// us; a round that ended within the poll after another's shows "-" (its time and counts are in
+/// that round's), and a round's counts include what the next one did before the poll saw it end.
 template <class Launch>
 void print_barrier_rounds(const std::string& what, const unsigned* word, std::uint32_t rounds, const MultiGpuSpace& space,
                           Launch&& launch) {
@@ -443,8 +445,8 @@ void print_barrier_rounds(const std::string& what, const unsigned* word, std::ui
     GpuPlacementStats stats;
   };
   std::vector<Sample> samples;
-  const auto began = std::chrono::steady_clock::now();
   launch();
+  const auto began = std::chrono::steady_clock::now();
   const auto busy = [&] {
     for (cudaStream_t s : streams)
       if (cudaStreamQuery(s) == cudaErrorNotReady) return true;
@@ -460,6 +462,9 @@ void print_barrier_rounds(const std::string& what, const unsigned* word, std::ui
   for (cudaStream_t s : streams) check(cudaStreamSynchronize(s), "barrier-timed run");
   samples.back().stats = space.stats_now().total();  // every count of the run
   const unsigned per_round = samples.back().count / rounds;
+  if (per_round == 0 || samples.back().count % rounds != 0)
+    std::fprintf(stderr, "[barrier rounds] %s: the word ended at %u, not a whole number of rounds of %u\n", what.c_str(),
+                 samples.back().count, rounds);
   using Field = std::uint64_t GpuPlacementStats::*;
   const struct {
     const char* name;
@@ -475,8 +480,14 @@ void print_barrier_rounds(const std::string& what, const unsigned* word, std::ui
   for (std::size_t c = 0; c < std::size(columns); ++c) lines[c + 1] = "[barrier rounds] " + what + ": " + columns[c].name;
   Sample last{0, 0, GpuPlacementStats{}};
   std::size_t at = 0;
+  bool sampled = false;  // `last` is a sample (not the launch)
   for (std::uint32_t t = 0; t < rounds && per_round > 0; ++t) {
+    const std::size_t before = at;
     while (at + 1 < samples.size() && samples[at].count < per_round * (t + 1)) ++at;
+    if (sampled && at == before) {  // ended in the same poll as the round before
+      for (std::string& l : lines) l += " -";
+      continue;
+    }
     const Sample& end = samples[at];
     char cell[32];
     std::snprintf(cell, sizeof cell, " %.2f", end.ms - last.ms);
@@ -487,12 +498,15 @@ void print_barrier_rounds(const std::string& what, const unsigned* word, std::ui
       lines[c + 1] += cell;
     }
     last = end;
+    sampled = true;
   }
   for (const std::string& l : lines) std::fprintf(stderr, "%s\n", l.c_str());
   cudaFreeHost(seen);
   cudaStreamDestroy(poll);
 }
 
+/// Zeroes `word` (on the first GPU) and waits: the kernels that read it run on non-blocking
+/// streams, which a memset on the legacy stream does not order.
 void zero_device_word(unsigned* word) {
   check(cudaSetDevice(0), "cudaSetDevice");
   check(cudaMemset(word, 0, sizeof(unsigned)), "device word reset");
@@ -1422,6 +1436,8 @@ int run(int argc, char** argv) {
             reset();
             print_barrier_rounds(r.workload + " " + r.policy, device_word.data, w.barrier_rounds, space,
                                  [&] { w.paged(space, objs); });
+            space.flush();  // raises the run's device failures; its result is checked as the timed runs' were
+            verify(r, objs[w.output].host().data());
           }
         }
         recorder.write(r);

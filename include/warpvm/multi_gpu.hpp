@@ -439,7 +439,8 @@ class MultiGpuSpace {
   [[nodiscard]] MultiGpuStats stats() const;
   /// The counters as they stand, without waiting for the GPUs (stats() waits): while kernels
   /// run, a snapshot of counts still moving, for progress or a timeline of a run; each counter
-  /// only grows between reset_stats() calls. Raises nothing from the kernels.
+  /// only grows between reset_stats() calls. Does not raise the kernels' device failures
+  /// (synchronize() does); a CUDA error still throws.
   [[nodiscard]] MultiGpuStats stats_now() const;
   void reset_stats();
 

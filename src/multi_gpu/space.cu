@@ -491,6 +491,7 @@ class SpaceState {
       g.frame_owners.zero();
     }
     otable_.zero();
+    settle_table_writes();
   }
 
   MultiGpuStats stats() {
@@ -520,6 +521,7 @@ class SpaceState {
   void reset_stats() {
     synchronize();
     for (const GpuState& g : gpus_) g.counters.zero();
+    settle_table_writes();
   }
 
   [[nodiscard]] const ObjectState& object(std::uint32_t id) const { return objects_.at(id); }
