@@ -142,6 +142,9 @@ class flat_view;
 template <class T>
 class shared_array {
   static_assert(std::is_trivially_copyable_v<T>, "shared_array elements must be trivially copyable");
+  // Pages are powers of two from 4 KiB: an element size dividing 4 KiB divides every page, so no
+  // element straddles two pages (each access holds one page).
+  static_assert(4096 % sizeof(T) == 0, "shared_array elements must have a size dividing 4 KiB (1, 2, 4, ... 4096 bytes)");
 
  public:
   using value_type = T;
