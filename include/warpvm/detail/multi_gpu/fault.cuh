@@ -1,7 +1,7 @@
 #pragma once
 /// @file
-/// The multi-GPU fault path. A warp's lanes group by page of one object (__match_any_sync); each group's leader
-/// takes a hold on its GPU's page-table word (pte.hpp). A usable mapping is a hit: the lanes
+/// The multi-GPU fault path. A warp's lanes group by page of one object (__match_any_sync); each
+/// group's leader takes a hold on its GPU's page-table word (pte.hpp). A usable mapping is a hit: the lanes
 /// access the local frame, or the owner's frame on a peer over NVLink, and release. Otherwise
 /// the warp serves the faulting groups one at a time: one lane (the driver)
 /// takes the page's directory lock, runs placement.hpp's decide()/apply(), plans every GPU's new
@@ -99,7 +99,6 @@ __device__ inline void record_failure(const SpaceView& s, DeviceFailure failure,
     __threadfence_system();
   }
 }
-
 
 [[nodiscard]] __device__ inline std::uint64_t page_bytes_of(const SpaceView& s, const ObjectView& o, std::uint64_t page) {
   const std::uint64_t begin = page << s.page_shift, full = std::uint64_t{1} << s.page_shift;

@@ -12,9 +12,8 @@
 ///     touch: private, served by on-touch migration without asking the object (the paper's host
 ///     page table filter). So is a write fault on a page that place_on_gpus() put on another GPU
 ///     and neither a transition nor its owner's first write has changed since: placement is not
-///     use. A page evicted after it was
-///     shared faults as shared. Any other fault is shared: the page is held by another GPU (or
-///     replicated while this GPU writes). Only then is `policy_for(write)` called: the object's
+///     use. A page evicted after it was shared faults as shared. Any other fault is shared: the
+///     page is held by another GPU (or replicated while this GPU writes). Only then is `policy_for(write)` called: the object's
 ///     fixed policy, or its O-Table entry (`otable_shared_fault`), which learns from this very
 ///     fault.
 ///  2. `apply(entry, gpu, action)` performs the directory transition and says what moved.
