@@ -68,16 +68,18 @@ def test_runs_placed_on_the_gpus_form_cases_of_their_own(tmp_path: Path) -> None
     placed[0]["seconds"] = 9.0  # gemm on_touch, placed: not the host case's 5.0
     uvm = [uvm_record("gemm", "uvm", 3.0)]
     raw = run_records() + placed + uvm + [placement_record("gemm", "oasis", 7.0, policy="oasis_gpu_rows")]
-    cases = placement_cases(load_records([write_jsonl(tmp_path / "r.jsonl", raw)]))
+    records = load_records([write_jsonl(tmp_path / "r.jsonl", raw)])
+    cases = placement_cases(records)
     assert [c.initial_placement for c in cases] == ["host", "gpu_interleaved"]
     host, interleaved = cases
     assert host.seconds["gemm"]["on_touch"] == 5.0 and host.seconds["gemm"]["uvm"] == 3.0
     # No uvm column: real UVM always starts on the host.
     assert interleaved.seconds["gemm"] == SECONDS["gemm"] | {"on_touch": 9.0}
     assert interleaved.oasis_speedup_over("on_touch") == pytest.approx({"gemm": 9.0, "conv2d": 2.0})
-    text = placement_markdown(load_records([write_jsonl(tmp_path / "r.jsonl", raw)]))
-    assert "### NVIDIA H200 x4, 1.00 GiB per workload, counter threshold 256, " in text
-    assert "counter threshold 256, pages first on the GPUs (interleaved)" in text
+    text = placement_markdown(records)
+    assert "### NVIDIA H200 x4, 1.00 GiB per workload, counter threshold 256\n" in text
+    interleaved_heading = "counter threshold 256, pages first on the GPUs (interleaved)"
+    assert f"### NVIDIA H200 x4, 1.00 GiB per workload, {interleaved_heading}\n" in text
 
 
 def test_the_latest_record_of_a_point_wins(tmp_path: Path) -> None:

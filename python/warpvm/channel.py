@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from warpvm.results import Record, TextTable, markdown_table
+from warpvm.results import Record, TextTable, format_verified, latest_points, markdown_table
 
 SUITE = "channel"
 LIBRARY_MODES = ("channel", "channel_direct")  # the rest are polling baselines
@@ -42,9 +42,7 @@ class ChannelCase:
 
     def best_baseline(self) -> tuple[str, float] | None:
         """The fastest polling baseline of the case, or None when none ran."""
-        timed = [
-            (r.mode, r.seconds) for r in self.records.values() if r.mode not in LIBRARY_MODES and r.seconds
-        ]
+        timed = [(r.mode, r.seconds) for r in self.records.values() if r.mode not in LIBRARY_MODES]
         return min(timed, key=lambda item: item[1]) if timed else None
 
 
@@ -61,12 +59,10 @@ def run_label(record: Record) -> str:
 
 
 def channel_cases(records: Iterable[Record]) -> list[ChannelCase]:
-    """The channel records grouped into cases, in first-seen order; a run's later record in a
-    case (the same mode and monitor CPU) replaces its earlier one."""
+    """The latest record of each channel run (latest_points: a mode, and the CPU its monitor was
+    pinned to, in one configuration) grouped into cases, in first-seen order."""
     cases: dict[tuple, ChannelCase] = {}
-    for record in records:
-        if record.suite != SUITE or record.seconds is None:
-            continue
+    for record in latest_points(r for r in records if r.suite == SUITE and r.seconds is not None):
         settings = tuple(
             (name, value) for name in CASE_FIELDS if (value := _setting(record, name)) is not None
         )
@@ -93,18 +89,18 @@ def case_table(case: ChannelCase) -> TextTable:
     best = case.best_baseline()
     rows = []
     for label, record in case.records.items():
-        seconds = record.seconds or 0.0
+        seconds = record.seconds
         rows.append(
             (
                 label,
                 f"{seconds * 1e3:.2f}",
-                _ratio(naive / seconds if naive and seconds else None),
-                _ratio(seconds / best[1] if best and seconds else None),
+                _ratio(naive / seconds if naive else None),
+                _ratio(seconds / best[1] if best else None),
                 _extra(record, "overlap_efficiency", 2),
                 _extra(record, "wait_share", 2),
                 _extra(record, "compute_slowdown", 3),
                 _extra(record, "publish_us", 3),
-                "yes" if record.verified else ("no" if record.verified is False else "-"),
+                format_verified(record.verified),
             )
         )
     baseline = f"best baseline {best[0]}" if best else "no baseline"

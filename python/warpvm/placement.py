@@ -104,29 +104,31 @@ def placement_cases(records: Iterable[Record]) -> list[PlacementCase]:
     (a case of its own, without a threshold, if there is none)."""
     cases: dict[tuple[str, int, int, int | None, str], PlacementCase] = {}
     modes = (*POLICIES, *UVM_POLICIES)
-    points = [
-        r for r in records if r.suite == SUITE and r.mode in modes and initial_placement_of(r) is not None
+    points = latest_points(r for r in records if r.suite == SUITE and r.mode in modes)
+    # (record, where its data started) of each timed point that is not another sensitivity run
+    timed = [
+        (r, placement)
+        for r in points
+        if r.seconds is not None and (placement := initial_placement_of(r)) is not None
     ]
-    timed = [r for r in latest_points(points) if r.seconds is not None]
 
     def add(case: PlacementCase, r: Record) -> None:
         case.seconds.setdefault(r.workload, {})[r.mode] = r.seconds
         case.footprint[r.workload] = r.dataset_bytes
 
-    for r in timed:
+    for r, placement in timed:
         if r.mode in POLICIES:
-            key = (
-                r.device,
-                int(r.extra.get("gpus", 1)),
-                scale_of(r),
-                r.extra.get("counter_threshold"),
-                initial_placement_of(r) or HOST,
-            )
+            threshold = r.extra.get("counter_threshold")
+            key = (r.device, int(r.extra.get("gpus", 1)), scale_of(r), threshold, placement)
             add(cases.setdefault(key, PlacementCase(*key)), r)
-    for r in timed:
-        if r.mode in UVM_POLICIES and initial_placement_of(r) == HOST:
+    for r, placement in timed:
+        if r.mode in UVM_POLICIES and placement == HOST:
             point = (r.device, int(r.extra.get("gpus", 1)), scale_of(r))
-            joined = [case for key, case in cases.items() if key[:3] == point and key[4] == HOST]
+            joined = [
+                case
+                for key, case in cases.items()
+                if (case.device, case.gpus, case.scale_bytes) == point and case.initial_placement == HOST
+            ]
             for case in joined or [cases.setdefault((*point, None, HOST), PlacementCase(*point, None))]:
                 add(case, r)
     return list(cases.values())

@@ -218,10 +218,24 @@ def load_csv(path: Path, required: Iterable[str], parse_row: Callable[[dict[Any,
     return parsed
 
 
+# Extra fields that make a point of their own where a record has them: the BFS root, the GPU
+# count, the access-counter threshold, and a channel run's configuration (its consumer threads,
+# compute work, k-means input, and the CPUs its producer and monitor were pinned to).
+POINT_FIELDS = (
+    "root",
+    "gpus",
+    "counter_threshold",
+    "consumer_threads",
+    "compute_iters",
+    "kmeans_points",
+    "producer_cpu",
+    "monitor_cpu",
+)
+
+
 def latest_points(records: Iterable[Record]) -> list[Record]:
-    """The last record of each point (device, suite, workload, mode, policy, cache, size, and where
-    a record has them the BFS root, the GPU count and the counter threshold: each root, GPU count
-    and threshold is a point of its own)."""
+    """The last record of each point: device, suite, workload, mode, policy, cache, size and the
+    POINT_FIELDS a record has."""
     points: dict[tuple[Any, ...], Record] = {}
     for r in records:
         key = (
@@ -232,9 +246,7 @@ def latest_points(records: Iterable[Record]) -> list[Record]:
             r.policy,
             r.cache_fraction,
             r.dataset_bytes,
-            r.extra.get("root"),
-            r.extra.get("gpus"),
-            r.extra.get("counter_threshold"),
+            *(r.extra.get(name) for name in POINT_FIELDS),
         )
         points[key] = r
     return list(points.values())
@@ -333,7 +345,7 @@ def _format_gbps(value: float | None) -> str:
     return f"{value:.2f}"
 
 
-def _format_verified(value: bool | None) -> str:
+def format_verified(value: bool | None) -> str:
     return "-" if value is None else ("yes" if value else "NO")
 
 
@@ -348,7 +360,7 @@ def measured_table(records: Iterable[Record], title: str) -> TextTable:
             _format_gbps(row.record.useful_gbps),
             format_rate(row.rate),
             "-" if row.speedup_vs_uvm is None else f"{row.speedup_vs_uvm:.2f}x",
-            _format_verified(row.record.verified),
+            format_verified(row.record.verified),
         )
         for row in measured_rows(records)
     ]
