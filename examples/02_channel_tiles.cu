@@ -49,11 +49,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    // 32 blocks of 256 threads: 256 warps, at most one request each at a time.
-    warpvm::channel ch({.buffer_bytes = std::uint64_t{tiles} * tile_bytes, .tag_count = tiles, .max_warps = 256});
+    // At most one request per warp at a time: the channel takes as many as the launch has warps.
+    constexpr unsigned blocks = 32, threads = 256;
+    warpvm::channel ch(
+        {.buffer_bytes = std::uint64_t{tiles} * tile_bytes, .tag_count = tiles, .max_warps = blocks * threads / 32});
     unsigned long long* sums = nullptr;
     WARPVM_CUDA_TRY(cudaMalloc(&sums, std::size_t{tiles} * sizeof *sums));
-    sum_tiles<<<32, 256>>>(ch.device(), tiles, sums);
+    sum_tiles<<<blocks, threads>>>(ch.device(), tiles, sums);
     WARPVM_CUDA_TRY(cudaGetLastError());
 
     // The producer: writes each tile straight into the channel's pinned buffer, then publishes

@@ -796,17 +796,13 @@ class GraphBench {
              Placement placement = Placement::migrate) {
     const bool uvm_preset = config.transport == Transport::host_batched;
     std::vector<std::string> migrated;  // the objects --auto-migrate-objects moved out of automatic
-    const auto placed = [&](const std::string& name) {
-      const auto& listed = o_.auto_migrate_objects;
-      if (placement != Placement::automatic || std::find(listed.begin(), listed.end(), name) == listed.end())
-        return placement;
-      migrated.push_back(name);
-      return Placement::migrate;
-    };
     Runtime rt(config);
     // One of graph_object_names over `data`, placed as --auto-migrate-objects says.
     const auto adopt = [&](auto* data, std::uint64_t count, const std::string& name) {
-      return rt.adopt(data, count, placed(name), name);
+      const auto& listed = o_.auto_migrate_objects;
+      const bool migrates = placement == Placement::automatic && std::find(listed.begin(), listed.end(), name) != listed.end();
+      if (migrates) migrated.push_back(name);
+      return rt.adopt(data, count, migrates ? Placement::migrate : placement, name);
     };
     auto offsets = adopt(offsets_.as<std::uint64_t>(), n_ + 1, "offsets");
     auto columns = adopt(columns_.as<std::uint32_t>(), m_, "columns");

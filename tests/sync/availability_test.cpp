@@ -53,7 +53,7 @@ struct MonitorReading {
 /// the monitor (this thread) reads a tag's data only after first_missing moved past it (release
 /// / acquire message passing). Under ThreadSanitizer a missing order is a reported race.
 template <class Tags>
-MonitorReading produce_and_read(const Tags& tags, std::uint32_t tag_count, std::uint32_t producers) {
+MonitorReading produce_and_read(Tags& tags, std::uint32_t tag_count, std::uint32_t producers) {
   std::vector<std::uint64_t> data(tag_count, 0);
   const auto expected = [](std::uint32_t tag) { return 0x9e3779b97f4a7c15ull * (tag + 1); };
   std::vector<std::thread> pool;
@@ -229,7 +229,7 @@ TEST(AvailabilityTagWords, CoversTheWordsOfEveryAddedRange) {
 
 TEST(AvailabilityBytes, TagsStartUnavailableAndClearMakesThemUnavailableAgain) {
   constexpr std::uint32_t tags = 70;
-  const AvailabilityBytes b(tags);
+  AvailabilityBytes b(tags);
   EXPECT_EQ(b.first_missing(0, tags), 0u);
   ASSERT_TRUE(b.publish(0, tags));
   EXPECT_TRUE(b.all_available(0, tags));
@@ -239,7 +239,7 @@ TEST(AvailabilityBytes, TagsStartUnavailableAndClearMakesThemUnavailableAgain) {
 
 TEST(AvailabilityBytes, MatchesAVectorOfBoolUnderRandomRangesAndRefusesPastTheEnd) {
   constexpr std::uint32_t tags = 333;
-  const AvailabilityBytes b(tags);
+  AvailabilityBytes b(tags);
   std::vector<bool> model(tags, false);
   EXPECT_FALSE(b.publish(tags - 2, 3));
   EXPECT_FALSE(b.publish(tags + 1, 0));
@@ -260,7 +260,7 @@ TEST(AvailabilityBytes, MatchesAVectorOfBoolUnderRandomRangesAndRefusesPastTheEn
 TEST(AvailabilityBytes, ConcurrentProducersLoseNoTagAndTheirDataIsVisible) {
   // Message passing through release store / acquire load, 8 producers in the same cache lines.
   constexpr std::uint32_t tags = 4096;
-  const AvailabilityBytes b(tags);
+  AvailabilityBytes b(tags);
   const MonitorReading r = produce_and_read(b, tags, 8);
   EXPECT_EQ(r.wrong, 0u);
   EXPECT_EQ(r.seen, tags);
@@ -268,7 +268,7 @@ TEST(AvailabilityBytes, ConcurrentProducersLoseNoTagAndTheirDataIsVisible) {
 }
 
 TEST(AvailabilityBytes, MergeSetsACopysTagsAndCountsOnlyNewOnes) {
-  const AvailabilityBytes host(200);
+  AvailabilityBytes host(200);
   OwnedBitmap device(200);
   ASSERT_TRUE(host.publish(0, 10));      // host producers' tags
   ASSERT_TRUE(device.bits.publish(5, 10));    // 5..9 overlap the host's
@@ -285,7 +285,7 @@ TEST(AvailabilityBytes, MergeSetsACopysTagsAndCountsOnlyNewOnes) {
 }
 
 TEST(AvailabilityBytes, MergeTakesOnlyTheSpanAndIgnoresBitsPastTheLastTag) {
-  const AvailabilityBytes host(100);
+  AvailabilityBytes host(100);
   std::vector<std::uint64_t> copy(AvailabilityBitmap<>::words_required(100), ~std::uint64_t{0});
   TagWords word1;
   word1.add(64, 1);
@@ -302,7 +302,7 @@ TEST(AvailabilityBytes, MergeMatchesTheUnionUnderRandomPublishing) {
   constexpr std::uint32_t tags = 777;
   std::mt19937 rng(43);
   for (int round = 0; round < 200; ++round) {
-    const AvailabilityBytes host(tags);
+    AvailabilityBytes host(tags);
     OwnedBitmap device(tags);
     std::vector<bool> model(tags, false);
     TagWords waiting;  // the ranges a monitor would be waiting on

@@ -65,7 +65,7 @@ TEST(ChannelProducer, MonitorLearnsEveryTagFromCopiesOfTheWordsItWaitsOn) {
   constexpr std::uint32_t producers = 4;
   TaggedWords words(tags);
   std::vector<std::uint64_t> snapshot(words.map.size(), 0);
-  const AvailabilityBytes dab(tags);
+  AvailabilityBytes dab(tags);
 
   struct Pending {
     std::uint32_t first, end, next;

@@ -436,7 +436,7 @@ TEST(RequestChannel, EveryConsumerGetsItsBytesAndStagingIsRecycled) {
   constexpr std::uint32_t lease_slots = 4;
 
   std::vector<std::uint8_t> source(tags * record_bytes, 0);
-  const AvailabilityBytes dab(tags);
+  AvailabilityBytes dab(tags);
   OwnedQueue pfq(8);  // fewer places than consumers: posts meet a full queue
   std::vector<StagingTreeNode> tree_nodes(StagingPageTree::nodes_required(staging_pages));
   const StagingPageTree tree(tree_nodes.data(), staging_pages);

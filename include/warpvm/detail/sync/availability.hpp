@@ -188,14 +188,14 @@ class AvailabilityBytes {
       : bytes_(std::make_unique<std::uint8_t[]>(tag_count)), tag_count_(tag_count) {}
 
   /// Clears every tag. Only while nobody else uses the bytes.
-  void clear() const {
+  void clear() {
     for (std::uint32_t t = 0; t < tag_count_; ++t) tag(t).store(0, std::memory_order_relaxed);
   }
 
   /// Marks tags [first, first + count) available: one release store each. The caller's writes
   /// of the data these tags name happen before any acquire load that sees one set. Refuses a
   /// range that reaches past the last tag (setting nothing) and returns false.
-  bool publish(std::uint32_t first, std::uint32_t count = 1) const {
+  bool publish(std::uint32_t first, std::uint32_t count = 1) {
     if (!in_range(first, count)) return false;
     for (std::uint32_t t = first; t < first + count; ++t) tag(t).store(1, std::memory_order_release);
     return true;
@@ -207,7 +207,7 @@ class AvailabilityBytes {
   /// completion, then the kernel producers' system-scope release). Refuses a span past the last
   /// word (setting nothing) and returns 0. The monitor's alone: the load-then-store counts each
   /// tag once only while no one else sets the same tags, which each tag's one producer ensures.
-  std::uint32_t merge(const std::uint64_t* source, TagWords span) const {
+  std::uint32_t merge(const std::uint64_t* source, TagWords span) {
     constexpr std::uint32_t per_word = availability_tags_per_word;
     if (span.empty() || span.end > AvailabilityBitmap<>::words_required(tag_count_)) return 0;
     std::uint32_t added = 0;
