@@ -25,6 +25,7 @@
 
 #include "../micro/bench_support.cuh"
 #include "cli_args.hpp"
+#include "warpvm/detail/core/cuda_buffers.hpp"
 #include "warpvm/sim/rmat.hpp"
 
 #include <algorithm>
@@ -434,11 +435,9 @@ void print_barrier_rounds(const std::string& what, const unsigned* word, std::ui
                           Launch&& launch) {
   std::vector<cudaStream_t> streams(space.gpus());
   for (unsigned g = 0; g < space.gpus(); ++g) streams[g] = space.stream(g);
-  check(cudaSetDevice(0), "cudaSetDevice");
-  cudaStream_t poll = nullptr;
-  check(cudaStreamCreateWithFlags(&poll, cudaStreamNonBlocking), "cudaStreamCreate");
-  unsigned* seen = nullptr;
-  check(cudaMallocHost(&seen, sizeof(unsigned)), "cudaMallocHost");
+  const OnDevice on_first(0);  // the word's GPU
+  const detail::stream_ptr poll = detail::make_stream();
+  const detail::pinned_ptr<unsigned> seen = detail::make_pinned_zeroed<unsigned>(1, cudaHostAllocDefault, "barrier poll word");
   struct Sample {
     double ms;  // since the launch
     unsigned count;
@@ -454,8 +453,8 @@ void print_barrier_rounds(const std::string& what, const unsigned* word, std::ui
   };
   for (bool running = true; running;) {
     running = busy();  // read before the poll, so that the last poll sees the final count
-    check(cudaMemcpyAsync(seen, word, sizeof(unsigned), cudaMemcpyDeviceToHost, poll), "barrier poll");
-    check(cudaStreamSynchronize(poll), "barrier poll");
+    check(cudaMemcpyAsync(seen.get(), word, sizeof(unsigned), cudaMemcpyDeviceToHost, poll.get()), "barrier poll");
+    check(cudaStreamSynchronize(poll.get()), "barrier poll");
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - began).count();
     if (samples.empty() || samples.back().count != *seen) samples.push_back({ms, *seen, space.stats_now().total()});
   }
@@ -501,8 +500,6 @@ void print_barrier_rounds(const std::string& what, const unsigned* word, std::ui
     sampled = true;
   }
   for (const std::string& l : lines) std::fprintf(stderr, "%s\n", l.c_str());
-  cudaFreeHost(seen);
-  cudaStreamDestroy(poll);
 }
 
 /// Zeroes `word` (on the first GPU) and waits: the kernels that read it run on non-blocking

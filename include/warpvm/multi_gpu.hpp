@@ -345,8 +345,8 @@ class flat_view {
       const std::uint64_t offset = address - o.flat_base;
       if (offset % sizeof(T) == 0 && offset + sizeof(T) <= o.bytes) {
         index = offset / sizeof(T);
-        return shared_array<T>(detail::mg::Binding{space_, &o, o.pte[gpu_], gpu_, gpus_, page_shift_}, o.bytes / sizeof(T),
-                               id);
+        return shared_array<T>(detail::mg::Binding{space_, &o, o.pte[gpu_], gpu_, gpus_, shadow_.segments.page_shift},
+                               o.bytes / sizeof(T), id);
       }
     }
     detail::mg::record_failure(*space_, detail::mg::DeviceFailure::bad_flat_address, id, address);
@@ -360,13 +360,12 @@ class flat_view {
 
  private:
   friend class MultiGpuSpace;
-  flat_view(const detail::mg::SpaceView* space, detail::mg::ShadowMapView shadow, unsigned gpu, unsigned gpus,
-            unsigned page_shift)
-      : space_(space), shadow_(shadow), gpu_(gpu), gpus_(gpus), page_shift_(page_shift) {}
+  flat_view(const detail::mg::SpaceView* space, detail::mg::ShadowMapView shadow, unsigned gpu, unsigned gpus)
+      : space_(space), shadow_(shadow), gpu_(gpu), gpus_(gpus) {}
 
   const detail::mg::SpaceView* space_ = nullptr;
-  detail::mg::ShadowMapView shadow_;
-  unsigned gpu_ = 0, gpus_ = 0, page_shift_ = 0;
+  detail::mg::ShadowMapView shadow_;  ///< its segments are the space's pages
+  unsigned gpu_ = 0, gpus_ = 0;
 };
 
 /// The space. Not copyable; used from one host thread at a time; every call restores the

@@ -12,7 +12,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <iterator>
 #include <stdexcept>
@@ -533,7 +532,7 @@ class SpaceState {
   [[nodiscard]] const MultiGpuConfig& config() const { return config_; }
   [[nodiscard]] const SpaceView* view(unsigned g) const { return gpus_.at(g).view.get(); }
   [[nodiscard]] ShadowMapView shadow_view(unsigned g) const {
-    return {gpus_.at(g).shadow_roots.get(), shadow_.leaf_count(), page_shift_};
+    return {gpus_.at(g).shadow_roots.get(), shadow_.leaf_count(), PageGeometry{page_shift_}};
   }
 
  private:
@@ -650,8 +649,7 @@ detail::mg::Binding MultiGpuSpace::binding_of(const detail::mg::SpaceState& stat
 }
 flat_view MultiGpuSpace::flat_on(unsigned gpu) const {
   WARPVM_EXPECTS(gpu < state_->gpus(), ErrorKind::invalid_argument, "MultiGpuSpace: bad GPU index for a flat_view");
-  return flat_view(state_->view(gpu), state_->shadow_view(gpu), gpu, state_->gpus(),
-                   static_cast<unsigned>(std::countr_zero(state_->page_bytes())));
+  return flat_view(state_->view(gpu), state_->shadow_view(gpu), gpu, state_->gpus());
 }
 void MultiGpuSpace::launch_raw(unsigned gpu, const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes,
                                void** args) {

@@ -108,7 +108,7 @@ class PlacementModel {
       detail::DirectoryEntry& e = pages[p];
       if (e.owner != detail::owner_host) continue;
       const unsigned gpu = detail::mg::spread_gpu(spread, p, pages.size(), gpus_);
-      e.owner = static_cast<std::uint8_t>(gpu);
+      (void)detail::apply(e, gpu, detail::Action::fetch_from_host);
       detail::mark_placed(e, gpu);
     }
   }

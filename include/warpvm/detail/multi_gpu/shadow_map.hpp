@@ -7,6 +7,7 @@
 /// objects lie. The lookup is host/device code with no CUDA runtime calls; ShadowMap keeps the
 /// host's copy and hands out the addresses (space.cu uploads the leaves it changes to each GPU).
 
+#include "warpvm/detail/core/geometry.hpp"
 #include "warpvm/detail/host_device.hpp"
 
 #include <cstdint>
@@ -26,12 +27,12 @@ inline constexpr std::uint32_t no_object = ~std::uint32_t{0};
 struct ShadowMapView {
   const std::uint32_t* const* leaves = nullptr;
   std::uint64_t leaf_count = 0;
-  unsigned segment_shift = 0;  ///< log2 of the bytes one entry covers (the space's page)
+  PageGeometry segments{0};  ///< one entry per page of the space
 };
 
 /// The id of the object whose flat addresses hold `address`, or no_object.
 [[nodiscard]] WARPVM_HD_INLINE std::uint32_t shadow_lookup(const ShadowMapView& map, std::uint64_t address) {
-  const std::uint64_t segment = address >> map.segment_shift, leaf = segment >> shadow_leaf_shift;
+  const std::uint64_t segment = map.segments.page_of(address), leaf = segment >> shadow_leaf_shift;
   if (leaf >= map.leaf_count) return no_object;
   const std::uint32_t* entries = map.leaves[leaf];
   return entries == nullptr ? no_object : entries[segment & (shadow_leaf_entries - 1)];
@@ -44,8 +45,8 @@ class ShadowMap {
  public:
   /// Room for `address_bytes` of flat addresses (rounded up to whole leaves).
   ShadowMap(std::uint64_t address_bytes, unsigned segment_shift)
-      : segment_shift_(segment_shift),
-        leaves_(((address_bytes >> segment_shift) + shadow_leaf_entries - 1) >> shadow_leaf_shift),
+      : segments_{segment_shift},
+        leaves_((segments_.page_of(address_bytes) + shadow_leaf_entries - 1) >> shadow_leaf_shift),
         roots_(leaves_.size(), nullptr) {}
   // A copy's roots would point at the original's leaves; a move keeps them (vectors move their buffers).
   ShadowMap(const ShadowMap&) = delete;
@@ -61,31 +62,28 @@ class ShadowMap {
   /// Flat addresses for the `bytes` of object `id`: their first. Throws std::length_error when
   /// the addresses are spent.
   std::uint64_t assign(std::uint32_t id, std::uint64_t bytes) {
-    const std::uint64_t segments = (bytes + (std::uint64_t{1} << segment_shift_) - 1) >> segment_shift_;
+    const std::uint64_t segments = segments_.pages_for(bytes);
     if (segments > capacity_segments() - next_segment_)
       throw std::length_error("the space's flat addresses are spent (" + std::to_string(capacity_segments() - next_segment_) +
                               " segments left, " + std::to_string(segments) + " asked)");
     const std::uint64_t first = next_segment_;
     next_segment_ += segments;
     fill(first, segments, id);
-    return first << segment_shift_;
+    return segments_.page_begin(first);
   }
 
   /// The object at [base, base + bytes) is gone: its segments name no object.
-  void clear(std::uint64_t base, std::uint64_t bytes) {
-    fill(base >> segment_shift_, (bytes + (std::uint64_t{1} << segment_shift_) - 1) >> segment_shift_, no_object);
-  }
+  void clear(std::uint64_t base, std::uint64_t bytes) { fill(segments_.page_of(base), segments_.pages_for(bytes), no_object); }
 
   [[nodiscard]] LeafRange leaves_of(std::uint64_t base, std::uint64_t bytes) const {
-    const std::uint64_t first = base >> segment_shift_, last = (base + (bytes == 0 ? 1 : bytes) - 1) >> segment_shift_;
+    const std::uint64_t first = segments_.page_of(base), last = segments_.page_of(base + (bytes == 0 ? 1 : bytes) - 1);
     return {first >> shadow_leaf_shift, (last >> shadow_leaf_shift) + 1};
   }
   /// Leaf `i`'s entries (empty if no object ever lay there).
   [[nodiscard]] const std::vector<std::uint32_t>& leaf(std::uint64_t i) const { return leaves_.at(i); }
   [[nodiscard]] std::uint64_t leaf_count() const { return leaves_.size(); }
-  [[nodiscard]] unsigned segment_shift() const { return segment_shift_; }
   /// The host copy as a view (valid while the map lives: leaves are made once and never move).
-  [[nodiscard]] ShadowMapView view() const { return {roots_.data(), roots_.size(), segment_shift_}; }
+  [[nodiscard]] ShadowMapView view() const { return {roots_.data(), roots_.size(), segments_}; }
 
  private:
   [[nodiscard]] std::uint64_t capacity_segments() const { return leaves_.size() << shadow_leaf_shift; }
@@ -100,7 +98,7 @@ class ShadowMap {
     }
   }
 
-  unsigned segment_shift_;
+  PageGeometry segments_;
   std::uint64_t next_segment_ = 1;  // segment 0 stays empty: address 0 is no object's
   std::vector<std::vector<std::uint32_t>> leaves_;
   std::vector<const std::uint32_t*> roots_;
