@@ -91,13 +91,24 @@ class OnDevice {
   OnDevice(const OnDevice&) = delete;
   OnDevice& operator=(const OnDevice&) = delete;
 
+  // Writes return once they have landed: they go on the legacy stream (cudaMemset, and
+  // cudaMemcpy from pageable memory, may return before), which the space's kernels, on
+  // non-blocking streams, do not wait for.
   void zero() const {
     DeviceGuard guard(device_);
     WARPVM_CUDA_TRY(cudaMemset(ptr_, 0, bytes_));
+    settle();
+  }
+  /// Elements [first, first + count) from `from`.
+  void write(std::size_t first, const T* from, std::size_t count) const {
+    DeviceGuard guard(device_);
+    WARPVM_CUDA_TRY(cudaMemcpy(ptr_ + first, from, count * sizeof(T), cudaMemcpyHostToDevice));
+    settle();
   }
   [[nodiscard]] T* get() const { return ptr_; }
 
  private:
+  static void settle() { WARPVM_CUDA_TRY(cudaStreamSynchronize(cudaStreamLegacy)); }
   void release() noexcept {
     if (ptr_ == nullptr) return;
     int previous = 0;
@@ -307,7 +318,7 @@ class SpaceState {
       v.gpu = static_cast<unsigned>(g);
       v.gpus = static_cast<unsigned>(n);
       v.page_shift = page_shift_;
-      WARPVM_CUDA_TRY(cudaMemcpy(gpus_[g].view.get(), &v, sizeof v, cudaMemcpyHostToDevice));
+      gpus_[g].view.write(0, &v, 1);
     }
     objects_.resize(config_.max_objects);
   }
@@ -365,15 +376,12 @@ class SpaceState {
       v.id = id;
       v.policy = policy;
       v.flat_base = o.flat_base;
-      WARPVM_CUDA_TRY(cudaMemcpy(gpus_[g].objects.get() + id, &v, sizeof v, cudaMemcpyHostToDevice));
+      gpus_[g].objects.write(id, &v, 1);
       o.bindings.push_back(Binding{gpus_[g].view.get(), gpus_[g].objects.get() + id, o.pte[g].get(),
                                    static_cast<unsigned>(g), static_cast<unsigned>(gpus_.size()), page_shift_});
     }
-    {
-      DeviceGuard guard(gpus_[0].device);
-      WARPVM_CUDA_TRY(cudaMemset(otable_.get() + id, 0, sizeof(std::uint32_t)));
-    }
-    settle_table_writes();
+    const std::uint32_t unlearned = 0;
+    otable_.write(id, &unlearned, 1);
     o.live = true;
     objects_[id] = std::move(o);
     return id;
@@ -392,7 +400,6 @@ class SpaceState {
     synchronize_streams();
     shadow_.clear(o.flat_base, o.bytes);
     upload_shadow(o.flat_base, o.bytes);
-    settle_table_writes();
     objects_[id] = ObjectState{};
   }
 
@@ -442,7 +449,6 @@ class SpaceState {
         // Nothing was accessed: the space stays usable, so the record is cleared for the next failure.
         *error_ = ErrorRecord{};
         error_claim_.zero();
-        settle_table_writes();
         expect_success(first, ErrorKind::cuda, "a kernel of the multi-GPU space");
         const std::string where = record.object_id == no_object ? "no object's" : "in object '" + name + "', but misaligned or past its end for the access";
         throw_error(ErrorKind::index_out_of_range,
@@ -490,7 +496,6 @@ class SpaceState {
       g.frame_owners.zero();
     }
     otable_.zero();
-    settle_table_writes();
   }
 
   MultiGpuStats stats() {
@@ -520,7 +525,6 @@ class SpaceState {
   void reset_stats() {
     synchronize();
     for (const GpuState& g : gpus_) g.counters.zero();
-    settle_table_writes();
   }
 
   [[nodiscard]] const ObjectState& object(std::uint32_t id) const { return objects_.at(id); }
@@ -550,29 +554,17 @@ class SpaceState {
   void upload_shadow(flat_address base, std::uint64_t bytes) {
     const ShadowMap::LeafRange range = shadow_.leaves_of(base, bytes);
     for (GpuState& g : gpus_) {
-      DeviceGuard guard(g.device);
       for (std::uint64_t leaf = range.first; leaf < range.end; ++leaf) {
         auto [at, made] = g.shadow_leaves.try_emplace(leaf);
         if (made) at->second = OnDevice<std::uint32_t>(g.device, shadow_leaf_entries, "shadow map leaf");
-        // The leaf's entries before the root names it (one stream: in order), so that no
-        // kernel finds a leaf still zeroed (object 0's id).
-        WARPVM_CUDA_TRY(cudaMemcpy(at->second.get(), shadow_.leaf(leaf).data(), shadow_leaf_entries * sizeof(std::uint32_t),
-                                   cudaMemcpyHostToDevice));
+        // The leaf's entries land before the root names it, so that no kernel finds a leaf
+        // still zeroed (object 0's id).
+        at->second.write(0, shadow_.leaf(leaf).data(), shadow_leaf_entries);
         if (made) {
           const std::uint32_t* device_leaf = at->second.get();
-          WARPVM_CUDA_TRY(cudaMemcpy(g.shadow_roots.get() + leaf, &device_leaf, sizeof device_leaf, cudaMemcpyHostToDevice));
+          g.shadow_roots.write(leaf, &device_leaf, 1);
         }
       }
-    }
-  }
-
-  /// Waits until the tables' copies and clears (cudaMemcpy, cudaMemset: the legacy stream, which
-  /// may still be carrying them when those calls return) have landed on every GPU: the space's
-  /// kernels run on non-blocking streams, which do not wait for it.
-  void settle_table_writes() {
-    for (const GpuState& g : gpus_) {
-      DeviceGuard guard(g.device);
-      WARPVM_CUDA_TRY(cudaStreamSynchronize(cudaStreamLegacy));
     }
   }
 
