@@ -45,6 +45,7 @@
 #include "timeline_csv.hpp"
 
 #include "warpvm/channel.hpp"
+#include "warpvm/detail/core/cuda_buffers.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -871,7 +872,7 @@ class GpuPair {
       Gpu& gpu = gpus_[g];
       gpu.device = g;
       const OnDevice on(g);
-      enable_peer_access(g, 1 - g);  // stores into the other GPU's memory
+      detail::enable_peer_access(g, 1 - g, "warpvm-channel-bench");  // stores into the other GPU's memory
       int sms = 0, per_sm = 0;
       check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, g), "cudaDeviceGetAttribute");
       // also loads the kernel on this GPU before the other GPU's waits on it (docs/channels.md)

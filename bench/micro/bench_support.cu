@@ -276,13 +276,6 @@ void Recorder::write(const Record& r) {
                r.verified ? "verified" : "NOT VERIFIED");
 }
 
-void enable_peer_access(int from, int to) {
-  const OnDevice on(from);
-  const cudaError_t status = cudaDeviceEnablePeerAccess(to, 0);
-  if (status == cudaErrorPeerAccessAlreadyEnabled) cudaGetLastError();  // clear it: not an error here
-  else check(status, "cudaDeviceEnablePeerAccess");
-}
-
 Managed::Managed(std::uint64_t bytes) : bytes_(bytes) { check(cudaMallocManaged(&data_, bytes_), "cudaMallocManaged"); }
 
 Managed::Managed(const void* contents, std::uint64_t bytes) : Managed(bytes) { write_on_host(contents); }

@@ -146,9 +146,6 @@ class OnDevice {
   int previous_ = 0;
 };
 
-/// Lets kernels on GPU `from` reach GPU `to`'s memory (nothing to do when they already can).
-void enable_peer_access(int from, int to);
-
 /// Device memory for `count` T, freed on scope exit.
 template <class T>
 struct DeviceBuffer {

@@ -1284,7 +1284,7 @@ int run(int argc, char** argv) {
     for (unsigned g = 0; g < G; ++g) {
       check(cudaSetDevice(g), "cudaSetDevice");
       for (unsigned h = 0; h < G; ++h)
-        if (h != g) enable_peer_access(static_cast<int>(g), static_cast<int>(h));
+        if (h != g) detail::enable_peer_access(static_cast<int>(g), static_cast<int>(h), "warpvm-placement-bench");
       check(cudaStreamCreateWithFlags(&streams[g], cudaStreamNonBlocking), "cudaStreamCreate");
       check(cudaEventCreateWithFlags(&events[g], cudaEventDisableTiming), "cudaEventCreate");
     }
