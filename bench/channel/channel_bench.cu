@@ -11,6 +11,10 @@
 //   kmeans2gpu  GPU to GPU: k-means (integer points, 4 dimensions) over points split between GPUs 0
 //          and 1, each GPU producing its per-centroid partial sums for the other every iteration
 //          (channel_workloads.cuh; a runner on the same GpuPair as stencil2gpu, the same modes)
+//   gemm2gpu  GPU to GPU: C = (A B) D, each GPU producing its rows of T = A B panel by panel and
+//          streaming each panel to the other, both consuming all of T (gemm2gpu.cuh; same modes)
+//   bfs2gpu  GPU to GPU: BFS over an R-MAT graph whose vertices are split between the GPUs, each
+//          sending the other a bitmap of the other's vertices it reached every level (bfs2gpu.cuh)
 //
 // In every CPU-to-GPU kernel, compute blocks run independent work (an integer hash chain) next to the
 // consumer blocks, so there is something to hide waiting behind. Four ways to meet the data:
@@ -39,13 +43,16 @@
 // metrics (overlap_efficiency, wait_share, monitor shares) are defined in docs/channels.md.
 
 #include "../micro/bench_support.cuh"
+#include "bfs2gpu.cuh"
 #include "channel_workloads.cuh"
+#include "gemm2gpu.cuh"
 #include "cli_args.hpp"
 #include "overlap_metric.hpp"
 #include "timeline_csv.hpp"
 
 #include "warpvm/channel.hpp"
 #include "warpvm/detail/core/cuda_buffers.hpp"
+#include "warpvm/sim/rmat.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -116,6 +123,14 @@ struct Setup {
   std::uint32_t kmeans_k = 64;
   std::uint32_t kmeans_iterations = 30;
   bool kmeans_direct_buffer_on_consumer = true;  ///< channel_direct, as stencil_direct_buffer_on_consumer
+  // gemm2gpu
+  std::uint32_t gemm_side = 2048;
+  bool gemm_direct_buffer_on_consumer = true;
+  // bfs2gpu
+  std::uint32_t bfs_scale = 21;
+  std::uint32_t bfs_edge_factor = 16;
+  std::uint32_t bfs_max_levels = 64;
+  bool bfs_direct_buffer_on_consumer = true;
   /// Non-empty: every mode's last measured run's warp timelines are appended to this CSV
   /// (write_timeline_csv, docs/channels.md "Metrics").
   std::string timeline_csv;
@@ -1467,9 +1482,289 @@ class Kmeans2GpuRunner final : public PairWorkload {
   Gpu gpus_[pair_gpus];
 };
 
+// ---- gemm2gpu ---------------------------------------------------------------------------------
+
+/// out = left x right, n x n uint32 row-major (mod 2^32), on all host cores: gemm2gpu's reference.
+std::vector<std::uint32_t> host_product(const std::vector<std::uint32_t>& left, const std::vector<std::uint32_t>& right,
+                                        std::uint32_t n) {
+  std::vector<std::uint32_t> out(std::uint64_t{n} * n, 0);
+  parallel_for(n, [&](std::uint64_t first, std::uint64_t end) {
+    for (std::uint64_t i = first; i < end; ++i) {
+      std::uint32_t* row = out.data() + i * n;
+      for (std::uint64_t k = 0; k < n; ++k) {  // i-k-j: the inner loop vectorises
+        const std::uint32_t l = left[i * n + k];
+        const std::uint32_t* r = right.data() + k * n;
+        for (std::uint64_t j = 0; j < n; ++j) row[j] += l * r[j];
+      }
+    }
+  });
+  return out;
+}
+
+/// gemm2gpu on GPUs 0 and 1 (gemm2gpu.cuh): each GPU's operands, T, C and counters, kept across
+/// modes and repeats, on a GpuPair whose channels carry one panel of T (64 rows) per tag.
+class Gemm2GpuRunner final : public PairWorkload {
+ public:
+  Gemm2GpuRunner(const Setup& s, const std::vector<WaitMode>& modes) : s_(s), n_(s.gemm_side), half_(s.gemm_side / 2) {
+    const std::uint64_t words = std::uint64_t{n_} * n_;
+    a_.resize(words);
+    b_.resize(words);
+    d_.resize(words);
+    fill_random(a_.data(), words, s.seed + 4);
+    fill_random(b_.data(), words, s.seed + 5);
+    fill_random(d_.data(), words, s.seed + 6);
+    std::fprintf(stderr, "gemm2gpu: host reference ((A B) D, n = %u)\n", n_);
+    reference_ = host_product(host_product(a_, b_, n_), d_, n_);
+    const cw::GemmGeometry shape_of{n_};
+    pair_ = std::make_unique<GpuPair>(
+        GpuPair::Shape{"gemm2gpu", reinterpret_cast<const void*>(&cw::gemm2gpu_kernel), 0, shape_of.total_tiles() + 1,
+                       shape_of.panels(), shape_of.panel_words() * 4, true, s.gemm_direct_buffer_on_consumer},
+        modes);
+    if (pair_->blocks(0) < 2 || pair_->blocks(1) < 2) throw std::runtime_error("gemm2gpu: needs two resident blocks per GPU");
+    for (int g = 0; g < pair_gpus; ++g) {
+      Gpu& gpu = gpus_[g];
+      const OnDevice on(g);
+      const std::uint64_t half_words = std::uint64_t{half_} * n_;
+      gpu.a = detail::make_device<std::uint32_t>(half_words, "gemm2gpu A");
+      gpu.b = detail::make_device<std::uint32_t>(words, "gemm2gpu B");
+      gpu.d = detail::make_device<std::uint32_t>(half_words, "gemm2gpu D");
+      gpu.t = detail::make_device<std::uint32_t>(words, "gemm2gpu T");
+      gpu.c = detail::make_device<std::uint32_t>(half_words, "gemm2gpu C");
+      gpu.counters = detail::make_device<std::uint32_t>(1 + 2 * shape_of.panels(), "gemm2gpu counters");
+      check(cudaMemcpy(gpu.a.get(), a_.data() + g * half_words, half_words * 4, cudaMemcpyHostToDevice), "gemm2gpu A");
+      check(cudaMemcpy(gpu.b.get(), b_.data(), words * 4, cudaMemcpyHostToDevice), "gemm2gpu B");
+      // D's columns [g h, (g + 1) h): a strided copy
+      check(cudaMemcpy2D(gpu.d.get(), std::uint64_t{half_} * 4, d_.data() + static_cast<std::uint64_t>(g) * half_, std::uint64_t{n_} * 4,
+                         std::uint64_t{half_} * 4, n_, cudaMemcpyHostToDevice),
+            "gemm2gpu D");
+    }
+  }
+  ~Gemm2GpuRunner() override {
+    pair_.reset();  // the monitors first: they copy from the other GPU's memory
+    for (int g = 0; g < pair_gpus; ++g) {
+      const OnDevice on(g);
+      gpus_[g] = {};
+    }
+  }
+  Gemm2GpuRunner(const Gemm2GpuRunner&) = delete;
+  Gemm2GpuRunner& operator=(const Gemm2GpuRunner&) = delete;
+
+  Timing run(WaitMode mode) override {
+    const std::uint64_t words = std::uint64_t{n_} * n_, half_words = std::uint64_t{half_} * n_;
+    const std::uint32_t panels = half_ / cw::gemm_tile;
+    pair_->prepare(mode);
+    for (int g = 0; g < pair_gpus; ++g) {
+      Gpu& gpu = gpus_[g];
+      const OnDevice on(g);
+      check(cudaMemset(gpu.counters.get(), 0, (1 + 2 * panels) * 4), "cudaMemset gemm2gpu counters");
+      poison(g, gpu.t.get(), words * 4);  // a panel read before it arrived shows as a wrong C
+      poison(g, gpu.c.get(), half_words * 4);
+    }
+    for (int g = 0; g < pair_gpus; ++g) {
+      const OnDevice on(g);
+      check(cudaDeviceSynchronize(), "sync");
+    }
+    for (int g = 0; g < pair_gpus; ++g) {
+      Gpu& gpu = gpus_[g];
+      const cw::Gemm2Gpu k{pair_->exchange(g, mode), {n_}, g == 0, gpu.a.get(), gpu.b.get(), gpu.d.get(), gpu.t.get(),
+                           gpu.c.get(), gpu.counters.get(), gpu.counters.get() + 1, gpu.counters.get() + 1 + panels,
+                           gpus_[1 - g].t.get(), pair_->stamps(g)};
+      pair_->launch(g, [&](cudaStream_t stream) { cw::gemm2gpu_kernel<<<pair_->blocks(g), block_threads, 0, stream>>>(k); });
+    }
+    Timing t;
+    t.seconds = pair_->finish(mode);
+    t.timelines = pair_->timelines([](int, std::uint64_t w) { return w; });
+    t.waits = wait_metrics(t.timelines);
+    t.verified = true;
+    for (int g = 0; g < pair_gpus; ++g) t.verified = verify(g) && t.verified;
+    return t;
+  }
+  [[nodiscard]] const GpuPair& gpus() const override { return *pair_; }
+  void describe(Record& r) const override {
+    r.dataset_bytes = 3ull * n_ * n_ * 4;  // A, B, D
+    r.useful_bytes = std::uint64_t{pair_gpus} * half_ * n_ * 4;  // each GPU's rows of T, to the other
+    r.bytes_moved = static_cast<std::int64_t>(r.useful_bytes);
+    r.extra["gemm_side"] = n_;
+    r.extra["gemm_panels"] = half_ / cw::gemm_tile;
+  }
+
+ private:
+  struct Gpu {
+    detail::device_ptr<std::uint32_t> a, b, d, t, c;
+    detail::device_ptr<std::uint32_t> counters;  ///< next tile, produced[panels], ready[panels]
+  };
+
+  /// GPU g's columns of C against the reference; says where the first difference is.
+  bool verify(int g) const {
+    const OnDevice on(g);
+    std::vector<std::uint32_t> c(std::uint64_t{n_} * half_);
+    check(cudaMemcpy(c.data(), gpus_[g].c.get(), c.size() * 4, cudaMemcpyDeviceToHost), "gemm2gpu C");
+    for (std::uint64_t i = 0; i < n_; ++i)
+      for (std::uint64_t j = 0; j < half_; ++j) {
+        const std::uint32_t want = reference_[i * n_ + g * half_ + j], got = c[i * half_ + j];
+        if (got == want) continue;
+        std::fprintf(stderr, "gemm2gpu: GPU %d: C[%llu][%llu] = %u, expected %u\n", g, static_cast<unsigned long long>(i),
+                     static_cast<unsigned long long>(g * half_ + j), got, want);
+        return false;
+      }
+    return true;
+  }
+
+  Setup s_;
+  std::uint32_t n_, half_;
+  std::vector<std::uint32_t> a_, b_, d_, reference_;
+  std::unique_ptr<GpuPair> pair_;
+  Gpu gpus_[pair_gpus];
+};
+
+// ---- bfs2gpu ----------------------------------------------------------------------------------
+
+/// bfs2gpu on GPUs 0 and 1 (bfs2gpu.cuh): an R-MAT graph whose halves' CSR rows and depths live
+/// on the two GPUs, kept across modes and repeats, on a GpuPair whose channels carry one level's
+/// message (a bitmap of the other half, then counts) per tag.
+class Bfs2GpuRunner final : public PairWorkload {
+ public:
+  Bfs2GpuRunner(const Setup& s, const std::vector<WaitMode>& modes) : s_(s) {
+    const sim::RmatParams p{.scale = s.bfs_scale, .edge_factor = s.bfs_edge_factor, .seed = s.seed + 7};
+    p.validate();
+    vertices_ = static_cast<std::uint32_t>(p.vertices());
+    half_ = vertices_ / 2;
+    std::fprintf(stderr, "bfs2gpu: R-MAT scale %u, edge factor %u\n", s.bfs_scale, s.bfs_edge_factor);
+    std::vector<std::uint64_t> offsets(p.vertices() + 1);
+    std::vector<std::uint32_t> columns(p.directed_edges());
+    sim::build_rmat_csr(p, offsets, columns, parallel_for);
+    root_ = pick_root(offsets, s.seed);
+    reference_ = sim::reference_bfs(offsets, columns, root_, parallel_for);
+    const cw::BfsGeometry shape_of{half_, s.bfs_max_levels};
+    pair_ = std::make_unique<GpuPair>(
+        GpuPair::Shape{"bfs2gpu", reinterpret_cast<const void*>(&cw::bfs2gpu_kernel), 0, 1u << 20, s.bfs_max_levels,
+                       std::uint64_t{shape_of.message_words()} * 4, true, s.bfs_direct_buffer_on_consumer},
+        modes);
+    for (int g = 0; g < pair_gpus; ++g) {
+      Gpu& gpu = gpus_[g];
+      const OnDevice on(g);
+      const auto gpu_index = static_cast<std::uint64_t>(g);
+      const std::uint64_t first_edge = offsets[gpu_index * half_], end_edge = offsets[(gpu_index + 1) * half_];
+      std::vector<std::uint64_t> rows(offsets.begin() + gpu_index * half_, offsets.begin() + (gpu_index + 1) * half_ + 1);
+      for (std::uint64_t& o : rows) o -= first_edge;
+      gpu.offsets = detail::make_device<std::uint64_t>(rows.size(), "bfs2gpu offsets");
+      gpu.columns = detail::make_device<std::uint32_t>(std::max<std::uint64_t>(end_edge - first_edge, 1), "bfs2gpu columns");
+      gpu.depth = detail::make_device<std::uint32_t>(half_, "bfs2gpu depths");
+      gpu.outgoing = detail::make_device<std::uint32_t>(std::uint64_t{s.bfs_max_levels} * shape_of.bitmap_words(), "bfs2gpu bitmaps");
+      gpu.counters = detail::make_device<std::uint32_t>(shape_of.counter_words(), "bfs2gpu counters");
+      gpu.mailbox = detail::make_device<std::uint32_t>(std::uint64_t{s.bfs_max_levels} * shape_of.message_words(), "bfs2gpu mailbox");
+      check(cudaMemcpy(gpu.offsets.get(), rows.data(), rows.size() * 8, cudaMemcpyHostToDevice), "bfs2gpu offsets");
+      check(cudaMemcpy(gpu.columns.get(), columns.data() + first_edge, (end_edge - first_edge) * 4, cudaMemcpyHostToDevice),
+            "bfs2gpu columns");
+      edges_ += end_edge - first_edge;
+    }
+    levels_ = 0;
+    for (const std::uint32_t d : reference_)
+      if (d != sim::bfs_unreached) levels_ = std::max(levels_, d + 1);
+  }
+  ~Bfs2GpuRunner() override {
+    pair_.reset();  // the monitors first: they copy from the other GPU's memory
+    for (int g = 0; g < pair_gpus; ++g) {
+      const OnDevice on(g);
+      gpus_[g] = {};
+    }
+  }
+  Bfs2GpuRunner(const Bfs2GpuRunner&) = delete;
+  Bfs2GpuRunner& operator=(const Bfs2GpuRunner&) = delete;
+
+  Timing run(WaitMode mode) override {
+    const cw::BfsGeometry shape_of{half_, s_.bfs_max_levels};
+    pair_->prepare(mode);
+    for (int g = 0; g < pair_gpus; ++g) {
+      Gpu& gpu = gpus_[g];
+      const OnDevice on(g);
+      check(cudaMemset(gpu.depth.get(), 0xff, std::uint64_t{half_} * 4), "cudaMemset bfs2gpu depths");  // unreached
+      if (root_ / half_ == static_cast<std::uint32_t>(g))
+        check(cudaMemset(gpu.depth.get() + root_ % half_, 0, 4), "cudaMemset bfs2gpu root");
+      check(cudaMemset(gpu.outgoing.get(), 0, std::uint64_t{s_.bfs_max_levels} * shape_of.bitmap_words() * 4),
+            "cudaMemset bfs2gpu bitmaps");
+      check(cudaMemset(gpu.counters.get(), 0, shape_of.counter_words() * 4), "cudaMemset bfs2gpu counters");
+      poison(g, gpu.mailbox.get(), std::uint64_t{s_.bfs_max_levels} * shape_of.message_words() * 4);
+    }
+    for (int g = 0; g < pair_gpus; ++g) {
+      const OnDevice on(g);
+      check(cudaDeviceSynchronize(), "sync");
+    }
+    for (int g = 0; g < pair_gpus; ++g) {
+      Gpu& gpu = gpus_[g];
+      const cw::Bfs2Gpu k{pair_->exchange(g, mode), {half_, s_.bfs_max_levels}, g == 0, gpu.offsets.get(), gpu.columns.get(),
+                          gpu.depth.get(), gpu.outgoing.get(), gpu.counters.get(), gpu.mailbox.get(),
+                          gpus_[1 - g].mailbox.get(), pair_->stamps(g)};
+      pair_->launch(g, [&](cudaStream_t stream) { cw::bfs2gpu_kernel<<<pair_->blocks(g), block_threads, 0, stream>>>(k); });
+    }
+    Timing t;
+    t.seconds = pair_->finish(mode);
+    t.timelines = pair_->timelines([](int, std::uint64_t w) { return w; });
+    t.waits = wait_metrics(t.timelines);
+    t.verified = verify();
+    return t;
+  }
+  [[nodiscard]] const GpuPair& gpus() const override { return *pair_; }
+  void describe(Record& r) const override {
+    const cw::BfsGeometry shape_of{half_, s_.bfs_max_levels};
+    r.dataset_bytes = (std::uint64_t{vertices_} + pair_gpus) * 8 + edges_ * 4;  // both GPUs' CSR
+    r.useful_bytes = std::uint64_t{pair_gpus} * levels_ * shape_of.message_words() * 4;  // a message per level and GPU
+    r.bytes_moved = static_cast<std::int64_t>(r.useful_bytes);
+    r.extra["bfs_scale"] = s_.bfs_scale;
+    r.extra["bfs_edge_factor"] = s_.bfs_edge_factor;
+    r.extra["bfs_root"] = root_;
+    r.extra["bfs_levels"] = levels_;
+  }
+
+ private:
+  struct Gpu {
+    detail::device_ptr<std::uint64_t> offsets;
+    detail::device_ptr<std::uint32_t> columns, depth, outgoing, counters, mailbox;
+  };
+
+  /// A vertex with a neighbour, drawn from the seed (the first with one from a random start).
+  static std::uint32_t pick_root(const std::vector<std::uint64_t>& offsets, std::uint64_t seed) {
+    const std::uint64_t n = offsets.size() - 1;
+    for (std::uint64_t i = 0, v = sim::mix64(seed) % n; i < n; ++i, v = (v + 1) % n)
+      if (offsets[v + 1] > offsets[v]) return static_cast<std::uint32_t>(v);
+    throw std::runtime_error("bfs2gpu: the graph has no edge");
+  }
+
+  /// Both GPUs' depths against the reference, and the level limit; says what differs first.
+  bool verify() const {
+    std::vector<std::uint32_t> depth(vertices_);
+    for (int g = 0; g < pair_gpus; ++g) {
+      const OnDevice on(g);
+      std::uint32_t overflow = 0;
+      check(cudaMemcpy(&overflow, gpus_[g].counters.get() + cw::BfsGeometry{half_, s_.bfs_max_levels}.overflow_word(), 4, cudaMemcpyDeviceToHost),
+            "bfs2gpu counters");
+      if (overflow != 0) {
+        std::fprintf(stderr, "bfs2gpu: the search needs more than %u levels (--bfs-max-levels)\n", s_.bfs_max_levels);
+        return false;
+      }
+      check(cudaMemcpy(depth.data() + static_cast<std::uint64_t>(g) * half_, gpus_[g].depth.get(), std::uint64_t{half_} * 4,
+                       cudaMemcpyDeviceToHost),
+            "bfs2gpu depths");
+    }
+    const auto [got, want] = std::mismatch(depth.begin(), depth.end(), reference_.begin());
+    if (got == depth.end()) return true;
+    std::fprintf(stderr, "bfs2gpu: vertex %llu (root %u): depth %u, expected %u\n",
+                 static_cast<unsigned long long>(got - depth.begin()), root_, *got, *want);
+    return false;
+  }
+
+  Setup s_;
+  std::uint32_t vertices_ = 0, half_ = 0, root_ = 0, levels_ = 0;
+  std::uint64_t edges_ = 0;
+  std::vector<std::uint32_t> reference_;
+  std::unique_ptr<GpuPair> pair_;
+  Gpu gpus_[pair_gpus];
+};
+
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
-               "%s\nusage: warpvm-channel-bench [--workloads tiles,cg,halo (or any of tiles,cg,halo,stencil2gpu,kmeans2gpu)]\n"
+               "%s\nusage: warpvm-channel-bench [--workloads tiles,cg,halo (or any of tiles,cg,halo,stencil2gpu,kmeans2gpu,"
+               "gemm2gpu,bfs2gpu)]\n"
                "  [--modes channel,channel_direct,pinned_flag,peer_flag,naive,atomic_wait (each workload runs those it "
                "has)]\n"
                "  [--seed N (default: random)]\n"
@@ -1488,7 +1783,11 @@ class Kmeans2GpuRunner final : public PairWorkload {
                "  kmeans2gpu (GPU to GPU, GPUs 0 and 1; the same modes): [--kmeans-points 4194304 (even, at least 2 k, "
                "at most 2^26; half per GPU)]\n"
                "         [--kmeans-k 64 (a multiple of 8 up to 1024)] [--kmeans-iterations 30 (1 to 1000)]\n"
-               "         [--kmeans-direct-buffer consumer | producer (as --stencil-direct-buffer)]\n",
+               "         [--kmeans-direct-buffer consumer | producer (as --stencil-direct-buffer)]\n"
+               "  gemm2gpu (GPU to GPU, the same modes): [--gemm-side 2048 (a multiple of 128 up to 8192)]\n"
+               "         [--gemm-direct-buffer consumer | producer]\n"
+               "  bfs2gpu (GPU to GPU, the same modes): [--bfs-scale 21 (11 to 30)] [--bfs-edge-factor 16]\n"
+               "         [--bfs-max-levels 64 (1 to 4096)] [--bfs-direct-buffer consumer | producer]\n",
                message);
   std::exit(2);
 }
@@ -1556,6 +1855,12 @@ int main(int argc, char** argv) {
       else if (flag == "--kmeans-k") setup.kmeans_k = to_u32(flag, value);
       else if (flag == "--kmeans-iterations") setup.kmeans_iterations = to_u32(flag, value);
       else if (flag == "--kmeans-direct-buffer") setup.kmeans_direct_buffer_on_consumer = on_consumer(flag, value);
+      else if (flag == "--gemm-side") setup.gemm_side = to_u32(flag, value);
+      else if (flag == "--gemm-direct-buffer") setup.gemm_direct_buffer_on_consumer = on_consumer(flag, value);
+      else if (flag == "--bfs-scale") setup.bfs_scale = to_u32(flag, value);
+      else if (flag == "--bfs-edge-factor") setup.bfs_edge_factor = to_u32(flag, value);
+      else if (flag == "--bfs-max-levels") setup.bfs_max_levels = to_u32(flag, value);
+      else if (flag == "--bfs-direct-buffer") setup.bfs_direct_buffer_on_consumer = on_consumer(flag, value);
       else if (flag == "--timeline") setup.timeline_csv = value;
       else if (flag == "--monitor-cpu") setup.monitor_cpu = host_cpu(flag, value);
       else if (flag == "--producer-cpu") setup.producer_cpu = host_cpu(flag, value);
@@ -1580,6 +1885,12 @@ int main(int argc, char** argv) {
       setup.kmeans_iterations > 1000)
     usage("kmeans2gpu: --kmeans-k must be a multiple of 8 up to 1024 (eight warps of whole centroids), "
           "--kmeans-points even, at least 2 x k and at most 2^26, --kmeans-iterations 1 to 1000 (stamps per warp)");
+  if (setup.gemm_side < 128 || setup.gemm_side % 128 != 0 || setup.gemm_side > 8192)
+    usage("gemm2gpu: --gemm-side must be a multiple of 128 (two halves of 64-row panels) up to 8192");
+  if (setup.bfs_scale < 11 || setup.bfs_scale > 30 || setup.bfs_edge_factor == 0 || setup.bfs_max_levels == 0 ||
+      setup.bfs_max_levels > 4096)
+    usage("bfs2gpu: --bfs-scale must be 11 to 30 (halves of whole 1024-vertex groups), --bfs-edge-factor >= 1, "
+          "--bfs-max-levels 1 to 4096");
   for (const std::uint32_t t : thread_sweep)
     if (t < 32) usage("--consumer-threads-sweep: at least 32 threads (one warp)");
   // Each workload runs the listed modes it has: CPU to GPU all_modes, GPU to GPU gpu_pair_modes.
@@ -1593,7 +1904,7 @@ int main(int argc, char** argv) {
     if (gpu_mode != std::end(gpu_pair_modes)) gpu_to_gpu_modes.push_back(*gpu_mode);
   }
   for (const std::string& w : workloads) {
-    const bool gpu_to_gpu = w == "stencil2gpu" || w == "kmeans2gpu";
+    const bool gpu_to_gpu = w == "stencil2gpu" || w == "kmeans2gpu" || w == "gemm2gpu" || w == "bfs2gpu";
     if (w != "tiles" && w != "cg" && w != "halo" && !gpu_to_gpu) usage(("unknown workload " + w).c_str());
     if ((gpu_to_gpu ? gpu_to_gpu_modes : modes).empty())
       usage(("none of --modes applies to " + w).c_str());
@@ -1622,9 +1933,11 @@ int main(int argc, char** argv) {
       } else if (name == "cg") {
         Cg cg(setup);
         run(cg);
-      } else if (name == "stencil2gpu" || name == "kmeans2gpu") {
+      } else if (name == "stencil2gpu" || name == "kmeans2gpu" || name == "gemm2gpu" || name == "bfs2gpu") {
         const auto make = [&](const std::vector<warpvm::channel_workloads::WaitMode>& runnable) -> std::unique_ptr<PairWorkload> {
           if (name == "stencil2gpu") return std::make_unique<Stencil2GpuRunner>(setup, runnable);
+          if (name == "gemm2gpu") return std::make_unique<Gemm2GpuRunner>(setup, runnable);
+          if (name == "bfs2gpu") return std::make_unique<Bfs2GpuRunner>(setup, runnable);
           return std::make_unique<Kmeans2GpuRunner>(setup, runnable);
         };
         for (const Record& r : measure_gpu_pair(name.c_str(), setup, gpu_to_gpu_modes, options.repeats, all_verified, make))
