@@ -15,7 +15,9 @@
 // then meets the other GPU's panel p (channel modes: copies it from its window into T) and sets
 // ready[p]. The other blocks take 64 x 64 tiles from one queue, in steps: step s produces panel
 // s and consumes panels s - 1 (this GPU's, then the other's, waiting for ready[s - 1]). So the
-// other GPU's panel has one step of production to arrive in.
+// other GPU's panel has one step of production to arrive in. In channel_direct mode the
+// exchange block only announces: the warps of a tile of the other GPU's panel acquire it
+// themselves and read it in place (a direct acquire is a poll of the GPU's own map, no request).
 
 #include "channel_workloads.cuh"
 
@@ -59,7 +61,7 @@ struct Gemm2Gpu {
   // other GPU's T (its rows of this GPU's half), then p + 1 into exchange.published
   std::uint32_t* neighbour_t;  ///< the other GPU's `t` (a peer address)
   /// Lives and waits by global warp: the exchange block's for the other GPU's panels, the tile
-  /// blocks' for the panels they consume (so that such waits do not count as hiding work).
+  /// blocks' for the panels they consume.
   Stamps stamps;
 
   [[nodiscard]] __host__ __device__ std::uint32_t half() const { return size.half(); }
@@ -174,13 +176,25 @@ __device__ inline void gemm_run_task(const Gemm2Gpu& m, GemmTask task, GemmShare
     return;
   }
   const bool own = task.kind == GemmTask::consume_own;
-  if (own)
-    gemm_block_waits(m, m.produced + task.panel, m.size.production_tiles(), task.panel, "this GPU's panel");
-  else
-    gemm_block_waits(m, m.ready + task.panel, 1, task.panel, "the other GPU's panel");
   const std::uint64_t row = m.t_rows_of(own) + std::uint64_t{task.panel} * gemm_tile;
   const std::uint64_t column = std::uint64_t{task.tile} * gemm_tile;
-  gemm_tile_product(m.t + row * n, n, true, m.d + column, h, n, acc, sh);
+  if (!own && m.exchange.mode == WaitMode::channel_direct) {
+    // Direct mode: every warp acquires the other GPU's panel itself (a poll of this GPU's map)
+    // and the block reads it in place, in the channel's buffer: no exchange-block copy
+    const std::uint64_t began = detail::global_timer_ns();
+    const std::uint64_t bytes = m.size.panel_words() * 4;
+    const channel_data panel =
+        m.exchange.from_neighbour.acquire(task.panel, 1, static_cast<std::uint32_t>(bytes), task.panel * bytes);
+    m.stamps.wait(blockIdx.x * block_warps + threadIdx.x / 32, began, detail::global_timer_ns());
+    gemm_tile_product(panel.as<std::uint32_t>(), n, true, m.d + column, h, n, acc, sh);
+    panel.release();
+  } else {
+    if (own)
+      gemm_block_waits(m, m.produced + task.panel, m.size.production_tiles(), task.panel, "this GPU's panel");
+    else
+      gemm_block_waits(m, m.ready + task.panel, 1, task.panel, "the other GPU's panel");
+    gemm_tile_product(m.t + row * n, n, true, m.d + column, h, n, acc, sh);
+  }
   for (std::uint32_t i = 0; i < 4; ++i)
     for (std::uint32_t j = 0; j < 4; ++j) m.c[(row + ty + 16 * i) * h + column + tx + 16 * j] = acc[i][j];
 }
@@ -201,6 +215,7 @@ __device__ inline void gemm_exchange(const Gemm2Gpu& m) {
       }
       peer_announce(m.exchange, p);  // release at system scope: cumulative over the tiles' stores it acquired
     }
+    if (m.exchange.mode == WaitMode::channel_direct) continue;  // the tile blocks acquire the other GPU's panels
     std::uint32_t* into = m.t + (m.t_rows_of(false) + std::uint64_t{p} * gemm_tile) * m.size.n + warp_in_block * window_words;
     const PeerWindow other =
         peer_meet(m.exchange, "gemm2gpu", p, static_cast<std::uint32_t>(window_words * 4),
@@ -237,7 +252,9 @@ __global__ void __launch_bounds__(block_threads) gemm2gpu_kernel(Gemm2Gpu m) {
       gemm_run_task(m, gemm_task(q, m.size.panels(), m.size.production_tiles(), m.size.consumption_tiles()), sh);
     }
   }
-  m.stamps.life(blockIdx.x * block_warps + threadIdx.x / 32, started, exchange_block);
+  // every warp is a consumer: the exchange block of the other GPU's panels, the tile blocks of
+  // whole panels (their waits, for this GPU's or the other's, are waits for data to consume)
+  m.stamps.life(blockIdx.x * block_warps + threadIdx.x / 32, started, true);
 }
 
 }  // namespace warpvm::channel_workloads
