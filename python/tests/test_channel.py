@@ -59,6 +59,24 @@ def test_cases_split_by_configuration_and_keep_each_modes_latest_record(tmp_path
     assert cases[2].best_baseline() is None  # only the channel ran with the threads pinned
 
 
+def test_gpu_pair_workloads_split_by_their_size(tmp_path: Path) -> None:
+    def pair_run(workload: str, **size: float) -> list[dict[str, Any]]:
+        times = {"channel_direct": 0.0016, "peer_flag": 0.0015, "naive": 0.0100}
+        return [channel_record(workload, mode, s, gpus=2, **size) for mode, s in times.items()]
+
+    rows = [
+        *pair_run("gemm2gpu", gemm_side=2048),
+        *pair_run("gemm2gpu", gemm_side=4096),
+        *pair_run("bfs2gpu", bfs_scale=21),
+        *pair_run("bfs2gpu", bfs_scale=14),
+    ]
+    cases = channel_cases(load(tmp_path, rows))
+    size_fields = ("gemm_side", "bfs_scale")
+    sizes = [(c.workload, [v for k, v in c.settings if k in size_fields]) for c in cases]
+    assert sizes == [("gemm2gpu", [2048]), ("gemm2gpu", [4096]), ("bfs2gpu", [21]), ("bfs2gpu", [14])]
+    assert all(list(c.records) == ["channel_direct", "peer_flag", "naive"] for c in cases)
+
+
 def test_a_pinned_monitor_is_a_row_of_its_own_beside_the_os_placed_one(tmp_path: Path) -> None:
     rows = [*tiles_run(), channel_record("tiles", "channel", 0.0093, monitor_cpu=6)]
     rows[0] |= {"monitor_cpu": -1}  # the bench records -1 for a monitor the OS placed

@@ -16,7 +16,15 @@ from warpvm.results import Record, TextTable, format_verified, latest_points, ma
 
 SUITE = "channel"
 LIBRARY_MODES = ("channel", "channel_direct")  # the rest are polling baselines
-CASE_FIELDS = ("gpus", "consumer_threads", "compute_iters", "kmeans_points", "producer_cpu")
+CASE_FIELDS = (
+    "gpus",
+    "consumer_threads",
+    "compute_iters",
+    "kmeans_points",
+    "gemm_side",
+    "bfs_scale",
+    "producer_cpu",
+)
 
 
 @dataclass
