@@ -1142,29 +1142,6 @@ std::vector<Record> measure_gpu_pair(const char* workload, const Setup& setup, c
 
 // ---- stencil2gpu ----------------------------------------------------------------------------
 
-/// `iterations` updates of the whole side x side grid on the host, from `grid`: the reference,
-/// computed without the split in two.
-std::vector<std::uint32_t> stencil_reference(std::vector<std::uint32_t> grid, std::uint32_t side,
-                                             std::uint32_t iterations) {
-  const std::uint64_t n = side;
-  const std::vector<std::uint32_t> outside(n, 0);  // the rows above and below the grid
-  std::vector<std::uint32_t> next(grid.size());
-  for (std::uint32_t k = 0; k < iterations; ++k) {
-    parallel_for(n, [&](std::uint64_t first, std::uint64_t end) {
-      for (std::uint64_t y = first; y < end; ++y) {
-        const std::uint32_t* row = grid.data() + y * n;
-        const std::uint32_t* north = y > 0 ? row - n : outside.data();
-        const std::uint32_t* south = y + 1 < n ? row + n : outside.data();
-        std::uint32_t* out = next.data() + y * n;
-        for (std::uint64_t x = 0; x < n; ++x)
-          out[x] = cw::stencil_update(row[x], north[x], south[x], x > 0 ? row[x - 1] : 0u, x + 1 < n ? row[x + 1] : 0u);
-      }
-    });
-    grid.swap(next);
-  }
-  return grid;
-}
-
 /// stencil2gpu on GPUs 0 and 1: each GPU's half of the grid and its halo, kept across modes and
 /// repeats, on a GpuPair whose channels carry one cut row per iteration (buffer on the consumer
 /// for channel_direct unless --stencil-direct-buffer producer).
@@ -1176,7 +1153,7 @@ class Stencil2GpuRunner final : public PairWorkload {
     fill_random(initial_.data(), initial_.size(), s.seed + 2);
     std::fprintf(stderr, "stencil2gpu: host reference (%u x %u, %u iterations)\n", s.stencil_side, s.stencil_side,
                  s.stencil_iterations);
-    reference_ = stencil_reference(initial_, s.stencil_side, s.stencil_iterations);
+    reference_ = cw::stencil_reference(initial_, s.stencil_side, s.stencil_iterations, parallel_for);
     pair_ = std::make_unique<GpuPair>(
         GpuPair::Shape{"stencil2gpu", reinterpret_cast<const void*>(&cw::stencil2gpu_kernel), 0,
                        rows_ / cw::stencil_min_rows_per_block, s.stencil_iterations, std::uint64_t{s.stencil_side} * 4,
@@ -1216,8 +1193,8 @@ class Stencil2GpuRunner final : public PairWorkload {
       check(cudaDeviceSynchronize(), "sync");
     }
     for (int g = 0; g < pair_gpus; ++g) {
-      const cw::Stencil2Gpu k{pair_->exchange(g, mode), side, s_.stencil_iterations, g == 0, gpus_[g].cells,
-                              gpus_[g].progress, gpus_[g].halo, gpus_[1 - g].halo, pair_->stamps(g)};
+      const cw::Stencil2Gpu k{{side, s_.stencil_iterations, g == 0, gpus_[g].cells, gpus_[g].progress, pair_->stamps(g)},
+                              pair_->exchange(g, mode), gpus_[g].halo, gpus_[1 - g].halo};
       pair_->launch(g, [&](cudaStream_t stream) {
         cw::stencil2gpu_kernel<<<pair_->blocks(g), block_threads, 0, stream>>>(k);
       });
