@@ -959,6 +959,14 @@ class GpuPair {
     }
   }
 
+  /// Until both GPUs finished all they were given (a run's inputs, before its kernels).
+  void wait_idle() const {
+    for (const Gpu& gpu : gpus_) {
+      const OnDevice on(gpu.device);
+      check(cudaDeviceSynchronize(), "sync");
+    }
+  }
+
   /// GPU g's side of the exchange in `mode`.
   [[nodiscard]] cw::PeerExchange exchange(int g, WaitMode mode) const {
     const Gpu& gpu = gpus_[g];
@@ -1057,6 +1065,15 @@ class GpuPair {
   Shape shape_;
   Gpu gpus_[pair_gpus];
 };
+
+/// Drops each GPU's buffers (device_ptr members of `Gpu`) with that GPU current.
+template <class Gpu>
+void free_on_their_gpus(Gpu (&gpus)[pair_gpus]) {
+  for (int g = 0; g < pair_gpus; ++g) {
+    const OnDevice on(g);
+    gpus[g] = {};
+  }
+}
 
 /// A GPU-to-GPU workload on a GpuPair.
 class PairWorkload {
@@ -1188,10 +1205,7 @@ class Stencil2GpuRunner final : public PairWorkload {
       check(cudaMemset(gpus_[g].progress, 0, std::uint64_t{pair_->blocks(g)} * 4), "cudaMemset stencil progress");
       check(cudaMemset(gpus_[g].halo, 0, 2ull * side * 4), "cudaMemset stencil halo");
     }
-    for (int g = 0; g < pair_gpus; ++g) {
-      const OnDevice on(g);
-      check(cudaDeviceSynchronize(), "sync");
-    }
+    pair_->wait_idle();  // the inputs' copies and resets, before either kernel starts
     for (int g = 0; g < pair_gpus; ++g) {
       const cw::Stencil2Gpu k{{side, s_.stencil_iterations, g == 0, gpus_[g].cells, gpus_[g].progress, pair_->stamps(g)},
                               pair_->exchange(g, mode), gpus_[g].halo, gpus_[1 - g].halo};
@@ -1368,10 +1382,7 @@ class Kmeans2GpuRunner final : public PairWorkload {
       poison(g, gpu.centroids, centroid_bytes() * (s_.kmeans_iterations + 1));
       check(cudaMemcpy(gpu.centroids, points_.data(), centroid_bytes(), cudaMemcpyHostToDevice), "kmeans centroids");
     }
-    for (int g = 0; g < pair_gpus; ++g) {
-      const OnDevice on(g);
-      check(cudaDeviceSynchronize(), "sync");
-    }
+    pair_->wait_idle();  // the inputs' copies and resets, before either kernel starts
     for (int g = 0; g < pair_gpus; ++g) {
       const Gpu& gpu = gpus_[g];
       const cw::Kmeans2Gpu k{pair_->exchange(g, mode), s_.kmeans_k, s_.kmeans_iterations, half_, gpu.points,
@@ -1518,10 +1529,7 @@ class Gemm2GpuRunner final : public PairWorkload {
   }
   ~Gemm2GpuRunner() override {
     pair_.reset();  // the monitors first: they copy from the other GPU's memory
-    for (int g = 0; g < pair_gpus; ++g) {
-      const OnDevice on(g);
-      gpus_[g] = {};
-    }
+    free_on_their_gpus(gpus_);
   }
   Gemm2GpuRunner(const Gemm2GpuRunner&) = delete;
   Gemm2GpuRunner& operator=(const Gemm2GpuRunner&) = delete;
@@ -1537,10 +1545,7 @@ class Gemm2GpuRunner final : public PairWorkload {
       poison(g, gpu.t.get(), words * 4);  // a panel read before it arrived shows as a wrong C
       poison(g, gpu.c.get(), half_words * 4);
     }
-    for (int g = 0; g < pair_gpus; ++g) {
-      const OnDevice on(g);
-      check(cudaDeviceSynchronize(), "sync");
-    }
+    pair_->wait_idle();  // the inputs' copies and resets, before either kernel starts
     for (int g = 0; g < pair_gpus; ++g) {
       Gpu& gpu = gpus_[g];
       const cw::Gemm2Gpu k{pair_->exchange(g, mode), {n_}, g == 0, gpu.a.get(), gpu.b.get(), gpu.d.get(), gpu.t.get(),
@@ -1641,10 +1646,7 @@ class Bfs2GpuRunner final : public PairWorkload {
   }
   ~Bfs2GpuRunner() override {
     pair_.reset();  // the monitors first: they copy from the other GPU's memory
-    for (int g = 0; g < pair_gpus; ++g) {
-      const OnDevice on(g);
-      gpus_[g] = {};
-    }
+    free_on_their_gpus(gpus_);
   }
   Bfs2GpuRunner(const Bfs2GpuRunner&) = delete;
   Bfs2GpuRunner& operator=(const Bfs2GpuRunner&) = delete;
@@ -1663,10 +1665,7 @@ class Bfs2GpuRunner final : public PairWorkload {
       check(cudaMemset(gpu.counters.get(), 0, shape_of.counter_words() * 4), "cudaMemset bfs2gpu counters");
       poison(g, gpu.mailbox.get(), std::uint64_t{s_.bfs_max_levels} * shape_of.message_words() * 4);
     }
-    for (int g = 0; g < pair_gpus; ++g) {
-      const OnDevice on(g);
-      check(cudaDeviceSynchronize(), "sync");
-    }
+    pair_->wait_idle();  // the inputs' copies and resets, before either kernel starts
     for (int g = 0; g < pair_gpus; ++g) {
       Gpu& gpu = gpus_[g];
       const cw::Bfs2Gpu k{pair_->exchange(g, mode), {half_, s_.bfs_max_levels}, g == 0, gpu.offsets.get(), gpu.columns.get(),

@@ -12,19 +12,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from warpvm.results import Record, TextTable, format_verified, latest_points, markdown_table
+from warpvm.results import (
+    POINT_FIELDS,
+    Record,
+    TextTable,
+    format_verified,
+    latest_points,
+    markdown_table,
+)
 
 SUITE = "channel"
 LIBRARY_MODES = ("channel", "channel_direct")  # the rest are polling baselines
-CASE_FIELDS = (
-    "gpus",
-    "consumer_threads",
-    "compute_iters",
-    "kmeans_points",
-    "gemm_side",
-    "bfs_scale",
-    "producer_cpu",
-)
+# A channel run's configuration: latest_points's fields but the BFS root and the access-counter
+# threshold (other suites') and the monitor's CPU (a row of its own within a case, run_label).
+CASE_FIELDS = tuple(f for f in POINT_FIELDS if f not in ("root", "counter_threshold", "monitor_cpu"))
 
 
 @dataclass
