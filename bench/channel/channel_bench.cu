@@ -15,6 +15,8 @@
 //          streaming each panel to the other, both consuming all of T (gemm2gpu.cuh; same modes)
 //   bfs2gpu  GPU to GPU: BFS over an R-MAT graph whose vertices are split between the GPUs, each
 //          sending the other a bitmap of the other's vertices it reached every level (bfs2gpu.cuh)
+//   bitonic2gpu  GPU to GPU: the last merge of a bitonic sort across the GPUs, each streaming its
+//          sorted half to the other in chunks, then merging its bitonic result (bitonic2gpu.cuh)
 //
 // In every CPU-to-GPU kernel, compute blocks run independent work (an integer hash chain) next to the
 // consumer blocks, so there is something to hide waiting behind. Four ways to meet the data:
@@ -44,6 +46,7 @@
 
 #include "../micro/bench_support.cuh"
 #include "bfs2gpu.cuh"
+#include "bitonic2gpu.cuh"
 #include "channel_workloads.cuh"
 #include "gemm2gpu.cuh"
 #include "cli_args.hpp"
@@ -53,6 +56,8 @@
 #include "warpvm/channel.hpp"
 #include "warpvm/detail/core/cuda_buffers.hpp"
 #include "warpvm/sim/rmat.hpp"
+
+#include <cub/device/device_radix_sort.cuh>
 
 #include <algorithm>
 #include <atomic>
@@ -131,6 +136,9 @@ struct Setup {
   std::uint32_t bfs_edge_factor = 16;
   std::uint32_t bfs_max_levels = 64;
   bool bfs_direct_buffer_on_consumer = true;
+  // bitonic2gpu
+  std::uint32_t bitonic_keys = 1u << 24;  ///< both GPUs' together, half each
+  bool bitonic_direct_buffer_on_consumer = true;
   /// Non-empty: every mode's last measured run's warp timelines are appended to this CSV
   /// (write_timeline_csv, docs/channels.md "Metrics").
   std::string timeline_csv;
@@ -1737,10 +1745,122 @@ class Bfs2GpuRunner final : public PairWorkload {
   Gpu gpus_[pair_gpus];
 };
 
+// ---- bitonic2gpu ------------------------------------------------------------------------------
+
+/// bitonic2gpu on GPUs 0 and 1 (bitonic2gpu.cuh): each GPU's half of the keys, CUB's sort of it
+/// (before the kernel, on the kernel's stream: inside the timed run), the pairs and the result,
+/// kept across modes and repeats, on a GpuPair whose channels carry one 256 KiB chunk per tag.
+class Bitonic2GpuRunner final : public PairWorkload {
+ public:
+  Bitonic2GpuRunner(const Setup& s, const std::vector<WaitMode>& modes) : s_(s), size_{s.bitonic_keys / 2} {
+    keys_.resize(s.bitonic_keys);
+    fill_random(keys_.data(), keys_.size(), s.seed + 8);
+    std::fprintf(stderr, "bitonic2gpu: host reference (%u keys)\n", s.bitonic_keys);
+    reference_ = keys_;
+    std::sort(reference_.begin(), reference_.end());
+    pair_ = std::make_unique<GpuPair>(
+        GpuPair::Shape{"bitonic2gpu", reinterpret_cast<const void*>(&cw::bitonic2gpu_kernel), 0, size_.tasks() + 1,
+                       size_.chunks(), std::uint64_t{cw::bitonic_chunk} * 4, true, s.bitonic_direct_buffer_on_consumer},
+        modes);
+    if (pair_->blocks(0) < 2 || pair_->blocks(1) < 2) throw std::runtime_error("bitonic2gpu: needs two resident blocks per GPU");
+    for (int g = 0; g < pair_gpus; ++g) {
+      Gpu& gpu = gpus_[g];
+      const OnDevice on(g);
+      gpu.keys = detail::make_device<std::uint32_t>(size_.half, "bitonic2gpu keys");
+      gpu.sorted = detail::make_device<std::uint32_t>(size_.half, "bitonic2gpu sorted keys");
+      gpu.paired = detail::make_device<std::uint32_t>(size_.half, "bitonic2gpu pairs");
+      gpu.out = detail::make_device<std::uint32_t>(size_.half, "bitonic2gpu result");
+      gpu.mailbox = detail::make_device<std::uint32_t>(size_.half, "bitonic2gpu mailbox");
+      gpu.counters = detail::make_device<std::uint32_t>(size_.counter_words(), "bitonic2gpu counters");
+      check(cub::DeviceRadixSort::SortKeys(nullptr, gpu.sort_bytes, gpu.keys.get(), gpu.sorted.get(), size_.half),
+            "cub::DeviceRadixSort::SortKeys (size)");
+      gpu.sort_scratch = detail::make_device<std::byte>(gpu.sort_bytes, "bitonic2gpu sort scratch");
+    }
+  }
+  ~Bitonic2GpuRunner() override {
+    pair_.reset();  // the monitors first: they copy from the other GPU's memory
+    free_on_their_gpus(gpus_);
+  }
+  Bitonic2GpuRunner(const Bitonic2GpuRunner&) = delete;
+  Bitonic2GpuRunner& operator=(const Bitonic2GpuRunner&) = delete;
+
+  Timing run(WaitMode mode) override {
+    const std::uint64_t bytes = std::uint64_t{size_.half} * 4;
+    pair_->prepare(mode);
+    for (int g = 0; g < pair_gpus; ++g) {
+      Gpu& gpu = gpus_[g];
+      const OnDevice on(g);
+      check(cudaMemcpy(gpu.keys.get(), keys_.data() + static_cast<std::uint64_t>(g) * size_.half, bytes,
+                       cudaMemcpyHostToDevice),
+            "bitonic2gpu keys");
+      check(cudaMemset(gpu.counters.get(), 0, size_.counter_words() * 4), "cudaMemset bitonic2gpu counters");
+      // what the run writes before it reads it
+      poison(g, gpu.sorted.get(), bytes);
+      poison(g, gpu.paired.get(), bytes);
+      poison(g, gpu.out.get(), bytes);
+      poison(g, gpu.mailbox.get(), bytes);
+    }
+    pair_->wait_idle();  // the inputs' copies and resets, before either kernel starts
+    for (int g = 0; g < pair_gpus; ++g) {
+      Gpu& gpu = gpus_[g];
+      const cw::Bitonic2Gpu k{pair_->exchange(g, mode), size_, g == 0, gpu.sorted.get(), gpu.paired.get(), gpu.out.get(),
+                              gpu.counters.get(), gpu.mailbox.get(), gpus_[1 - g].mailbox.get(), pair_->stamps(g)};
+      pair_->launch(g, [&](cudaStream_t stream) {
+        std::size_t scratch_bytes = gpu.sort_bytes;
+        check(cub::DeviceRadixSort::SortKeys(gpu.sort_scratch.get(), scratch_bytes, gpu.keys.get(), gpu.sorted.get(),
+                                             size_.half, 0, 32, stream),
+              "cub::DeviceRadixSort::SortKeys");
+        cw::bitonic2gpu_kernel<<<pair_->blocks(g), block_threads, 0, stream>>>(k);
+      });
+    }
+    Timing t;
+    t.seconds = pair_->finish(mode);
+    t.timelines = pair_->timelines([](int, std::uint64_t w) { return w; });
+    t.waits = wait_metrics(t.timelines);
+    t.verified = true;
+    for (int g = 0; g < pair_gpus; ++g) t.verified = verify(g) && t.verified;
+    return t;
+  }
+  [[nodiscard]] const GpuPair& gpus() const override { return *pair_; }
+  void describe(Record& r) const override {
+    r.dataset_bytes = std::uint64_t{s_.bitonic_keys} * 4;
+    r.useful_bytes = std::uint64_t{s_.bitonic_keys} * 4;  // every key crosses to the other GPU
+    r.bytes_moved = static_cast<std::int64_t>(r.useful_bytes);
+    r.extra["bitonic_keys"] = s_.bitonic_keys;
+    r.extra["bitonic_chunks"] = size_.chunks();
+  }
+
+ private:
+  struct Gpu {
+    detail::device_ptr<std::uint32_t> keys, sorted, paired, out, mailbox, counters;
+    detail::device_ptr<std::byte> sort_scratch;
+    std::size_t sort_bytes = 0;
+  };
+
+  /// GPU g's result against its half of the sorted keys; says where the first difference is.
+  bool verify(int g) const {
+    const OnDevice on(g);
+    std::vector<std::uint32_t> got(size_.half);
+    check(cudaMemcpy(got.data(), gpus_[g].out.get(), got.size() * 4, cudaMemcpyDeviceToHost), "bitonic2gpu result");
+    const auto want = reference_.begin() + static_cast<std::ptrdiff_t>(static_cast<std::uint64_t>(g) * size_.half);
+    const auto [at, expected] = std::mismatch(got.begin(), got.end(), want);
+    if (at == got.end()) return true;
+    std::fprintf(stderr, "bitonic2gpu: GPU %d: key %lld of its half is %u, expected %u\n", g,
+                 static_cast<long long>(at - got.begin()), *at, *expected);
+    return false;
+  }
+
+  Setup s_;
+  cw::BitonicGeometry size_;
+  std::vector<std::uint32_t> keys_, reference_;
+  std::unique_ptr<GpuPair> pair_;
+  Gpu gpus_[pair_gpus];
+};
+
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
                "%s\nusage: warpvm-channel-bench [--workloads tiles,cg,halo (or any of tiles,cg,halo,stencil2gpu,kmeans2gpu,"
-               "gemm2gpu,bfs2gpu)]\n"
+               "gemm2gpu,bfs2gpu,bitonic2gpu)]\n"
                "  [--modes channel,channel_direct,pinned_flag,peer_flag,naive,atomic_wait (each workload runs those it "
                "has)]\n"
                "  [--seed N (default: random)]\n"
@@ -1763,7 +1883,9 @@ class Bfs2GpuRunner final : public PairWorkload {
                "  gemm2gpu (GPU to GPU, the same modes): [--gemm-side 2048 (a multiple of 128 up to 8192)]\n"
                "         [--gemm-direct-buffer consumer | producer]\n"
                "  bfs2gpu (GPU to GPU, the same modes): [--bfs-scale 21 (11 to 30)] [--bfs-edge-factor 16]\n"
-               "         [--bfs-max-levels 64 (1 to 4096)] [--bfs-direct-buffer consumer | producer]\n",
+               "         [--bfs-max-levels 64 (1 to 4096)] [--bfs-direct-buffer consumer | producer]\n"
+               "  bitonic2gpu (GPU to GPU, the same modes): [--bitonic-keys 16777216 (a multiple of 2^17 up to 2^30)]\n"
+               "         [--bitonic-direct-buffer consumer | producer]\n",
                message);
   std::exit(2);
 }
@@ -1837,6 +1959,8 @@ int main(int argc, char** argv) {
       else if (flag == "--bfs-edge-factor") setup.bfs_edge_factor = to_u32(flag, value);
       else if (flag == "--bfs-max-levels") setup.bfs_max_levels = to_u32(flag, value);
       else if (flag == "--bfs-direct-buffer") setup.bfs_direct_buffer_on_consumer = on_consumer(flag, value);
+      else if (flag == "--bitonic-keys") setup.bitonic_keys = to_u32(flag, value);
+      else if (flag == "--bitonic-direct-buffer") setup.bitonic_direct_buffer_on_consumer = on_consumer(flag, value);
       else if (flag == "--timeline") setup.timeline_csv = value;
       else if (flag == "--monitor-cpu") setup.monitor_cpu = host_cpu(flag, value);
       else if (flag == "--producer-cpu") setup.producer_cpu = host_cpu(flag, value);
@@ -1867,6 +1991,9 @@ int main(int argc, char** argv) {
       setup.bfs_max_levels > 4096)
     usage("bfs2gpu: --bfs-scale must be 11 to 30 (halves of whole 1024-vertex groups), --bfs-edge-factor >= 1, "
           "--bfs-max-levels 1 to 4096");
+  if (setup.bitonic_keys == 0 || setup.bitonic_keys % (2 * warpvm::channel_workloads::bitonic_chunk) != 0 ||
+      setup.bitonic_keys > (1u << 30))
+    usage("bitonic2gpu: --bitonic-keys must be a positive multiple of 2^17 (two halves of 64K-key chunks) up to 2^30");
   for (const std::uint32_t t : thread_sweep)
     if (t < 32) usage("--consumer-threads-sweep: at least 32 threads (one warp)");
   // Each workload runs the listed modes it has: CPU to GPU all_modes, GPU to GPU gpu_pair_modes.
@@ -1880,7 +2007,8 @@ int main(int argc, char** argv) {
     if (gpu_mode != std::end(gpu_pair_modes)) gpu_to_gpu_modes.push_back(*gpu_mode);
   }
   for (const std::string& w : workloads) {
-    const bool gpu_to_gpu = w == "stencil2gpu" || w == "kmeans2gpu" || w == "gemm2gpu" || w == "bfs2gpu";
+    const bool gpu_to_gpu = w == "stencil2gpu" || w == "kmeans2gpu" || w == "gemm2gpu" || w == "bfs2gpu" ||
+                            w == "bitonic2gpu";
     if (w != "tiles" && w != "cg" && w != "halo" && !gpu_to_gpu) usage(("unknown workload " + w).c_str());
     if ((gpu_to_gpu ? gpu_to_gpu_modes : modes).empty())
       usage(("none of --modes applies to " + w).c_str());
@@ -1909,11 +2037,13 @@ int main(int argc, char** argv) {
       } else if (name == "cg") {
         Cg cg(setup);
         run(cg);
-      } else if (name == "stencil2gpu" || name == "kmeans2gpu" || name == "gemm2gpu" || name == "bfs2gpu") {
+      } else if (name == "stencil2gpu" || name == "kmeans2gpu" || name == "gemm2gpu" || name == "bfs2gpu" ||
+                 name == "bitonic2gpu") {
         const auto make = [&](const std::vector<warpvm::channel_workloads::WaitMode>& runnable) -> std::unique_ptr<PairWorkload> {
           if (name == "stencil2gpu") return std::make_unique<Stencil2GpuRunner>(setup, runnable);
           if (name == "gemm2gpu") return std::make_unique<Gemm2GpuRunner>(setup, runnable);
           if (name == "bfs2gpu") return std::make_unique<Bfs2GpuRunner>(setup, runnable);
+          if (name == "bitonic2gpu") return std::make_unique<Bitonic2GpuRunner>(setup, runnable);
           return std::make_unique<Kmeans2GpuRunner>(setup, runnable);
         };
         for (const Record& r : measure_gpu_pair(name.c_str(), setup, gpu_to_gpu_modes, options.repeats, all_verified, make))

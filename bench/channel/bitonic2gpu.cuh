@@ -1,0 +1,200 @@
+#pragma once
+// bitonic2gpu: the merge of a sort across two GPUs (issue #7's G_BS: scatter-gather, many
+// transfers), after bitonic sort's last merge.
+//
+// Each GPU holds half of the keys and sorts them ascending (CUB's radix sort, before the kernel).
+// The last merge of bitonic sort then compares key i of one half with key h - 1 - i of the other
+// (h = keys per GPU): GPU 0 keeps the smaller of each pair, GPU 1 the larger, so GPU 0 ends with
+// the lower half of all keys and GPU 1 with the upper, each as a bitonic sequence. So every key
+// crosses NVLink: each GPU streams its sorted half to the other in chunks, highest chunk first
+// (tag t = chunk C - 1 - t, which the other GPU's output chunk t pairs with). A bitonic sequence
+// made of one ascending and one descending run is sorted by merging the two runs: a merge-path
+// pass ends the kernel.
+//
+// One persistent kernel per GPU, every block resident. Block 0 (the exchange block) announces
+// the chunks in tag order once their copies are written. The other blocks take tasks from one
+// queue: first the C copies of this GPU's chunks into the other GPU's memory (the channel's
+// buffer, or the baselines' mailbox), then the C pair-ups (output chunk t meets tag t: the
+// block's 8 warps a window each), then the merge, 4096 outputs a task, once every pair-up is
+// done.
+
+#include "channel_workloads.cuh"
+
+namespace warpvm::channel_workloads {
+
+/// Keys a tag carries: one chunk, 256 KiB (8 windows of 32 KiB).
+constexpr std::uint32_t bitonic_chunk = 1u << 16;
+/// Outputs of one merge task: 16 per thread.
+constexpr std::uint32_t bitonic_merge_per_thread = 16;
+constexpr std::uint32_t bitonic_merge_outputs = bitonic_merge_per_thread * block_threads;
+
+/// The sizes that follow from the keys per GPU (a multiple of bitonic_chunk).
+struct BitonicGeometry {
+  std::uint32_t half;
+
+  [[nodiscard]] __host__ __device__ std::uint32_t chunks() const { return half / bitonic_chunk; }
+  [[nodiscard]] __host__ __device__ std::uint32_t merge_tasks() const {
+    return (half + bitonic_merge_outputs - 1) / bitonic_merge_outputs;
+  }
+  [[nodiscard]] __host__ __device__ std::uint32_t tasks() const { return 2 * chunks() + merge_tasks(); }
+  /// `counters`: next task, copied[chunks], pair-ups done, pairs that kept this GPU's own key.
+  [[nodiscard]] __host__ __device__ std::uint32_t counter_words() const { return chunks() + 3; }
+};
+
+struct Bitonic2Gpu {
+  PeerExchange exchange;
+  BitonicGeometry size;
+  bool keeps_low;              ///< GPU 0: the smaller key of each pair; GPU 1: the larger
+  const std::uint32_t* mine;   ///< [half]: this GPU's keys, sorted ascending
+  std::uint32_t* paired;       ///< [half]: key i is the kept one of pair (mine[i], theirs[h - 1 - i])
+  std::uint32_t* out;          ///< [half]: the result, ascending
+  std::uint32_t* counters;     ///< [size.counter_words()], zero before the run
+  // channel, channel_direct: tag t's chunk at t x chunk keys of the other GPU's channel buffer.
+  // peer_flag, naive, atomic_wait: into the other GPU's mailbox at the same place, then t + 1
+  // into exchange.published
+  const std::uint32_t* mailbox;        ///< this GPU, [half]
+  std::uint32_t* neighbour_mailbox;    ///< the other GPU's `mailbox` (a peer address)
+  /// Lives and waits by global warp: every warp is a consumer (pair-ups wait for the other
+  /// GPU's chunks, merges for every pair-up).
+  Stamps stamps;
+
+  [[nodiscard]] __device__ std::uint32_t* next_task() const { return counters; }
+  [[nodiscard]] __device__ std::uint32_t* copied() const { return counters + 1; }
+  [[nodiscard]] __device__ std::uint32_t* paired_chunks() const { return counters + 1 + size.chunks(); }
+  [[nodiscard]] __device__ std::uint32_t* kept_own() const { return counters + 2 + size.chunks(); }
+};
+
+/// Whether pair (own, theirs) keeps this GPU's own key: own keys rise with i while theirs (read
+/// from the top) fall, so the low GPU keeps its own over a prefix of the pairs and the high GPU
+/// over a suffix (theirs on ties: the keys are equal).
+__host__ __device__ inline bool bitonic_keeps_own(bool keeps_low, std::uint32_t own, std::uint32_t theirs) {
+  return keeps_low ? own <= theirs : own > theirs;
+}
+
+/// The two ascending runs of `paired` once all pairs are made, `kept` of them with the own key.
+/// Run A, the own keys kept, ascends forward: [0, kept) on the low GPU, [h - kept, h) on the high
+/// one. Run B, the other's keys kept, falls over the rest and is read backward.
+struct BitonicRuns {
+  const std::uint32_t* paired;
+  std::uint32_t half, kept;
+  bool keeps_low;
+
+  [[nodiscard]] __device__ std::uint32_t a_size() const { return kept; }
+  [[nodiscard]] __device__ std::uint32_t b_size() const { return half - kept; }
+  [[nodiscard]] __device__ std::uint32_t a(std::uint32_t k) const {
+    return __ldcg(paired + (keeps_low ? k : half - kept + k));
+  }
+  [[nodiscard]] __device__ std::uint32_t b(std::uint32_t k) const {
+    return __ldcg(paired + (keeps_low ? half - 1 - k : half - kept - 1 - k));
+  }
+};
+
+/// Thread-level merge path: outputs [first, first + count) of merge(A, B) (A first on ties).
+__device__ inline void bitonic_merge(const BitonicRuns& runs, std::uint32_t first, std::uint32_t count, std::uint32_t* out) {
+  const std::uint32_t na = runs.a_size(), nb = runs.b_size();
+  // how many of the first `first` outputs come from A: the smallest i with A[i] > B[first - 1 - i]
+  std::uint32_t low = first > nb ? first - nb : 0, high = first < na ? first : na;
+  while (low < high) {
+    const std::uint32_t i = (low + high) / 2;
+    if (runs.a(i) <= runs.b(first - 1 - i)) low = i + 1;
+    else high = i;
+  }
+  std::uint32_t i = low, j = first - low;
+  for (std::uint32_t k = first; k < first + count; ++k) {
+    const bool take_a = j >= nb || (i < na && runs.a(i) <= runs.b(j));
+    out[k] = take_a ? runs.a(i++) : runs.b(j++);
+  }
+}
+
+/// Tasks [0, C): copy this GPU's chunk C - 1 - t into the other GPU's memory as tag t.
+__device__ inline void bitonic_copy(const Bitonic2Gpu& m, std::uint32_t tag) {
+  const std::uint32_t chunks = m.size.chunks();
+  const auto* from = reinterpret_cast<const uint4*>(m.mine + std::uint64_t{chunks - 1 - tag} * bitonic_chunk);
+  std::uint32_t* base = uses_channel(m.exchange.mode) ? reinterpret_cast<std::uint32_t*>(m.exchange.to_neighbour.buffer())
+                                                      : m.neighbour_mailbox;
+  auto* to = reinterpret_cast<uint4*>(base + std::uint64_t{tag} * bitonic_chunk);
+  for (std::uint32_t i = threadIdx.x; i < bitonic_chunk / 4; i += block_threads) to[i] = __ldcg(from + i);
+  __syncthreads();  // every thread's stores before thread 0's release (cumulative)
+  if (threadIdx.x == 0)
+    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(m.copied()[tag]).store(1u, cuda::std::memory_order_release);
+}
+
+/// Tasks [C, 2C): output chunk t against the other GPU's tag t, each warp its window.
+__device__ inline void bitonic_pair(const Bitonic2Gpu& m, std::uint32_t tag) {
+  __shared__ std::uint32_t kept;
+  if (threadIdx.x == 0) kept = 0;
+  __syncthreads();
+  constexpr std::uint32_t window = bitonic_chunk / block_warps;
+  const std::uint32_t warp_in_block = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::uint64_t chunk_first = std::uint64_t{tag} * bitonic_chunk;
+  const PeerWindow theirs =
+      peer_meet(m.exchange, "bitonic2gpu", tag, window * 4, (chunk_first + warp_in_block * window) * 4,
+                m.mailbox + chunk_first + warp_in_block * window, m.stamps, blockIdx.x * block_warps + threadIdx.x / 32);
+  std::uint32_t own_kept = 0;
+  for (std::uint32_t r = lane; r < window; r += 32) {
+    // received key r of the window is the other GPU's key h - 1 - i for output i below
+    const std::uint64_t i = chunk_first + bitonic_chunk - 1 - (warp_in_block * window + r);
+    const std::uint32_t own = m.mine[i], other = theirs.load<std::uint32_t>(r);
+    const bool keep_own = bitonic_keeps_own(m.keeps_low, own, other);
+    m.paired[i] = keep_own ? own : other;
+    own_kept += keep_own ? 1 : 0;
+  }
+  theirs.release();
+  atomicAdd(&kept, own_kept);
+  __syncthreads();  // the block's pairs and counts before thread 0's release (cumulative)
+  if (threadIdx.x == 0) {
+    atomicAdd(m.kept_own(), kept);
+    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(*m.paired_chunks()).fetch_add(1u, cuda::std::memory_order_release);
+  }
+}
+
+/// Tasks [2C, 2C + merge tasks): once every pair is made, outputs [task x 4096, +4096).
+__device__ inline void bitonic_merge_task(const Bitonic2Gpu& m, std::uint32_t task) {
+  const std::uint64_t began = detail::global_timer_ns();
+  const std::uint64_t arrived = block_waits_for_thread0([&] {
+    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> done(*m.paired_chunks());
+    for (std::uint32_t polls = 1; done.load(cuda::std::memory_order_acquire) < m.size.chunks(); ++polls) {
+      __nanosleep(64);
+      if (polls % 1024 == 0) peer_watchdog("bitonic2gpu", began, "every pair", task);
+    }
+  });
+  m.stamps.wait(blockIdx.x * block_warps + threadIdx.x / 32, began, arrived);
+  const BitonicRuns runs{m.paired, m.size.half, __ldcg(m.kept_own()), m.keeps_low};
+  const std::uint32_t first = task * bitonic_merge_outputs + threadIdx.x * bitonic_merge_per_thread;
+  if (first < m.size.half) bitonic_merge(runs, first, min(bitonic_merge_per_thread, m.size.half - first), m.out);
+}
+
+/// Persistent: every block resident at once (pair-ups wait for the other GPU's copies, merges
+/// for every pair-up). At least two blocks.
+__global__ void __launch_bounds__(block_threads) bitonic2gpu_kernel(Bitonic2Gpu m) {
+  __shared__ std::uint32_t task_index;
+  const std::uint64_t started = detail::global_timer_ns();
+  const std::uint32_t chunks = m.size.chunks();
+  if (blockIdx.x == 0) {  // the exchange block: announce in tag order
+    if (threadIdx.x == 0) {
+      for (std::uint32_t t = 0; t < chunks; ++t) {
+        const std::uint64_t since = detail::global_timer_ns();
+        cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> copied(m.copied()[t]);
+        for (std::uint32_t polls = 1; copied.load(cuda::std::memory_order_acquire) == 0; ++polls) {
+          __nanosleep(64);
+          if (polls % 1024 == 0) peer_watchdog("bitonic2gpu", since, "this GPU's chunk copy", t);
+        }
+        peer_announce(m.exchange, t);  // release at system scope: cumulative over the copy it acquired
+      }
+    }
+  } else {
+    for (;;) {
+      if (threadIdx.x == 0) task_index = atomicAdd(m.next_task(), 1u);
+      __syncthreads();
+      const std::uint32_t q = task_index;
+      __syncthreads();  // every thread has read it before thread 0 takes the next
+      if (q >= m.size.tasks()) break;
+      if (q < chunks) bitonic_copy(m, q);
+      else if (q < 2 * chunks) bitonic_pair(m, q - chunks);
+      else bitonic_merge_task(m, q - 2 * chunks);
+    }
+  }
+  m.stamps.life(blockIdx.x * block_warps + threadIdx.x / 32, started, true);
+}
+
+}  // namespace warpvm::channel_workloads
