@@ -888,6 +888,9 @@ class GpuPair {
     std::uint64_t bytes_per_iteration;  ///< what one GPU sends the other per iteration: 8 warps' windows
     bool every_warp_waits;              ///< stamps: wait rows for every warp, or for one block's 8
     bool direct_buffer_on_consumer;     ///< channel_direct's buffers: the consumers' GPU, or the producers'
+    /// `channel`'s staging, in windows (bytes_per_iteration / 8): 0 for four iterations' worth
+    /// (an exchange block's 8 warps); more where many blocks acquire at once
+    std::uint32_t staging_windows = 0;
   };
 
   GpuPair(const Shape& shape, const std::vector<WaitMode>& modes) : shape_(shape) {
@@ -923,7 +926,8 @@ class GpuPair {
             .buffer_bytes = std::uint64_t{shape.iterations} * shape.bytes_per_iteration,  // a row per iteration
             .tag_count = shape.iterations,
             .staging_page_bytes = 4096,
-            .staging_pages = static_cast<std::uint32_t>(4 * block_warps * ((window_bytes + 4095) / 4096)),  // the exchange block's windows, 4 times
+            .staging_pages = static_cast<std::uint32_t>((shape.staging_windows != 0 ? shape.staging_windows : 4 * block_warps) *
+                                                        ((window_bytes + 4095) / 4096)),
             .max_warps = gpus_[g].blocks * block_warps,
             .watchdog_seconds = static_cast<double>(cw::peer_watchdog_ns) / 1e9,
             .device = g,
@@ -1751,6 +1755,10 @@ class Bfs2GpuRunner final : public PairWorkload {
 /// (before the kernel, on the kernel's stream: inside the timed run), the pairs and the result,
 /// kept across modes and repeats, on a GpuPair whose channels carry one 256 KiB chunk per tag.
 class Bitonic2GpuRunner final : public PairWorkload {
+  /// `channel`'s staging: 64 pair-ups' windows (16 MiB), where an exchange block's four
+  /// iterations' worth (1 MiB) would serve 4 of the hundreds of blocks that acquire at once.
+  static constexpr std::uint32_t bitonic_staging_windows = 64 * block_warps;
+
  public:
   Bitonic2GpuRunner(const Setup& s, const std::vector<WaitMode>& modes) : s_(s), size_{s.bitonic_keys / 2} {
     keys_.resize(s.bitonic_keys);
@@ -1760,7 +1768,8 @@ class Bitonic2GpuRunner final : public PairWorkload {
     std::sort(reference_.begin(), reference_.end());
     pair_ = std::make_unique<GpuPair>(
         GpuPair::Shape{"bitonic2gpu", reinterpret_cast<const void*>(&cw::bitonic2gpu_kernel), 0, size_.tasks() + 1,
-                       size_.chunks(), std::uint64_t{cw::bitonic_chunk} * 4, true, s.bitonic_direct_buffer_on_consumer},
+                       size_.chunks(), std::uint64_t{cw::bitonic_chunk} * 4, true, s.bitonic_direct_buffer_on_consumer,
+                       bitonic_staging_windows},
         modes);
     if (pair_->blocks(0) < 2 || pair_->blocks(1) < 2) throw std::runtime_error("bitonic2gpu: needs two resident blocks per GPU");
     for (int g = 0; g < pair_gpus; ++g) {
