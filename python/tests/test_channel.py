@@ -69,11 +69,20 @@ def test_gpu_pair_workloads_split_by_their_size(tmp_path: Path) -> None:
         *pair_run("gemm2gpu", gemm_side=4096),
         *pair_run("bfs2gpu", bfs_scale=21),
         *pair_run("bfs2gpu", bfs_scale=14),
+        *pair_run("bitonic2gpu", bitonic_keys=1 << 24),
+        *pair_run("bitonic2gpu", bitonic_keys=1 << 27),
     ]
     cases = channel_cases(load(tmp_path, rows))
-    size_fields = ("gemm_side", "bfs_scale")
+    size_fields = ("gemm_side", "bfs_scale", "bitonic_keys")
     sizes = [(c.workload, [v for k, v in c.settings if k in size_fields]) for c in cases]
-    assert sizes == [("gemm2gpu", [2048]), ("gemm2gpu", [4096]), ("bfs2gpu", [21]), ("bfs2gpu", [14])]
+    assert sizes == [
+        ("gemm2gpu", [2048]),
+        ("gemm2gpu", [4096]),
+        ("bfs2gpu", [21]),
+        ("bfs2gpu", [14]),
+        ("bitonic2gpu", [1 << 24]),
+        ("bitonic2gpu", [1 << 27]),
+    ]
     assert all(list(c.records) == ["channel_direct", "peer_flag", "naive"] for c in cases)
 
 
