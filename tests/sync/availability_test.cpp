@@ -351,6 +351,29 @@ TEST(AvailabilityTagRangeWait, DoneOnlyOnceEveryTagOfTheRangeIsSet) {
   EXPECT_TRUE(wait.poll(m.bits));  // stays done
 }
 
+TEST(AvailabilityTagRangeWait, AcquiringAndRelaxedPollsResumeAlike) {
+  // Direct mode's acquire polls with acquire loads first, then relaxed ones: either kind resumes
+  // at the first missing tag, and a wait that saw tags with relaxed loads only is done once all
+  // of the range was seen, whichever kind of poll saw the last one.
+  OwnedBitmap m(200);
+  TagRangeWait wait(60, 10);
+  ASSERT_TRUE(m.bits.publish(60, 3));  // 60..62
+  EXPECT_FALSE(wait.poll(m.bits, true));
+  EXPECT_EQ(wait.next(), 63u);
+  ASSERT_TRUE(m.bits.publish(63, 4));  // 63..66
+  EXPECT_FALSE(wait.poll(m.bits, false));
+  EXPECT_EQ(wait.next(), 67u);
+  ASSERT_TRUE(m.bits.publish(67, 3));  // 67..69: all
+  EXPECT_TRUE(wait.poll(m.bits, true));
+  EXPECT_EQ(wait.next(), 70u);
+  EXPECT_TRUE(wait.done());
+
+  TagRangeWait relaxed(0, 64);  // one whole word, seen by a relaxed poll
+  ASSERT_TRUE(m.bits.publish(0, 60));
+  EXPECT_TRUE(relaxed.poll(m.bits, false));
+  EXPECT_EQ(relaxed.next(), 64u);
+}
+
 TEST(AvailabilityTagRangeWait, EmptyRangeAndLastTag) {
   OwnedBitmap m(100);
   TagRangeWait empty(100, 0);

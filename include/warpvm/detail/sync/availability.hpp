@@ -253,12 +253,15 @@ class AvailabilityBytes {
 
 /// One consumer's wait for tags [first, first + count) of a bitmap it polls itself (direct
 /// mode: a warp's lanes on the device map in their GPU's memory). Each poll resumes at the first
-/// tag not yet seen set, with relaxed loads (on a GPU, an acquire load invalidates the SM's L1,
-/// which the warps computing beside a parked one would feel at every poll), so a word is loaded
-/// until it shows its bits; once all did, one acquire load of each word of the range (the bits
-/// stay set until the bitmap is cleared, which waits for the consumers). Once `done`, every tag
-/// of the range was seen set by an acquire load of this agent, so the data the tags name is
-/// visible to its later loads.
+/// tag not yet seen set, so a word is loaded until it shows its bits. Two kinds of poll:
+/// - acquiring: acquire loads, so the wait is done at the poll that sees the last tag (the
+///   quickest wake-up: for the first polls of a wait, which short waits end in);
+/// - relaxed: on a GPU an acquire load invalidates the SM's L1, which the warps computing beside
+///   a long-parked one would feel at every poll; once a relaxed poll saw the last tag, one
+///   acquire load of each word of the range (the bits stay set until the bitmap is cleared,
+///   which waits for the consumers).
+/// Once `done`, every tag of the range was seen set by an acquire load of this agent, so the data
+/// the tags name is visible to its later loads.
 class TagRangeWait {
  public:
   /// The range must lie within the bitmap's tags (acquire checks it before waiting).
@@ -267,13 +270,20 @@ class TagRangeWait {
 
   /// True once every tag of the range was seen set by an acquire load (no load once done).
   template <cuda::thread_scope Scope>
-  WARPVM_HD bool poll(const AvailabilityBitmap<Scope>& map) {
+  WARPVM_HD bool poll(const AvailabilityBitmap<Scope>& map, bool acquiring = false) {
     if (done_) return true;
-    next_ = map.first_missing(next_, end_ - next_, cuda::std::memory_order_relaxed);
+    const std::uint32_t from = next_;
+    next_ = map.first_missing(next_, end_ - next_,
+                              acquiring ? cuda::std::memory_order_acquire : cuda::std::memory_order_relaxed);
+    relaxed_seen_ = relaxed_seen_ || (!acquiring && next_ != from);
     if (next_ != end_) return false;
-    // Every tag was seen set: now the acquire. A tag found clear here (only if the bitmap was
-    // cleared under a waiting consumer, which the channel forbids) is waited for again.
-    next_ = map.first_missing(first_, end_ - first_);
+    if (relaxed_seen_) {
+      // Some tags were seen by relaxed loads only: now the acquire. A tag found clear here (only
+      // if the bitmap was cleared under a waiting consumer, which the channel forbids) is waited
+      // for again.
+      next_ = map.first_missing(first_, end_ - first_);
+      relaxed_seen_ = false;
+    }
     done_ = next_ == end_;
     return done_;
   }
@@ -287,6 +297,7 @@ class TagRangeWait {
   std::uint32_t next_;
   std::uint32_t end_;
   bool done_;
+  bool relaxed_seen_ = false;  ///< a relaxed poll saw tags that no acquire load has seen since
 };
 
 }  // namespace warpvm::detail
