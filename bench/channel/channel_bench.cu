@@ -17,6 +17,8 @@
 //          sending the other a bitmap of the other's vertices it reached every level (bfs2gpu.cuh)
 //   bitonic2gpu  GPU to GPU: the last merge of a bitonic sort across the GPUs, each streaming its
 //          sorted half to the other in chunks, then merging its bitonic result (bitonic2gpu.cuh)
+//   pingpong2gpu  GPU to GPU: one block per GPU handing a 128-byte message back and forth: the
+//          round trip of each mode, with nothing to hide it (pingpong2gpu.cuh)
 //
 // In every CPU-to-GPU kernel, compute blocks run independent work (an integer hash chain) next to the
 // consumer blocks, so there is something to hide waiting behind. Four ways to meet the data:
@@ -49,6 +51,7 @@
 #include "bitonic2gpu.cuh"
 #include "channel_workloads.cuh"
 #include "gemm2gpu.cuh"
+#include "pingpong2gpu.cuh"
 #include "cli_args.hpp"
 #include "overlap_metric.hpp"
 #include "timeline_csv.hpp"
@@ -139,6 +142,8 @@ struct Setup {
   // bitonic2gpu
   std::uint32_t bitonic_keys = 1u << 24;  ///< both GPUs' together, half each
   bool bitonic_direct_buffer_on_consumer = true;
+  // pingpong2gpu
+  std::uint32_t pingpong_iterations = 4096;
   /// Non-empty: every mode's last measured run's warp timelines are appended to this CSV
   /// (write_timeline_csv, docs/channels.md "Metrics").
   std::string timeline_csv;
@@ -1866,10 +1871,80 @@ class Bitonic2GpuRunner final : public PairWorkload {
   Gpu gpus_[pair_gpus];
 };
 
+// ---- pingpong2gpu -----------------------------------------------------------------------------
+
+/// pingpong2gpu on GPUs 0 and 1 (pingpong2gpu.cuh): one block per GPU, a 128-byte message per
+/// tag and direction; `us_per_iteration` is the round trip.
+class Pingpong2GpuRunner final : public PairWorkload {
+ public:
+  Pingpong2GpuRunner(const Setup& s, const std::vector<WaitMode>& modes) : s_(s) {
+    pair_ = std::make_unique<GpuPair>(
+        GpuPair::Shape{"pingpong2gpu", reinterpret_cast<const void*>(&cw::pingpong2gpu_kernel), 0, 1,
+                       s.pingpong_iterations, cw::pingpong_words * 4, false, true},
+        modes);
+    for (int g = 0; g < pair_gpus; ++g) {
+      const OnDevice on(g);
+      gpus_[g].mailbox = detail::make_device<std::uint32_t>(message_words(), "pingpong2gpu mailbox");
+      gpus_[g].wrong = detail::make_device<std::uint32_t>(1, "pingpong2gpu check");
+    }
+  }
+  ~Pingpong2GpuRunner() override {
+    pair_.reset();  // the monitors first: they copy from the other GPU's memory
+    free_on_their_gpus(gpus_);
+  }
+  Pingpong2GpuRunner(const Pingpong2GpuRunner&) = delete;
+  Pingpong2GpuRunner& operator=(const Pingpong2GpuRunner&) = delete;
+
+  Timing run(WaitMode mode) override {
+    pair_->prepare(mode);
+    for (int g = 0; g < pair_gpus; ++g) {
+      const OnDevice on(g);
+      poison(g, gpus_[g].mailbox.get(), message_words() * 4);
+      check(cudaMemset(gpus_[g].wrong.get(), 0, 4), "cudaMemset pingpong2gpu check");
+    }
+    pair_->wait_idle();
+    for (int g = 0; g < pair_gpus; ++g) {
+      const cw::Pingpong2Gpu k{pair_->exchange(g, mode), static_cast<std::uint32_t>(g), s_.pingpong_iterations,
+                               gpus_[g].mailbox.get(), gpus_[1 - g].mailbox.get(), gpus_[g].wrong.get(), pair_->stamps(g)};
+      pair_->launch(g, [&](cudaStream_t stream) { cw::pingpong2gpu_kernel<<<1, block_threads, 0, stream>>>(k); });
+    }
+    Timing t;
+    t.seconds = pair_->finish(mode);
+    t.timelines = pair_->timelines([](int, std::uint64_t w) { return w; });
+    t.waits = wait_metrics(t.timelines);
+    for (int g = 0; g < pair_gpus; ++g) {
+      const OnDevice on(g);
+      std::uint32_t wrong = 0;
+      check(cudaMemcpy(&wrong, gpus_[g].wrong.get(), 4, cudaMemcpyDeviceToHost), "pingpong2gpu check");
+      if (wrong != 0) std::fprintf(stderr, "pingpong2gpu: GPU %d received %u wrong words\n", g, wrong);
+      t.verified = t.verified && wrong == 0;
+    }
+    return t;
+  }
+  [[nodiscard]] const GpuPair& gpus() const override { return *pair_; }
+  void describe(Record& r) const override {
+    r.dataset_bytes = message_words() * 4 * pair_gpus;
+    r.useful_bytes = r.dataset_bytes;  // every message crosses once
+    r.bytes_moved = static_cast<std::int64_t>(r.useful_bytes);
+    r.extra["pingpong_iterations"] = s_.pingpong_iterations;
+  }
+
+ private:
+  struct Gpu {
+    detail::device_ptr<std::uint32_t> mailbox, wrong;
+  };
+
+  [[nodiscard]] std::uint64_t message_words() const { return std::uint64_t{s_.pingpong_iterations} * cw::pingpong_words; }
+
+  Setup s_;
+  std::unique_ptr<GpuPair> pair_;
+  Gpu gpus_[pair_gpus];
+};
+
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
                "%s\nusage: warpvm-channel-bench [--workloads tiles,cg,halo (or any of tiles,cg,halo,stencil2gpu,kmeans2gpu,"
-               "gemm2gpu,bfs2gpu,bitonic2gpu)]\n"
+               "gemm2gpu,bfs2gpu,bitonic2gpu,pingpong2gpu)]\n"
                "  [--modes channel,channel_direct,pinned_flag,peer_flag,naive,atomic_wait (each workload runs those it "
                "has)]\n"
                "  [--seed N (default: random)]\n"
@@ -1894,7 +1969,8 @@ class Bitonic2GpuRunner final : public PairWorkload {
                "  bfs2gpu (GPU to GPU, the same modes): [--bfs-scale 21 (11 to 30)] [--bfs-edge-factor 16]\n"
                "         [--bfs-max-levels 64 (1 to 4096)] [--bfs-direct-buffer consumer | producer]\n"
                "  bitonic2gpu (GPU to GPU, the same modes): [--bitonic-keys 16777216 (a multiple of 2^17 up to 2^30)]\n"
-               "         [--bitonic-direct-buffer consumer | producer]\n",
+               "         [--bitonic-direct-buffer consumer | producer]\n"
+               "  pingpong2gpu (GPU to GPU, the same modes): [--pingpong-iterations 4096 (1 to 65536)]\n",
                message);
   std::exit(2);
 }
@@ -1970,6 +2046,7 @@ int main(int argc, char** argv) {
       else if (flag == "--bfs-direct-buffer") setup.bfs_direct_buffer_on_consumer = on_consumer(flag, value);
       else if (flag == "--bitonic-keys") setup.bitonic_keys = to_u32(flag, value);
       else if (flag == "--bitonic-direct-buffer") setup.bitonic_direct_buffer_on_consumer = on_consumer(flag, value);
+      else if (flag == "--pingpong-iterations") setup.pingpong_iterations = to_u32(flag, value);
       else if (flag == "--timeline") setup.timeline_csv = value;
       else if (flag == "--monitor-cpu") setup.monitor_cpu = host_cpu(flag, value);
       else if (flag == "--producer-cpu") setup.producer_cpu = host_cpu(flag, value);
@@ -2003,6 +2080,8 @@ int main(int argc, char** argv) {
   if (setup.bitonic_keys == 0 || setup.bitonic_keys % (2 * warpvm::channel_workloads::bitonic_chunk) != 0 ||
       setup.bitonic_keys > (1u << 30))
     usage("bitonic2gpu: --bitonic-keys must be a positive multiple of 2^17 (two halves of 64K-key chunks) up to 2^30");
+  if (setup.pingpong_iterations == 0 || setup.pingpong_iterations > 65536)
+    usage("pingpong2gpu: --pingpong-iterations must be 1 to 65536");
   for (const std::uint32_t t : thread_sweep)
     if (t < 32) usage("--consumer-threads-sweep: at least 32 threads (one warp)");
   // Each workload runs the listed modes it has: CPU to GPU all_modes, GPU to GPU gpu_pair_modes.
@@ -2017,7 +2096,7 @@ int main(int argc, char** argv) {
   }
   for (const std::string& w : workloads) {
     const bool gpu_to_gpu = w == "stencil2gpu" || w == "kmeans2gpu" || w == "gemm2gpu" || w == "bfs2gpu" ||
-                            w == "bitonic2gpu";
+                            w == "bitonic2gpu" || w == "pingpong2gpu";
     if (w != "tiles" && w != "cg" && w != "halo" && !gpu_to_gpu) usage(("unknown workload " + w).c_str());
     if ((gpu_to_gpu ? gpu_to_gpu_modes : modes).empty())
       usage(("none of --modes applies to " + w).c_str());
@@ -2047,12 +2126,13 @@ int main(int argc, char** argv) {
         Cg cg(setup);
         run(cg);
       } else if (name == "stencil2gpu" || name == "kmeans2gpu" || name == "gemm2gpu" || name == "bfs2gpu" ||
-                 name == "bitonic2gpu") {
+                 name == "bitonic2gpu" || name == "pingpong2gpu") {
         const auto make = [&](const std::vector<warpvm::channel_workloads::WaitMode>& runnable) -> std::unique_ptr<PairWorkload> {
           if (name == "stencil2gpu") return std::make_unique<Stencil2GpuRunner>(setup, runnable);
           if (name == "gemm2gpu") return std::make_unique<Gemm2GpuRunner>(setup, runnable);
           if (name == "bfs2gpu") return std::make_unique<Bfs2GpuRunner>(setup, runnable);
           if (name == "bitonic2gpu") return std::make_unique<Bitonic2GpuRunner>(setup, runnable);
+          if (name == "pingpong2gpu") return std::make_unique<Pingpong2GpuRunner>(setup, runnable);
           return std::make_unique<Kmeans2GpuRunner>(setup, runnable);
         };
         for (const Record& r : measure_gpu_pair(name.c_str(), setup, gpu_to_gpu_modes, options.repeats, all_verified, make))

@@ -220,8 +220,8 @@ def load_csv(path: Path, required: Iterable[str], parse_row: Callable[[dict[Any,
 
 # Extra fields that make a point of their own where a record has them: the BFS root, the GPU
 # count, the access-counter threshold, and a channel run's configuration (its consumer threads,
-# compute work, k-means input, GEMM side, BFS graph scale, keys sorted, and the CPUs its producer
-# and monitor were pinned to).
+# compute work, k-means input, GEMM side, BFS graph scale, keys sorted, ping-pong round trips, and
+# the CPUs its producer and monitor were pinned to).
 POINT_FIELDS = (
     "root",
     "gpus",
@@ -232,6 +232,7 @@ POINT_FIELDS = (
     "gemm_side",
     "bfs_scale",
     "bitonic_keys",
+    "pingpong_iterations",
     "producer_cpu",
     "monitor_cpu",
 )
