@@ -1036,6 +1036,15 @@ class GpuPair {
     return timelines;
   }
 
+  /// finish(), then the run's timelines (`row_of` as for timelines()) and their waiting metrics.
+  Timing finish_timed(WaitMode mode, const std::function<std::uint64_t(int, std::uint64_t)>& row_of) {
+    Timing t;
+    t.seconds = finish(mode);
+    t.timelines = timelines(row_of);
+    t.waits = wait_metrics(t.timelines);
+    return t;
+  }
+
   /// Every channel's counters, summed (one mode runs at a time, so a difference is that mode's).
   [[nodiscard]] ChannelStats channel_stats() const {
     ChannelStats sum{};
@@ -1101,6 +1110,27 @@ class PairWorkload {
   [[nodiscard]] virtual const GpuPair& gpus() const = 0;
   /// The record's sizes (dataset and useful bytes) and workload-specific fields.
   virtual void describe(Record& r) const = 0;
+};
+
+/// What a workload with per-GPU buffers `Buffers` (device_ptr members) keeps: its GpuPair and the
+/// buffers, dropped in that order (the monitors copy from the other GPU's memory), each GPU's
+/// with that GPU current.
+template <class Buffers>
+class PairRunner : public PairWorkload {
+ public:
+  ~PairRunner() override {
+    pair_.reset();
+    free_on_their_gpus(gpus_);
+  }
+  PairRunner(const PairRunner&) = delete;
+  PairRunner& operator=(const PairRunner&) = delete;
+  [[nodiscard]] const GpuPair& gpus() const override { return *pair_; }
+
+ protected:
+  using Gpu = Buffers;
+  PairRunner() = default;
+  std::unique_ptr<GpuPair> pair_;
+  Buffers gpus_[pair_gpus];
 };
 
 /// A GPU-to-GPU workload's records, one per mode that GPUs 0 and 1 can run (none, saying why,
@@ -1230,8 +1260,11 @@ class Stencil2GpuRunner final : public PairWorkload {
         cw::stencil2gpu_kernel<<<pair_->blocks(g), block_threads, 0, stream>>>(k);
       });
     }
-    Timing t;
-    t.seconds = pair_->finish(mode);
+    // only the cut block's warps wait: wait rows 0 to 7
+    Timing t = pair_->finish_timed(mode, [&](int g, std::uint64_t w) {
+      const std::uint64_t cut_block = g == 0 ? pair_->blocks(g) - 1 : 0;
+      return w / block_warps == cut_block ? w % block_warps : ~std::uint64_t{0};
+    });
     std::vector<std::uint32_t> cells(initial_.size());
     for (int g = 0; g < pair_gpus; ++g) {
       const OnDevice on(g);
@@ -1239,12 +1272,6 @@ class Stencil2GpuRunner final : public PairWorkload {
                        cudaMemcpyDeviceToHost),
             "stencil cells");
     }
-    // only the cut block's warps wait: wait rows 0 to 7
-    t.timelines = pair_->timelines([&](int g, std::uint64_t w) {
-      const std::uint64_t cut_block = g == 0 ? pair_->blocks(g) - 1 : 0;
-      return w / block_warps == cut_block ? w % block_warps : ~std::uint64_t{0};
-    });
-    t.waits = wait_metrics(t.timelines);
     t.verified = verify(cells);
     return t;
   }
@@ -1409,12 +1436,9 @@ class Kmeans2GpuRunner final : public PairWorkload {
         cw::kmeans2gpu_kernel<<<pair_->blocks(g), block_threads, shared_bytes(), stream>>>(k);
       });
     }
-    Timing t;
-    t.seconds = pair_->finish(mode);
     // Every warp has wait rows; the exchange block's are the consumers' (waits for the other
     // GPU), the other blocks' only keep their waits for the next state out of the SMs' busy time.
-    t.timelines = pair_->timelines([](int, std::uint64_t w) { return w; });
-    t.waits = wait_metrics(t.timelines);
+    Timing t = pair_->finish_timed(mode, [](int, std::uint64_t w) { return w; });
     t.verified = true;
     for (int g = 0; g < pair_gpus; ++g) t.verified = verify(g) && t.verified;
     return t;
@@ -1506,9 +1530,15 @@ std::vector<std::uint32_t> host_product(const std::vector<std::uint32_t>& left, 
   return out;
 }
 
+/// Gemm2Gpu's buffers on one GPU.
+struct GemmBuffers {
+  detail::device_ptr<std::uint32_t> a, b, d, t, c;
+  detail::device_ptr<std::uint32_t> counters;  ///< next tile, produced[panels], ready[panels]
+};
+
 /// gemm2gpu on GPUs 0 and 1 (gemm2gpu.cuh): each GPU's operands, T, C and counters, kept across
 /// modes and repeats, on a GpuPair whose channels carry one panel of T (64 rows) per tag.
-class Gemm2GpuRunner final : public PairWorkload {
+class Gemm2GpuRunner final : public PairRunner<GemmBuffers> {
  public:
   Gemm2GpuRunner(const Setup& s, const std::vector<WaitMode>& modes) : s_(s), n_(s.gemm_side), half_(s.gemm_side / 2) {
     const std::uint64_t words = std::uint64_t{n_} * n_;
@@ -1544,12 +1574,6 @@ class Gemm2GpuRunner final : public PairWorkload {
             "gemm2gpu D");
     }
   }
-  ~Gemm2GpuRunner() override {
-    pair_.reset();  // the monitors first: they copy from the other GPU's memory
-    free_on_their_gpus(gpus_);
-  }
-  Gemm2GpuRunner(const Gemm2GpuRunner&) = delete;
-  Gemm2GpuRunner& operator=(const Gemm2GpuRunner&) = delete;
 
   Timing run(WaitMode mode) override {
     const std::uint64_t words = std::uint64_t{n_} * n_, half_words = std::uint64_t{half_} * n_;
@@ -1570,15 +1594,11 @@ class Gemm2GpuRunner final : public PairWorkload {
                            gpus_[1 - g].t.get(), pair_->stamps(g)};
       pair_->launch(g, [&](cudaStream_t stream) { cw::gemm2gpu_kernel<<<pair_->blocks(g), block_threads, 0, stream>>>(k); });
     }
-    Timing t;
-    t.seconds = pair_->finish(mode);
-    t.timelines = pair_->timelines([](int, std::uint64_t w) { return w; });
-    t.waits = wait_metrics(t.timelines);
+    Timing t = pair_->finish_timed(mode, [](int, std::uint64_t w) { return w; });
     t.verified = true;
     for (int g = 0; g < pair_gpus; ++g) t.verified = verify(g) && t.verified;
     return t;
   }
-  [[nodiscard]] const GpuPair& gpus() const override { return *pair_; }
   void describe(Record& r) const override {
     r.dataset_bytes = 3ull * n_ * n_ * 4;  // A, B, D
     r.useful_bytes = std::uint64_t{pair_gpus} * half_ * n_ * 4;  // each GPU's rows of T, to the other
@@ -1588,11 +1608,6 @@ class Gemm2GpuRunner final : public PairWorkload {
   }
 
  private:
-  struct Gpu {
-    detail::device_ptr<std::uint32_t> a, b, d, t, c;
-    detail::device_ptr<std::uint32_t> counters;  ///< next tile, produced[panels], ready[panels]
-  };
-
   /// GPU g's columns of C against the reference; says where the first difference is.
   bool verify(int g) const {
     const OnDevice on(g);
@@ -1612,16 +1627,20 @@ class Gemm2GpuRunner final : public PairWorkload {
   Setup s_;
   std::uint32_t n_, half_;
   std::vector<std::uint32_t> a_, b_, d_, reference_;
-  std::unique_ptr<GpuPair> pair_;
-  Gpu gpus_[pair_gpus];
 };
 
 // ---- bfs2gpu ----------------------------------------------------------------------------------
 
+/// Bfs2Gpu's buffers on one GPU.
+struct BfsBuffers {
+  detail::device_ptr<std::uint64_t> offsets;
+  detail::device_ptr<std::uint32_t> columns, depth, outgoing, counters, mailbox;
+};
+
 /// bfs2gpu on GPUs 0 and 1 (bfs2gpu.cuh): an R-MAT graph whose halves' CSR rows and depths live
 /// on the two GPUs, kept across modes and repeats, on a GpuPair whose channels carry one level's
 /// message (a bitmap of the other half, then counts) per tag.
-class Bfs2GpuRunner final : public PairWorkload {
+class Bfs2GpuRunner final : public PairRunner<BfsBuffers> {
  public:
   Bfs2GpuRunner(const Setup& s, const std::vector<WaitMode>& modes) : s_(s) {
     const sim::RmatParams p{.scale = s.bfs_scale, .edge_factor = s.bfs_edge_factor, .seed = s.seed + 7};
@@ -1661,12 +1680,6 @@ class Bfs2GpuRunner final : public PairWorkload {
     for (const std::uint32_t d : reference_)
       if (d != sim::bfs_unreached) levels_ = std::max(levels_, d + 1);
   }
-  ~Bfs2GpuRunner() override {
-    pair_.reset();  // the monitors first: they copy from the other GPU's memory
-    free_on_their_gpus(gpus_);
-  }
-  Bfs2GpuRunner(const Bfs2GpuRunner&) = delete;
-  Bfs2GpuRunner& operator=(const Bfs2GpuRunner&) = delete;
 
   Timing run(WaitMode mode) override {
     const cw::BfsGeometry shape_of{half_, s_.bfs_max_levels};
@@ -1690,14 +1703,10 @@ class Bfs2GpuRunner final : public PairWorkload {
                           gpus_[1 - g].mailbox.get(), pair_->stamps(g)};
       pair_->launch(g, [&](cudaStream_t stream) { cw::bfs2gpu_kernel<<<pair_->blocks(g), block_threads, 0, stream>>>(k); });
     }
-    Timing t;
-    t.seconds = pair_->finish(mode);
-    t.timelines = pair_->timelines([](int, std::uint64_t w) { return w; });
-    t.waits = wait_metrics(t.timelines);
+    Timing t = pair_->finish_timed(mode, [](int, std::uint64_t w) { return w; });
     t.verified = verify();
     return t;
   }
-  [[nodiscard]] const GpuPair& gpus() const override { return *pair_; }
   void describe(Record& r) const override {
     const cw::BfsGeometry shape_of{half_, s_.bfs_max_levels};
     r.dataset_bytes = (std::uint64_t{vertices_} + pair_gpus) * 8 + edges_ * 4;  // both GPUs' CSR
@@ -1710,11 +1719,6 @@ class Bfs2GpuRunner final : public PairWorkload {
   }
 
  private:
-  struct Gpu {
-    detail::device_ptr<std::uint64_t> offsets;
-    detail::device_ptr<std::uint32_t> columns, depth, outgoing, counters, mailbox;
-  };
-
   /// A vertex with a neighbour, drawn from the seed (the first with one from a random start).
   static std::uint32_t pick_root(const std::vector<std::uint64_t>& offsets, std::uint64_t seed) {
     const std::uint64_t n = offsets.size() - 1;
@@ -1750,16 +1754,21 @@ class Bfs2GpuRunner final : public PairWorkload {
   std::uint32_t vertices_ = 0, half_ = 0, root_ = 0, levels_ = 0;
   std::uint64_t edges_ = 0;
   std::vector<std::uint32_t> reference_;
-  std::unique_ptr<GpuPair> pair_;
-  Gpu gpus_[pair_gpus];
 };
 
 // ---- bitonic2gpu ------------------------------------------------------------------------------
 
+/// Bitonic2Gpu's buffers on one GPU.
+struct BitonicBuffers {
+  detail::device_ptr<std::uint32_t> keys, sorted, paired, out, mailbox, counters;
+  detail::device_ptr<std::byte> sort_scratch;
+  std::size_t sort_bytes = 0;
+};
+
 /// bitonic2gpu on GPUs 0 and 1 (bitonic2gpu.cuh): each GPU's half of the keys, CUB's sort of it
 /// (before the kernel, on the kernel's stream: inside the timed run), the pairs and the result,
 /// kept across modes and repeats, on a GpuPair whose channels carry one 256 KiB chunk per tag.
-class Bitonic2GpuRunner final : public PairWorkload {
+class Bitonic2GpuRunner final : public PairRunner<BitonicBuffers> {
   /// `channel`'s staging: 64 pair-ups' windows (16 MiB), where an exchange block's four
   /// iterations' worth (1 MiB) would serve 4 of the hundreds of blocks that acquire at once.
   static constexpr std::uint32_t bitonic_staging_windows = 64 * block_warps;
@@ -1791,12 +1800,6 @@ class Bitonic2GpuRunner final : public PairWorkload {
       gpu.sort_scratch = detail::make_device<std::byte>(gpu.sort_bytes, "bitonic2gpu sort scratch");
     }
   }
-  ~Bitonic2GpuRunner() override {
-    pair_.reset();  // the monitors first: they copy from the other GPU's memory
-    free_on_their_gpus(gpus_);
-  }
-  Bitonic2GpuRunner(const Bitonic2GpuRunner&) = delete;
-  Bitonic2GpuRunner& operator=(const Bitonic2GpuRunner&) = delete;
 
   Timing run(WaitMode mode) override {
     const std::uint64_t bytes = std::uint64_t{size_.half} * 4;
@@ -1827,15 +1830,11 @@ class Bitonic2GpuRunner final : public PairWorkload {
         cw::bitonic2gpu_kernel<<<pair_->blocks(g), block_threads, 0, stream>>>(k);
       });
     }
-    Timing t;
-    t.seconds = pair_->finish(mode);
-    t.timelines = pair_->timelines([](int, std::uint64_t w) { return w; });
-    t.waits = wait_metrics(t.timelines);
+    Timing t = pair_->finish_timed(mode, [](int, std::uint64_t w) { return w; });
     t.verified = true;
     for (int g = 0; g < pair_gpus; ++g) t.verified = verify(g) && t.verified;
     return t;
   }
-  [[nodiscard]] const GpuPair& gpus() const override { return *pair_; }
   void describe(Record& r) const override {
     r.dataset_bytes = std::uint64_t{s_.bitonic_keys} * 4;
     r.useful_bytes = std::uint64_t{s_.bitonic_keys} * 4;  // every key crosses to the other GPU
@@ -1845,12 +1844,6 @@ class Bitonic2GpuRunner final : public PairWorkload {
   }
 
  private:
-  struct Gpu {
-    detail::device_ptr<std::uint32_t> keys, sorted, paired, out, mailbox, counters;
-    detail::device_ptr<std::byte> sort_scratch;
-    std::size_t sort_bytes = 0;
-  };
-
   /// GPU g's result against its half of the sorted keys; says where the first difference is.
   bool verify(int g) const {
     const OnDevice on(g);
@@ -1867,15 +1860,18 @@ class Bitonic2GpuRunner final : public PairWorkload {
   Setup s_;
   cw::BitonicGeometry size_;
   std::vector<std::uint32_t> keys_, reference_;
-  std::unique_ptr<GpuPair> pair_;
-  Gpu gpus_[pair_gpus];
 };
 
 // ---- pingpong2gpu -----------------------------------------------------------------------------
 
+/// Pingpong2Gpu's buffers on one GPU.
+struct PingpongBuffers {
+  detail::device_ptr<std::uint32_t> mailbox, wrong;
+};
+
 /// pingpong2gpu on GPUs 0 and 1 (pingpong2gpu.cuh): one block per GPU, a 128-byte message per
 /// tag and direction; `us_per_iteration` is the round trip.
-class Pingpong2GpuRunner final : public PairWorkload {
+class Pingpong2GpuRunner final : public PairRunner<PingpongBuffers> {
  public:
   Pingpong2GpuRunner(const Setup& s, const std::vector<WaitMode>& modes) : s_(s) {
     pair_ = std::make_unique<GpuPair>(
@@ -1888,12 +1884,6 @@ class Pingpong2GpuRunner final : public PairWorkload {
       gpus_[g].wrong = detail::make_device<std::uint32_t>(1, "pingpong2gpu check");
     }
   }
-  ~Pingpong2GpuRunner() override {
-    pair_.reset();  // the monitors first: they copy from the other GPU's memory
-    free_on_their_gpus(gpus_);
-  }
-  Pingpong2GpuRunner(const Pingpong2GpuRunner&) = delete;
-  Pingpong2GpuRunner& operator=(const Pingpong2GpuRunner&) = delete;
 
   Timing run(WaitMode mode) override {
     pair_->prepare(mode);
@@ -1908,10 +1898,7 @@ class Pingpong2GpuRunner final : public PairWorkload {
                                gpus_[g].mailbox.get(), gpus_[1 - g].mailbox.get(), gpus_[g].wrong.get(), pair_->stamps(g)};
       pair_->launch(g, [&](cudaStream_t stream) { cw::pingpong2gpu_kernel<<<1, block_threads, 0, stream>>>(k); });
     }
-    Timing t;
-    t.seconds = pair_->finish(mode);
-    t.timelines = pair_->timelines([](int, std::uint64_t w) { return w; });
-    t.waits = wait_metrics(t.timelines);
+    Timing t = pair_->finish_timed(mode, [](int, std::uint64_t w) { return w; });
     for (int g = 0; g < pair_gpus; ++g) {
       const OnDevice on(g);
       std::uint32_t wrong = 0;
@@ -1921,7 +1908,6 @@ class Pingpong2GpuRunner final : public PairWorkload {
     }
     return t;
   }
-  [[nodiscard]] const GpuPair& gpus() const override { return *pair_; }
   void describe(Record& r) const override {
     r.dataset_bytes = message_words() * 4 * pair_gpus;
     r.useful_bytes = r.dataset_bytes;  // every message crosses once
@@ -1930,15 +1916,9 @@ class Pingpong2GpuRunner final : public PairWorkload {
   }
 
  private:
-  struct Gpu {
-    detail::device_ptr<std::uint32_t> mailbox, wrong;
-  };
-
   [[nodiscard]] std::uint64_t message_words() const { return std::uint64_t{s_.pingpong_iterations} * cw::pingpong_words; }
 
   Setup s_;
-  std::unique_ptr<GpuPair> pair_;
-  Gpu gpus_[pair_gpus];
 };
 
 [[noreturn]] void usage(const char* message) {
