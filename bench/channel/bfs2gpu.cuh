@@ -15,31 +15,8 @@
 
 namespace warpvm::channel_workloads {
 
-/// Words after the bitmap in a level's message: [0] vertices claimed locally for the next level,
-/// [1] bits set in the bitmap; the rest pads the message to 32-word multiples (16-byte windows).
-constexpr std::uint32_t bfs_header_words = 32;
 /// Depth of a vertex not reached (sim::bfs_unreached, the reference's).
 constexpr std::uint32_t bfs_unreached = 0xffffffffu;
-
-/// Whether a level follows the one that produced these counts: a vertex can have the next depth
-/// only if a GPU claimed one locally or marked one for the other (a marked vertex may turn out
-/// reached already; then the next level finds nothing and the one after it does not come).
-__host__ __device__ constexpr bool bfs_goes_on(std::uint32_t found_here, std::uint32_t marked_here,
-                                               std::uint32_t found_there, std::uint32_t marked_there) {
-  return found_here + marked_here + found_there + marked_there > 0;
-}
-
-/// The sizes of the exchange.
-struct BfsGeometry {
-  std::uint32_t half;        ///< vertices per GPU, a multiple of 1024
-  std::uint32_t max_levels;  ///< tags; a search that needs more sets `overflow`
-
-  [[nodiscard]] __host__ __device__ std::uint32_t bitmap_words() const { return half / 32; }
-  [[nodiscard]] __host__ __device__ std::uint32_t message_words() const { return bitmap_words() + bfs_header_words; }
-  /// `counters`: found per level, then arrived, ready, stop, overflow (the last word).
-  [[nodiscard]] __host__ __device__ std::uint32_t counter_words() const { return max_levels + 4; }
-  [[nodiscard]] __host__ __device__ std::uint32_t overflow_word() const { return max_levels + 3; }
-};
 
 struct Bfs2Gpu {
   PeerExchange exchange;
@@ -138,7 +115,7 @@ __device__ inline void bfs_exchange(const Bfs2Gpu& m, std::uint32_t level) {
   }
   __syncthreads();  // every word of the message before thread 0's release (cumulative)
   if (threadIdx.x == 0) peer_announce(m.exchange, level);
-  const std::uint32_t window_words = m.message_words() / block_warps, first = warp_in_block * window_words;
+  const std::uint32_t window_words = m.size.window_words(), first = warp_in_block * window_words;
   const PeerWindow other = peer_meet(m.exchange, "bfs2gpu", level, window_words * 4, (row + first) * 4,
                                      m.mailbox + row + first, m.stamps, warp_in_block);
   const std::uint32_t window_bitmap_words = first >= m.bitmap_words() ? 0 : min(window_words, m.bitmap_words() - first);

@@ -22,25 +22,6 @@
 
 namespace warpvm::channel_workloads {
 
-/// Keys a tag carries: one chunk, 256 KiB (8 windows of 32 KiB).
-constexpr std::uint32_t bitonic_chunk = 1u << 16;
-/// Outputs of one merge task: 16 per thread.
-constexpr std::uint32_t bitonic_merge_per_thread = 16;
-constexpr std::uint32_t bitonic_merge_outputs = bitonic_merge_per_thread * block_threads;
-
-/// The sizes that follow from the keys per GPU (a multiple of bitonic_chunk).
-struct BitonicGeometry {
-  std::uint32_t half;
-
-  [[nodiscard]] __host__ __device__ std::uint32_t chunks() const { return half / bitonic_chunk; }
-  [[nodiscard]] __host__ __device__ std::uint32_t merge_tasks() const {
-    return (half + bitonic_merge_outputs - 1) / bitonic_merge_outputs;
-  }
-  [[nodiscard]] __host__ __device__ std::uint32_t tasks() const { return 2 * chunks() + merge_tasks(); }
-  /// `counters`: next task, copied[chunks], pair-ups done, pairs that kept this GPU's own key.
-  [[nodiscard]] __host__ __device__ std::uint32_t counter_words() const { return chunks() + 3; }
-};
-
 struct Bitonic2Gpu {
   PeerExchange exchange;
   BitonicGeometry size;
@@ -63,48 +44,6 @@ struct Bitonic2Gpu {
   [[nodiscard]] __device__ std::uint32_t* paired_chunks() const { return counters + 1 + size.chunks(); }
   [[nodiscard]] __device__ std::uint32_t* kept_own() const { return counters + 2 + size.chunks(); }
 };
-
-/// Whether pair (own, theirs) keeps this GPU's own key: own keys rise with i while theirs (read
-/// from the top) fall, so the low GPU keeps its own over a prefix of the pairs and the high GPU
-/// over a suffix (theirs on ties: the keys are equal).
-__host__ __device__ inline bool bitonic_keeps_own(bool keeps_low, std::uint32_t own, std::uint32_t theirs) {
-  return keeps_low ? own <= theirs : own > theirs;
-}
-
-/// The two ascending runs of `paired` once all pairs are made, `kept` of them with the own key.
-/// Run A, the own keys kept, ascends forward: [0, kept) on the low GPU, [h - kept, h) on the high
-/// one. Run B, the other's keys kept, falls over the rest and is read backward.
-struct BitonicRuns {
-  const std::uint32_t* paired;
-  std::uint32_t half, kept;
-  bool keeps_low;
-
-  [[nodiscard]] __device__ std::uint32_t a_size() const { return kept; }
-  [[nodiscard]] __device__ std::uint32_t b_size() const { return half - kept; }
-  [[nodiscard]] __device__ std::uint32_t a(std::uint32_t k) const {
-    return __ldcg(paired + (keeps_low ? k : half - kept + k));
-  }
-  [[nodiscard]] __device__ std::uint32_t b(std::uint32_t k) const {
-    return __ldcg(paired + (keeps_low ? half - 1 - k : half - kept - 1 - k));
-  }
-};
-
-/// Thread-level merge path: outputs [first, first + count) of merge(A, B) (A first on ties).
-__device__ inline void bitonic_merge(const BitonicRuns& runs, std::uint32_t first, std::uint32_t count, std::uint32_t* out) {
-  const std::uint32_t na = runs.a_size(), nb = runs.b_size();
-  // how many of the first `first` outputs come from A: the smallest i with A[i] > B[first - 1 - i]
-  std::uint32_t low = first > nb ? first - nb : 0, high = first < na ? first : na;
-  while (low < high) {
-    const std::uint32_t i = (low + high) / 2;
-    if (runs.a(i) <= runs.b(first - 1 - i)) low = i + 1;
-    else high = i;
-  }
-  std::uint32_t i = low, j = first - low;
-  for (std::uint32_t k = first; k < first + count; ++k) {
-    const bool take_a = j >= nb || (i < na && runs.a(i) <= runs.b(j));
-    out[k] = take_a ? runs.a(i++) : runs.b(j++);
-  }
-}
 
 /// Tasks [0, C): copy this GPU's chunk C - 1 - t into the other GPU's memory as tag t.
 __device__ inline void bitonic_copy(const Bitonic2Gpu& m, std::uint32_t tag) {
@@ -159,9 +98,13 @@ __device__ inline void bitonic_merge_task(const Bitonic2Gpu& m, std::uint32_t ta
     }
   });
   m.stamps.wait(blockIdx.x * block_warps + threadIdx.x / 32, began, arrived);
-  const BitonicRuns runs{m.paired, m.size.half, __ldcg(m.kept_own()), m.keeps_low};
+  const BitonicRuns runs{m.size.half, __ldcg(m.kept_own()), m.keeps_low};
   const std::uint32_t first = task * bitonic_merge_outputs + threadIdx.x * bitonic_merge_per_thread;
-  if (first < m.size.half) bitonic_merge(runs, first, min(bitonic_merge_per_thread, m.size.half - first), m.out);
+  if (first >= m.size.half) return;
+  // the pairs were written by other blocks during the kernel: L2 loads
+  merge_path([&](std::uint32_t k) { return __ldcg(m.paired + runs.a_index(k)); }, runs.a_size(),
+             [&](std::uint32_t k) { return __ldcg(m.paired + runs.b_index(k)); }, runs.b_size(), first,
+             min(bitonic_merge_per_thread, m.size.half - first), [&](std::uint32_t k, std::uint32_t key) { m.out[k] = key; });
 }
 
 /// Persistent: every block resident at once (pair-ups wait for the other GPU's copies, merges

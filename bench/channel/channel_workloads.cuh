@@ -19,6 +19,7 @@
 // overlap_metric.hpp. Host references: cg_reference and halo_reference (same arithmetic, fused
 // multiply-adds on both sides, integers for the stencil).
 
+#include "pair_schedules.hpp"
 #include "warpvm/channel.hpp"
 
 #include <cuda/atomic>
@@ -46,8 +47,6 @@ __host__ __device__ constexpr bool uses_channel(WaitMode mode) {
   return mode == WaitMode::channel || mode == WaitMode::channel_direct;
 }
 
-constexpr std::uint32_t block_threads = 256;
-constexpr std::uint32_t block_warps = block_threads / 32;
 
 /// Per-warp stamps for the waiting metrics; a null `lives` records nothing.
 struct Stamps {

@@ -23,25 +23,8 @@
 
 namespace warpvm::channel_workloads {
 
-/// Rows and columns of a tile; also the rows of a panel (a tile row of T).
-constexpr std::uint32_t gemm_tile = 64;
 /// The tile product's depth per shared-memory step.
 constexpr std::uint32_t gemm_depth_step = 16;
-
-/// The sizes that follow from n (a multiple of 2 x gemm_tile).
-struct GemmGeometry {
-  std::uint32_t n;
-
-  [[nodiscard]] __host__ __device__ std::uint32_t half() const { return n / 2; }
-  [[nodiscard]] __host__ __device__ std::uint32_t panels() const { return half() / gemm_tile; }
-  [[nodiscard]] __host__ __device__ std::uint64_t panel_words() const { return std::uint64_t{gemm_tile} * n; }
-  /// Tiles of one panel's production (its n columns) and of one panel's consumption (C's h columns).
-  [[nodiscard]] __host__ __device__ std::uint32_t production_tiles() const { return n / gemm_tile; }
-  [[nodiscard]] __host__ __device__ std::uint32_t consumption_tiles() const { return half() / gemm_tile; }
-  [[nodiscard]] __host__ __device__ std::uint32_t total_tiles() const {
-    return panels() * (production_tiles() + 2 * consumption_tiles());
-  }
-};
 
 /// One GPU's part. Layouts are row-major.
 struct Gemm2Gpu {
@@ -70,28 +53,6 @@ struct Gemm2Gpu {
     return mine == first_half ? 0 : half();
   }
 };
-
-/// What a queue entry asks for.
-struct GemmTask {
-  enum Kind : std::uint32_t { produce, consume_own, consume_other } kind;
-  std::uint32_t panel, tile;  ///< tile: the column tile of T (produce) or of C (consume)
-};
-
-/// Queue entry q: step 0 produces panel 0; step s in [1, panels) produces panel s, then consumes
-/// this GPU's panel s - 1 and the other's; the last step consumes the last panels.
-__host__ __device__ inline GemmTask gemm_task(std::uint32_t q, std::uint32_t panels, std::uint32_t production,
-                                              std::uint32_t consumption) {
-  if (q < production) return {GemmTask::produce, 0, q};
-  const std::uint32_t step_tiles = production + 2 * consumption;
-  const std::uint32_t after = q - production, step = 1 + after / step_tiles;
-  std::uint32_t r = after % step_tiles;
-  if (step < panels) {  // the last step (step == panels) has no production
-    if (r < production) return {GemmTask::produce, step, r};
-    r -= production;
-  }
-  return r < consumption ? GemmTask{GemmTask::consume_own, step - 1, r}
-                         : GemmTask{GemmTask::consume_other, step - 1, r - consumption};
-}
 
 /// The shared memory of one tile product: a depth step of the left operand (transposed) and of the right.
 struct GemmShared {
@@ -249,7 +210,7 @@ __global__ void __launch_bounds__(block_threads) gemm2gpu_kernel(Gemm2Gpu m) {
       const std::uint32_t q = task_index;
       __syncthreads();  // every thread has read it before thread 0 takes the next
       if (q >= total) break;
-      gemm_run_task(m, gemm_task(q, m.size.panels(), m.size.production_tiles(), m.size.consumption_tiles()), sh);
+      gemm_run_task(m, gemm_task(q, m.size), sh);
     }
   }
   // every warp is a consumer: the exchange block of the other GPU's panels, the tile blocks of
