@@ -41,7 +41,7 @@ struct Bfs2Gpu {
   [[nodiscard]] __device__ std::uint32_t first_vertex() const { return first_half ? 0 : size.half; }
   [[nodiscard]] __device__ std::uint32_t* found() const { return counters; }
   [[nodiscard]] __device__ std::uint32_t* arrived() const { return counters + size.max_levels; }
-  [[nodiscard]] __device__ std::uint32_t* ready() const { return counters + size.max_levels + 1; }
+  [[nodiscard]] __device__ std::uint32_t* ready() const { return counters + size.ready_word(); }
   [[nodiscard]] __device__ std::uint32_t* stop() const { return counters + size.max_levels + 2; }
   [[nodiscard]] __device__ std::uint32_t* overflow() const { return counters + size.overflow_word(); }
 };

@@ -1110,11 +1110,13 @@ class PairWorkload {
   [[nodiscard]] virtual const GpuPair& gpus() const = 0;
   /// The record's sizes (dataset and useful bytes) and workload-specific fields.
   virtual void describe(Record& r) const = 0;
+  /// Exchanges (tags per direction) the last run made: `us_per_iteration` is per exchange.
+  [[nodiscard]] virtual std::uint32_t exchanges_run() const { return gpus().shape().iterations; }
 };
 
 /// What a workload with per-GPU buffers `Buffers` (device_ptr members) keeps: its GpuPair and the
-/// buffers, dropped in that order (the monitors copy from the other GPU's memory), each GPU's
-/// with that GPU current.
+/// buffers, dropped in that order (the channels and their monitor threads first, while nothing
+/// they might touch is gone), each GPU's buffers with that GPU current.
 template <class Buffers>
 class PairRunner : public PairWorkload {
  public:
@@ -1184,7 +1186,7 @@ std::vector<Record> measure_gpu_pair(const char* workload, const Setup& setup, c
     r.extra["seed"] = static_cast<double>(setup.seed);
     r.extra["gpus"] = pair_gpus;
     r.extra["blocks_per_gpu"] = gpus.blocks(0);
-    r.extra["us_per_iteration"] = median(r.seconds) * 1e6 / gpus.shape().iterations;
+    r.extra["us_per_iteration"] = median(r.seconds) * 1e6 / runner->exchanges_run();
     r.extra["wait_share"] = median(shares);
     r.extra["overlap_efficiency"] = median(overlaps);
     r.extra["wait_s"] = median(waited);
@@ -1577,7 +1579,7 @@ class Gemm2GpuRunner final : public PairRunner<GemmBuffers> {
 
   Timing run(WaitMode mode) override {
     const std::uint64_t words = std::uint64_t{n_} * n_, half_words = std::uint64_t{half_} * n_;
-    const std::uint32_t panels = half_ / cw::gemm_tile;
+    const std::uint32_t panels = cw::GemmGeometry{n_}.panels();
     pair_->prepare(mode);
     for (int g = 0; g < pair_gpus; ++g) {
       Gpu& gpu = gpus_[g];
@@ -1705,18 +1707,23 @@ class Bfs2GpuRunner final : public PairRunner<BfsBuffers> {
     }
     Timing t = pair_->finish_timed(mode, [](int, std::uint64_t w) { return w; });
     t.verified = verify();
+    const OnDevice on(0);  // both GPUs exchange alike
+    check(cudaMemcpy(&exchanges_, gpus_[0].counters.get() + shape_of.ready_word(), 4, cudaMemcpyDeviceToHost),
+          "bfs2gpu counters");
     return t;
   }
   void describe(Record& r) const override {
     const cw::BfsGeometry shape_of{half_, s_.bfs_max_levels};
     r.dataset_bytes = (std::uint64_t{vertices_} + pair_gpus) * 8 + edges_ * 4;  // both GPUs' CSR
-    r.useful_bytes = std::uint64_t{pair_gpus} * levels_ * shape_of.message_words() * 4;  // a message per level and GPU
+    r.useful_bytes = std::uint64_t{pair_gpus} * exchanges_ * shape_of.message_words() * 4;  // a message per level and GPU
     r.bytes_moved = static_cast<std::int64_t>(r.useful_bytes);
     r.extra["bfs_scale"] = s_.bfs_scale;
     r.extra["bfs_edge_factor"] = s_.bfs_edge_factor;
     r.extra["bfs_root"] = root_;
     r.extra["bfs_levels"] = levels_;
+    r.extra["bfs_exchanges"] = exchanges_;
   }
+  [[nodiscard]] std::uint32_t exchanges_run() const override { return exchanges_; }
 
  private:
   /// A vertex with a neighbour, drawn from the seed (the first with one from a random start).
@@ -1752,6 +1759,7 @@ class Bfs2GpuRunner final : public PairRunner<BfsBuffers> {
 
   Setup s_;
   std::uint32_t vertices_ = 0, half_ = 0, root_ = 0, levels_ = 0;
+  std::uint32_t exchanges_ = 0;  ///< levels the last run exchanged (levels_ + 1: see BfsGeometry)
   std::uint64_t edges_ = 0;
   std::vector<std::uint32_t> reference_;
 };
@@ -1947,7 +1955,8 @@ class Pingpong2GpuRunner final : public PairRunner<PingpongBuffers> {
                "  gemm2gpu (GPU to GPU, the same modes): [--gemm-side 2048 (a multiple of 128 up to 8192)]\n"
                "         [--gemm-direct-buffer consumer | producer]\n"
                "  bfs2gpu (GPU to GPU, the same modes): [--bfs-scale 21 (11 to 30)] [--bfs-edge-factor 16]\n"
-               "         [--bfs-max-levels 64 (1 to 4096)] [--bfs-direct-buffer consumer | producer]\n"
+               "         [--bfs-max-levels 64 (1 to 4096; a search whose deepest vertex is at depth D needs D + 2)]\n"
+               "         [--bfs-direct-buffer consumer | producer]\n"
                "  bitonic2gpu (GPU to GPU, the same modes): [--bitonic-keys 16777216 (a multiple of 2^17 up to 2^30)]\n"
                "         [--bitonic-direct-buffer consumer | producer]\n"
                "  pingpong2gpu (GPU to GPU, the same modes): [--pingpong-iterations 4096 (1 to 65536)]\n",

@@ -3,7 +3,7 @@
 //
 // C = (A B) D, n x n matrices of uint32 (arithmetic mod 2^32, so the host reference gets the same
 // bits). GPU g holds A's rows [g h, (g + 1) h) (h = n / 2), all of B, and D's columns
-// [g h, (g + 1) h). It produces its rows of T = A B, panel by panel (gemm_panel_rows rows each),
+// [g h, (g + 1) h). It produces its rows of T = A B, panel by panel (gemm_tile rows each),
 // and streams every panel to the other GPU as soon as it is complete: one tag per panel. It
 // consumes every panel of T, its own and the other GPU's, into its columns of C = T D. So each
 // GPU sends h x n words and needs all of the other's, and while a panel crosses NVLink the GPU

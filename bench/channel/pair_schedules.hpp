@@ -71,8 +71,12 @@ struct BfsGeometry {
   [[nodiscard]] WARPVM_HD std::uint32_t message_words() const { return bitmap_words() + bfs_header_words; }
   /// Each warp of the exchange block meets one window of the message.
   [[nodiscard]] WARPVM_HD std::uint32_t window_words() const { return message_words() / block_warps; }
-  /// `counters`: found per level, then arrived, ready, stop, overflow (the last word).
+  /// `counters`: found per level, then arrived, ready (the levels exchanged so far), stop,
+  /// overflow (the last word). A search whose deepest vertex is at depth D exchanges D + 2
+  /// levels: level D still marks its vertices' neighbours on the other GPU (their parents among
+  /// them), and level D + 1 finds nothing. So max_levels must be at least D + 2.
   [[nodiscard]] WARPVM_HD std::uint32_t counter_words() const { return max_levels + 4; }
+  [[nodiscard]] WARPVM_HD std::uint32_t ready_word() const { return max_levels + 1; }
   [[nodiscard]] WARPVM_HD std::uint32_t overflow_word() const { return max_levels + 3; }
 };
 

@@ -9,7 +9,8 @@
 //
 // NVSHMEM runs one PE per process: the binary forks before any CUDA call; the parent is PE 0 on
 // GPU 0, the child PE 1 on GPU 1, joined through a unique id sent over a pipe
-// (NVSHMEMX_INIT_WITH_UNIQUEID; no MPI). Set NVSHMEM_DISABLE_NVLS=1 (NVLink multicast off).
+// (NVSHMEMX_INIT_WITH_UNIQUEID; no MPI). NVSHMEM_DISABLE_NVLS is set to 1 (NVLink multicast
+// off) unless the caller set it.
 
 #include <nvshmem.h>
 #include <nvshmemx.h>
@@ -25,6 +26,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include <csignal>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -164,6 +167,67 @@ void join(int pe, int id_in, int id_out) {
   if (nvshmem_n_pes() != 2 || nvshmem_my_pe() != pe) throw std::runtime_error("NVSHMEM did not make PEs 0 and 1");
 }
 
+/// The pipe ends one process keeps (-1: the other process's).
+struct Pipes {
+  int id_in, id_out, report_in, report_out;
+};
+
+/// A run of a process this long means a peer is stuck (a run takes seconds).
+constexpr unsigned process_deadline_s = 600;
+
+/// One PE's whole part: checks, NVSHMEM, the runs; PE 0 also gathers PE 1's and writes the
+/// record. The exit status.
+int run_process(int pe, const Pipes& pipes, const Setup& setup, const Options& options) {
+  int devices = 0, peer = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 2) {
+    if (pe == 0) std::fprintf(stderr, "warpvm-stencil-nvshmem: needs two CUDA devices; nothing measured\n");
+    return 0;  // both processes
+  }
+  check(cudaDeviceCanAccessPeer(&peer, pe, 1 - pe), "cudaDeviceCanAccessPeer");
+  if (peer == 0) {
+    if (pe == 0) std::fprintf(stderr, "warpvm-stencil-nvshmem: GPUs 0 and 1 have no peer access; nothing measured\n");
+    return 0;
+  }
+  check(cudaSetDevice(pe), "cudaSetDevice");
+  join(pe, pipes.id_in, pipes.id_out);
+  std::uint32_t blocks = 0;
+  const std::vector<RunReport> mine = run_pe(pe, setup, options.repeats, blocks);
+  nvshmem_finalize();
+  if (pe == 1) {
+    const auto bytes = static_cast<ssize_t>(mine.size() * sizeof(RunReport));
+    if (write(pipes.report_out, mine.data(), mine.size() * sizeof(RunReport)) != bytes) return 1;
+    return 0;
+  }
+  std::vector<RunReport> theirs(mine.size());
+  const auto bytes = static_cast<ssize_t>(theirs.size() * sizeof(RunReport));
+  if (read(pipes.report_in, theirs.data(), theirs.size() * sizeof(RunReport)) != bytes)
+    throw std::runtime_error("PE 1 did not report its runs");
+  Record r;
+  r.workload = "stencil2gpu";
+  r.mode = "nvshmem";
+  r.cache_fraction = 1;
+  r.dataset_bytes = std::uint64_t{setup.side} * setup.side * 4;
+  r.useful_bytes = 2ull * setup.iterations * setup.side * 4;  // as stencil2gpu: each GPU's cut rows
+  r.bytes_moved = static_cast<std::int64_t>(r.useful_bytes);
+  r.verified = true;
+  for (std::size_t run = 0; run < mine.size(); ++run) {
+    r.verified = r.verified && mine[run].verified && theirs[run].verified;
+    if (run > 0) r.seconds.push_back(std::max(mine[run].seconds, theirs[run].seconds));  // run 0: warm-up
+  }
+  std::vector<double> sorted = r.seconds;
+  std::sort(sorted.begin(), sorted.end());
+  r.extra["seed"] = static_cast<double>(setup.seed);
+  r.extra["gpus"] = 2;
+  r.extra["blocks_per_gpu"] = blocks;
+  r.extra["us_per_iteration"] = sorted[sorted.size() / 2] * 1e6 / setup.iterations;
+  r.extra["stencil_side"] = setup.side;
+  r.extra["stencil_iterations"] = setup.iterations;
+  Recorder(options).write(r);
+  if (!r.verified)
+    std::fprintf(stderr, "warpvm-stencil-nvshmem: WRONG RESULTS (seed %llu)\n", static_cast<unsigned long long>(setup.seed));
+  return r.verified ? 0 : 1;
+}
+
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
                "%s\nusage: warpvm-stencil-nvshmem [--stencil-side 4096 (a multiple of 64 up to 32768)] "
@@ -214,64 +278,29 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int pe = child == 0 ? 1 : 0;
-  int status = 0;
+  // Each process keeps its own ends: a peer that dies then shows as end-of-file, not a hang.
+  close(pe == 0 ? id_pipe[0] : id_pipe[1]);
+  close(pe == 0 ? report_pipe[1] : report_pipe[0]);
+  const Pipes pipes{pe == 0 ? -1 : id_pipe[0], pe == 0 ? id_pipe[1] : -1, pe == 0 ? report_pipe[0] : -1,
+                    pe == 0 ? -1 : report_pipe[1]};
+  // A peer stuck in NVSHMEM (its partner died inside a kernel or a barrier) ends at the deadline.
+  std::signal(SIGALRM, [](int) {
+    const char message[] = "warpvm-stencil-nvshmem: still running after the deadline; giving up\n";
+    (void)!write(2, message, sizeof message - 1);
+    _exit(1);
+  });
+  alarm(process_deadline_s);
+  setenv("NVSHMEM_DISABLE_NVLS", "1", 0);  // NVLink multicast off unless the caller says otherwise
+  int status = 1;
   try {
-    int devices = 0, peer = 0;
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices < 2) {
-      if (pe == 0) std::fprintf(stderr, "warpvm-stencil-nvshmem: needs two CUDA devices; nothing measured\n");
-      return 0;  // both processes
-    }
-    check(cudaDeviceCanAccessPeer(&peer, pe, 1 - pe), "cudaDeviceCanAccessPeer");
-    if (peer == 0) {
-      if (pe == 0) std::fprintf(stderr, "warpvm-stencil-nvshmem: GPUs 0 and 1 have no peer access; nothing measured\n");
-      return 0;
-    }
-    check(cudaSetDevice(pe), "cudaSetDevice");
-    join(pe, id_pipe[0], id_pipe[1]);
-    std::uint32_t blocks = 0;
-    const std::vector<RunReport> mine = run_pe(pe, setup, options.repeats, blocks);
-    nvshmem_finalize();
-    if (pe == 1) {
-      const auto bytes = static_cast<ssize_t>(mine.size() * sizeof(RunReport));
-      if (write(report_pipe[1], mine.data(), mine.size() * sizeof(RunReport)) != bytes) return 1;
-      return 0;
-    }
-    std::vector<RunReport> theirs(mine.size());
-    const auto bytes = static_cast<ssize_t>(theirs.size() * sizeof(RunReport));
-    if (read(report_pipe[0], theirs.data(), theirs.size() * sizeof(RunReport)) != bytes)
-      throw std::runtime_error("PE 1 did not report its runs");
-    Record r;
-    r.workload = "stencil2gpu";
-    r.mode = "nvshmem";
-    r.cache_fraction = 1;
-    r.dataset_bytes = std::uint64_t{setup.side} * setup.side * 4;
-    r.useful_bytes = 2ull * setup.iterations * setup.side * 4;  // as stencil2gpu: each GPU's cut rows
-    r.bytes_moved = static_cast<std::int64_t>(r.useful_bytes);
-    r.verified = true;
-    for (std::size_t run = 0; run < mine.size(); ++run) {
-      r.verified = r.verified && mine[run].verified && theirs[run].verified;
-      if (run > 0) r.seconds.push_back(std::max(mine[run].seconds, theirs[run].seconds));  // run 0: warm-up
-    }
-    std::vector<double> sorted = r.seconds;
-    std::sort(sorted.begin(), sorted.end());
-    r.extra["seed"] = static_cast<double>(setup.seed);
-    r.extra["gpus"] = 2;
-    r.extra["blocks_per_gpu"] = blocks;
-    r.extra["us_per_iteration"] = sorted[sorted.size() / 2] * 1e6 / setup.iterations;
-    r.extra["stencil_side"] = setup.side;
-    r.extra["stencil_iterations"] = setup.iterations;
-    Recorder(options).write(r);
-    if (!r.verified)
-      std::fprintf(stderr, "warpvm-stencil-nvshmem: WRONG RESULTS (seed %llu)\n", static_cast<unsigned long long>(setup.seed));
-    status = r.verified ? 0 : 1;
+    status = run_process(pe, pipes, setup, options);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "warpvm-stencil-nvshmem: PE %d: %s\n", pe, e.what());
-    status = 1;
   }
-  if (pe == 0) {
-    int child_status = 0;
-    waitpid(child, &child_status, 0);
-    if (!WIFEXITED(child_status) || WEXITSTATUS(child_status) != 0) status = 1;
-  }
+  if (pe == 1) return status;
+  if (status != 0) kill(child, SIGTERM);  // it may wait for this PE inside NVSHMEM
+  int child_status = 0;
+  waitpid(child, &child_status, 0);
+  if (!WIFEXITED(child_status) || WEXITSTATUS(child_status) != 0) status = 1;
   return status;
 }

@@ -50,9 +50,9 @@ struct ChannelGrant {
 };
 
 /// Direct mode, warp-collective (arguments already checked): every lane polls the device map for
-/// tags [first_tag, +tag_count) (TagRangeWait: system-scope acquire loads for the first
-/// direct_acquiring_polls polls, then relaxed ones and one acquire load per word once all were
-/// seen) until all lanes saw every tag set, sleeping with
+/// tags [first_tag, +tag_count) (TagRangeWait: system-scope acquire loads for the first poll and
+/// the direct_acquiring_polls after it, then relaxed ones and one acquire load per word once all
+/// were seen) until all lanes saw every tag set, sleeping with
 /// backoff between polls (the map is in this GPU's memory: a poll is an L2 read, no link
 /// crossed), then returns the producers' buffer at `source_offset`, in place. Each lane's own
 /// acquire that saw a tag's bit synchronises with the producer's release OR, so its plain loads

@@ -274,8 +274,8 @@ inline constexpr std::uint32_t waiter_backoff_max_ns = 256;
 /// that warp nothing and costs the warps computing beside it issue slots (`compute_slowdown`
 /// 1.037 on `tiles` with the 256 ns cap, 1.014 with this one; H200).
 inline constexpr std::uint32_t monitor_waiter_backoff_max_ns = 1024;
-/// Polls of a direct-mode wait that use acquire loads (TagRangeWait): with the backoff, about the
-/// first microsecond of the wait. A short wait then ends at the poll that sees its tags; a longer
+/// Polls of a direct-mode wait after its first that use acquire loads (TagRangeWait): with the
+/// backoff, about the first microsecond of the wait. A short wait then ends at the poll that sees its tags; a longer
 /// one goes on with relaxed polls, which spare the SM's L1.
 inline constexpr std::uint32_t direct_acquiring_polls = 8;
 
