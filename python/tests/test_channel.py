@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from warpvm.channel import channel_cases, channel_markdown
 from warpvm.cli import app
+from warpvm.plots import channel_figure
 from warpvm.results import load_records
 
 
@@ -138,3 +139,18 @@ def test_report_includes_the_channel_section(tmp_path: Path) -> None:
     assert "## Producer/consumer channels (warpvm-channel-bench)" in summary
     assert "12 points from 12 records" in summary, "configurations are points of their own in the summary"
     assert summary.count("| tiles | channel |") == 3
+
+
+def test_channel_figure_has_a_bar_per_mode_of_each_case_and_none_without_a_baseline(tmp_path: Path) -> None:
+    rows = [*tiles_run(), channel_record("tiles", "channel_direct", 0.0050, consumer_threads=1024.0)]
+    figure = channel_figure(load(tmp_path, rows))
+    assert figure is not None
+    (ax,) = figure.axes
+    heights = sorted(round(p.get_height(), 4) for p in ax.patches)
+    best = 0.0110  # naive, the fastest polling baseline of the first case
+    assert heights == sorted(round(s / best, 4) for s in (0.0099, 0.0115, 0.0110, 0.0120))
+    assert [t.get_text() for t in ax.get_xticklabels()] == [
+        "tiles\n(consumer_threads 33792, compute_iters 500000, producer_cpu -1)"
+    ]
+    only_library = load(tmp_path, [channel_record("tiles", "channel", 0.0099)])
+    assert channel_figure(only_library) is None

@@ -396,6 +396,7 @@ def report(
             ("speedup_over_uvm.png", plots.plot_speedup, "workloads timed with uvm and another mode"),
             ("oversubscription.png", plots.plot_oversubscription, "modes timed at 100% and smaller caches"),
             ("placement.png", plots.plot_placement, "placement runs under on_touch and another policy"),
+            ("channel.png", plots.plot_channel, "channel runs with a polling baseline and another mode"),
         ):
             path = plot(records, out / name)
             if path is None:

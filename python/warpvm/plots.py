@@ -15,6 +15,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator, ScalarFormatter
 from matplotlib.typing import ColorType
 
+from warpvm.channel import channel_cases
 from warpvm.placement import POLICIES, UVM_POLICIES, placement_cases
 from warpvm.results import Record, format_fraction, latest_points
 
@@ -352,3 +353,39 @@ def placement_figure(records: Iterable[Record]) -> Figure | None:
 def plot_placement(records: Iterable[Record], path: Path) -> Path | None:
     """Writes `placement_figure` to `path`; None if there is nothing to plot."""
     return save_png(placement_figure(records), path)
+
+
+def channel_figure(records: Iterable[Record]) -> Figure | None:
+    """Per channel case (workload and configuration, one group of bars each), every mode's time
+    over the case's fastest polling baseline (the dotted line; lower is faster), log scale; None
+    without a case that timed a polling baseline and another mode."""
+    cases = [c for c in channel_cases(records) if c.best_baseline() is not None and len(c.records) > 1]
+    if not cases:
+        return None
+    bars = []
+    for case in cases:
+        _, best = case.best_baseline() or ("", 1.0)
+        shown = ", ".join(f"{name} {value:.0f}" for name, value in case.settings if name != "gpus")
+        group = case.workload + (f"\n({shown})" if shown else "")
+        bars += [(group, label, record.seconds / best) for label, record in case.records.items()]
+    colors = _palette(series for _, series, _ in bars)
+    groups = list(dict.fromkeys(g for g, _, _ in bars))
+    figure = Figure(layout="constrained", figsize=(max(8.0, 1.5 * len(groups) + 0.2 * len(bars)), 5.5))
+    ax = figure.add_subplot()
+    _draw_grouped_bars(ax, bars, lambda v: _short(v) + "x", colors)
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(ScalarFormatter())
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.margins(y=0.18)
+    ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_ylabel("time / fastest polling baseline")
+    ax.set_title("Producer/consumer modes against the fastest polling baseline (lower is faster)", fontsize=9)
+    ax.legend(handles=_legend(colors), fontsize=7, ncols=3, loc="upper left", title="mode")
+    ax.grid(axis="y", alpha=0.3)
+    return figure
+
+
+def plot_channel(records: Iterable[Record], path: Path) -> Path | None:
+    """Writes `channel_figure` to `path`; None if there is nothing to plot."""
+    return save_png(channel_figure(records), path)
