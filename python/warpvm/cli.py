@@ -376,7 +376,8 @@ def report(
     parquet: Annotated[bool, typer.Option(help="Also write records.parquet (needs pyarrow).")] = False,
 ) -> None:
     """Write summary.md and plots (bandwidth, cache sweep, bytes moved, speed-up over UVM, slowdown
-    against oversubscription, placement policies across GPUs) from result files."""
+    against oversubscription, placement policies across GPUs, channel modes against polling) from
+    result files."""
     console = _console()
     with _exit_on_bad_input():
         records = load_records(files)
