@@ -89,12 +89,7 @@ __device__ inline void bfs_exchange(const Bfs2Gpu& m, std::uint32_t level) {
   const std::uint32_t warp_in_block = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
     marked_here = 0;
-    const std::uint64_t since = detail::global_timer_ns();
-    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> arrived(*m.arrived());
-    for (std::uint32_t polls = 1; arrived.load(cuda::std::memory_order_acquire) < (level + 1) * gridDim.x; ++polls) {
-      __nanosleep(64);
-      if (polls % 1024 == 0) peer_watchdog("bfs2gpu", since, "the blocks of its GPU", level);
-    }
+    wait_at_least(*m.arrived(), (level + 1) * gridDim.x, "bfs2gpu", "the blocks of its GPU", level);
   }
   __syncthreads();
   const std::uint64_t row = std::uint64_t{level} * m.message_words();
@@ -154,14 +149,7 @@ __global__ void __launch_bounds__(block_threads) bfs2gpu_kernel(Bfs2Gpu m) {
     if (exchange_block) {
       bfs_exchange(m, level);
     } else {
-      const std::uint64_t began = detail::global_timer_ns();
-      m.stamps.wait(warp, began, block_waits_for_thread0([&] {
-                      cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> ready(*m.ready());
-                      for (std::uint32_t polls = 1; ready.load(cuda::std::memory_order_acquire) < level + 1; ++polls) {
-                        __nanosleep(64);
-                        if (polls % 1024 == 0) peer_watchdog("bfs2gpu", began, "the level's end", level);
-                      }
-                    }));
+      block_waits_at_least(*m.ready(), level + 1, m.stamps, "bfs2gpu", "the level's end", level);
     }
     __shared__ bool stop;
     if (threadIdx.x == 0) stop = __ldcg(m.stop()) != 0;  // after ready's acquire (thread 0 of block 0 wrote it)

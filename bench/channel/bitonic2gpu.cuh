@@ -89,15 +89,7 @@ __device__ inline void bitonic_pair(const Bitonic2Gpu& m, std::uint32_t tag) {
 
 /// Tasks [2C, 2C + merge tasks): once every pair is made, outputs [task x 4096, +4096).
 __device__ inline void bitonic_merge_task(const Bitonic2Gpu& m, std::uint32_t task) {
-  const std::uint64_t began = detail::global_timer_ns();
-  const std::uint64_t arrived = block_waits_for_thread0([&] {
-    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> done(*m.paired_chunks());
-    for (std::uint32_t polls = 1; done.load(cuda::std::memory_order_acquire) < m.size.chunks(); ++polls) {
-      __nanosleep(64);
-      if (polls % 1024 == 0) peer_watchdog("bitonic2gpu", began, "every pair", task);
-    }
-  });
-  m.stamps.wait(blockIdx.x * block_warps + threadIdx.x / 32, began, arrived);
+  block_waits_at_least(*m.paired_chunks(), m.size.chunks(), m.stamps, "bitonic2gpu", "every pair", task);
   const BitonicRuns runs{m.size.half, __ldcg(m.kept_own()), m.keeps_low};
   const std::uint32_t first = task * bitonic_merge_outputs + threadIdx.x * bitonic_merge_per_thread;
   if (first >= m.size.half) return;
@@ -110,28 +102,17 @@ __device__ inline void bitonic_merge_task(const Bitonic2Gpu& m, std::uint32_t ta
 /// Persistent: every block resident at once (pair-ups wait for the other GPU's copies, merges
 /// for every pair-up). At least two blocks.
 __global__ void __launch_bounds__(block_threads) bitonic2gpu_kernel(Bitonic2Gpu m) {
-  __shared__ std::uint32_t task_index;
   const std::uint64_t started = detail::global_timer_ns();
   const std::uint32_t chunks = m.size.chunks();
   if (blockIdx.x == 0) {  // the exchange block: announce in tag order
     if (threadIdx.x == 0) {
       for (std::uint32_t t = 0; t < chunks; ++t) {
-        const std::uint64_t since = detail::global_timer_ns();
-        cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> copied(m.copied()[t]);
-        for (std::uint32_t polls = 1; copied.load(cuda::std::memory_order_acquire) == 0; ++polls) {
-          __nanosleep(64);
-          if (polls % 1024 == 0) peer_watchdog("bitonic2gpu", since, "this GPU's chunk copy", t);
-        }
+        wait_at_least(m.copied()[t], 1, "bitonic2gpu", "this GPU's chunk copy", t);
         peer_announce(m.exchange, t);  // release at system scope: cumulative over the copy it acquired
       }
     }
   } else {
-    for (;;) {
-      if (threadIdx.x == 0) task_index = atomicAdd(m.next_task(), 1u);
-      __syncthreads();
-      const std::uint32_t q = task_index;
-      __syncthreads();  // every thread has read it before thread 0 takes the next
-      if (q >= m.size.tasks()) break;
+    for (std::uint32_t q = block_takes_task(m.next_task()); q < m.size.tasks(); q = block_takes_task(m.next_task())) {
       if (q < chunks) bitonic_copy(m, q);
       else if (q < 2 * chunks) bitonic_pair(m, q - chunks);
       else bitonic_merge_task(m, q - 2 * chunks);

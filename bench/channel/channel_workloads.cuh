@@ -47,7 +47,6 @@ __host__ __device__ constexpr bool uses_channel(WaitMode mode) {
   return mode == WaitMode::channel || mode == WaitMode::channel_direct;
 }
 
-
 /// Per-warp stamps for the waiting metrics; a null `lives` records nothing.
 struct Stamps {
   unsigned long long* lives;        ///< [warp][3]: start, end, (consumer << 32) | SM id
@@ -498,6 +497,41 @@ __device__ inline void peer_watchdog(const char* workload, std::uint64_t since, 
   __trap();
 }
 
+/// One thread: waits until `word`, which other blocks of this GPU (or, at system scope, the other
+/// GPU) count up with release stores, reaches `target` (acquire loads, `__nanosleep(64)` between
+/// them); gives up at the watchdog, naming `what` and step `k` of `workload`.
+template <cuda::thread_scope Scope = cuda::thread_scope_system>
+__device__ inline void wait_at_least(std::uint32_t& word, std::uint32_t target, const char* workload, const char* what,
+                                     std::uint32_t k) {
+  const std::uint64_t since = detail::global_timer_ns();
+  cuda::atomic_ref<std::uint32_t, Scope> counted(word);
+  for (std::uint32_t polls = 1; counted.load(cuda::std::memory_order_acquire) < target; ++polls) {
+    __nanosleep(64);
+    if (polls % 1024 == 0) peer_watchdog(workload, since, what, k);
+  }
+}
+
+/// Block-collective: thread 0 waits as wait_at_least while the block waits at a barrier
+/// (block_waits_for_thread0); every warp stamps the wait in the row of its global warp index.
+template <cuda::thread_scope Scope = cuda::thread_scope_system>
+__device__ inline void block_waits_at_least(std::uint32_t& word, std::uint32_t target, const Stamps& stamps,
+                                            const char* workload, const char* what, std::uint32_t k) {
+  const std::uint64_t began = detail::global_timer_ns();
+  const std::uint64_t arrived = block_waits_for_thread0([&] { wait_at_least<Scope>(word, target, workload, what, k); });
+  stamps.wait(blockIdx.x * block_warps + threadIdx.x / 32, began, arrived);
+}
+
+/// Block-collective: the next entry of the task queue whose head is `*head` (thread 0 takes it
+/// for the block).
+__device__ inline std::uint32_t block_takes_task(std::uint32_t* head) {
+  __shared__ std::uint32_t taken;
+  if (threadIdx.x == 0) taken = atomicAdd(head, 1u);
+  __syncthreads();
+  const std::uint32_t q = taken;
+  __syncthreads();  // every thread has read it before thread 0 takes the next
+  return q;
+}
+
 /// How a GPU-to-GPU kernel hands the data of each step to the other GPU and learns that the
 /// other's is there. Channel modes: one tag per step. Baselines: the producer stores its data into
 /// the consumer's memory (its mailbox), then the count of steps sent so far into `published`.
@@ -731,16 +765,9 @@ __device__ void stencil_run(const StencilHalf& s, const Exchange& exchange) {
     // The blocks next to this one finished iteration k - 1: their rows of cur are written, and
     // they no longer read next (their cur of iteration k - 1), which this iteration overwrites.
     if (threadIdx.x == 0) {
-      auto wait_for = [&](std::uint32_t n) {
-        const std::uint64_t since = detail::global_timer_ns();
-        cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device> done(s.progress[n]);
-        for (std::uint32_t polls = 1; done.load(cuda::std::memory_order_acquire) < k; ++polls) {
-          __nanosleep(64);
-          if (polls % 1024 == 0) peer_watchdog("stencil2gpu", since, "a neighbouring block", k);
-        }
-      };
-      if (b > 0) wait_for(b - 1);
-      if (b + 1 < blocks) wait_for(b + 1);
+      if (b > 0) wait_at_least<cuda::thread_scope_device>(s.progress[b - 1], k, "stencil2gpu", "a neighbouring block", k);
+      if (b + 1 < blocks)
+        wait_at_least<cuda::thread_scope_device>(s.progress[b + 1], k, "stencil2gpu", "a neighbouring block", k);
     }
     __syncthreads();
     const std::uint32_t inner_cells = (inner_end - inner_first) * side;
@@ -912,14 +939,7 @@ __global__ void __launch_bounds__(block_threads) kmeans2gpu_kernel(Kmeans2Gpu m)
     if (exchange_block) {
       kmeans_exchange(m, i, centroid);
     } else {
-      const std::uint64_t began = detail::global_timer_ns();
-      m.stamps.wait(warp, began, block_waits_for_thread0([&] {
-                      cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device> ready(*m.ready);
-                      for (std::uint32_t polls = 1; ready.load(cuda::std::memory_order_acquire) < i + 1; ++polls) {
-                        __nanosleep(64);
-                        if (polls % 1024 == 0) peer_watchdog("kmeans2gpu", began, "the next centroids", i);
-                      }
-                    }));
+      block_waits_at_least<cuda::thread_scope_device>(*m.ready, i + 1, m.stamps, "kmeans2gpu", "the next centroids", i);
     }
     load_centroids(i + 1);
   }

@@ -96,21 +96,6 @@ __device__ inline void gemm_tile_product(const std::uint32_t* left, std::uint64_
   }
 }
 
-/// Thread 0 of a tile block: waits until `word` reaches `target` (acquire); the block waits at a
-/// barrier meanwhile, and every warp stamps the wait.
-__device__ inline void gemm_block_waits(const Gemm2Gpu& m, std::uint32_t* word, std::uint32_t target, std::uint32_t panel,
-                                        const char* what) {
-  const std::uint64_t began = detail::global_timer_ns();
-  const std::uint64_t arrived = block_waits_for_thread0([&] {
-    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> w(*word);
-    for (std::uint32_t polls = 1; w.load(cuda::std::memory_order_acquire) < target; ++polls) {
-      __nanosleep(64);
-      if (polls % 1024 == 0) peer_watchdog("gemm2gpu", began, what, panel);
-    }
-  });
-  m.stamps.wait(blockIdx.x * block_warps + threadIdx.x / 32, began, arrived);
-}
-
 /// A tile block's entry `task`.
 __device__ inline void gemm_run_task(const Gemm2Gpu& m, GemmTask task, GemmShared& sh) {
   const std::uint32_t n = m.size.n, h = m.half(), ty = threadIdx.x / 16, tx = threadIdx.x % 16;
@@ -151,9 +136,10 @@ __device__ inline void gemm_run_task(const Gemm2Gpu& m, GemmTask task, GemmShare
     panel.release();
   } else {
     if (own)
-      gemm_block_waits(m, m.produced + task.panel, m.size.production_tiles(), task.panel, "this GPU's panel");
+      block_waits_at_least(m.produced[task.panel], m.size.production_tiles(), m.stamps, "gemm2gpu", "this GPU's panel",
+                           task.panel);
     else
-      gemm_block_waits(m, m.ready + task.panel, 1, task.panel, "the other GPU's panel");
+      block_waits_at_least(m.ready[task.panel], 1, m.stamps, "gemm2gpu", "the other GPU's panel", task.panel);
     gemm_tile_product(m.t + row * n, n, true, m.d + column, h, n, acc, sh);
   }
   for (std::uint32_t i = 0; i < 4; ++i)
@@ -168,12 +154,7 @@ __device__ inline void gemm_exchange(const Gemm2Gpu& m) {
   const std::uint64_t window_words = m.size.panel_words() / block_warps;
   for (std::uint32_t p = 0; p < m.size.panels(); ++p) {
     if (threadIdx.x == 0) {
-      const std::uint64_t since = detail::global_timer_ns();
-      cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> produced(m.produced[p]);
-      for (std::uint32_t polls = 1; produced.load(cuda::std::memory_order_acquire) < m.size.production_tiles(); ++polls) {
-        __nanosleep(64);
-        if (polls % 1024 == 0) peer_watchdog("gemm2gpu", since, "this GPU's panel", p);
-      }
+      wait_at_least(m.produced[p], m.size.production_tiles(), "gemm2gpu", "this GPU's panel", p);
       peer_announce(m.exchange, p);  // release at system scope: cumulative over the tiles' stores it acquired
     }
     if (m.exchange.mode == WaitMode::channel_direct) continue;  // the tile blocks acquire the other GPU's panels
@@ -197,7 +178,6 @@ __device__ inline void gemm_exchange(const Gemm2Gpu& m) {
 /// the other GPU produce). At least two blocks.
 __global__ void __launch_bounds__(block_threads) gemm2gpu_kernel(Gemm2Gpu m) {
   __shared__ GemmShared sh;
-  __shared__ std::uint32_t task_index;
   const std::uint64_t started = detail::global_timer_ns();
   const bool exchange_block = blockIdx.x == 0;
   if (exchange_block) {
@@ -205,10 +185,7 @@ __global__ void __launch_bounds__(block_threads) gemm2gpu_kernel(Gemm2Gpu m) {
   } else {
     const std::uint32_t total = m.size.total_tiles();
     for (;;) {
-      if (threadIdx.x == 0) task_index = atomicAdd(m.next_tile, 1u);
-      __syncthreads();
-      const std::uint32_t q = task_index;
-      __syncthreads();  // every thread has read it before thread 0 takes the next
+      const std::uint32_t q = block_takes_task(m.next_tile);
       if (q >= total) break;
       gemm_run_task(m, gemm_task(q, m.size), sh);
     }
