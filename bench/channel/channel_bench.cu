@@ -1222,7 +1222,7 @@ class Stencil2GpuRunner final : public PairWorkload {
     reference_ = cw::stencil_reference(initial_, s.stencil_side, s.stencil_iterations, parallel_for);
     pair_ = std::make_unique<GpuPair>(
         GpuPair::Shape{"stencil2gpu", reinterpret_cast<const void*>(&cw::stencil2gpu_kernel), 0,
-                       rows_ / cw::stencil_min_rows_per_block, s.stencil_iterations, std::uint64_t{s.stencil_side} * 4,
+                       cw::stencil_max_blocks(s.stencil_side), s.stencil_iterations, std::uint64_t{s.stencil_side} * 4,
                        false, s.stencil_direct_buffer_on_consumer},
         modes);
     for (int g = 0; g < pair_gpus; ++g) {
@@ -2051,10 +2051,8 @@ int main(int argc, char** argv) {
     usage("cg: --cg-rows must be a multiple of 8 x --cg-rows-per-warp (>= 4), --cg-iterations >= 1");
   if (setup.halo_side < 8 || setup.halo_side % 8 != 0 || setup.halo_iterations == 0)
     usage("halo: --halo-side must be a multiple of 8 (one warp per plane, whole blocks), --halo-iterations >= 1");
-  if (setup.stencil_side < 64 || setup.stencil_side % 64 != 0 || setup.stencil_side > 32768 ||
-      setup.stencil_iterations == 0)
-    usage("stencil2gpu: --stencil-side must be a multiple of 64 up to 32768 (eight warps' column slices of whole "
-          "16-byte granules), --stencil-iterations >= 1");
+  if (!warpvm::channel_workloads::stencil_side_runs(setup.stencil_side) || setup.stencil_iterations == 0)
+    usage((std::string("stencil2gpu: ") + warpvm::channel_workloads::stencil_side_rule + ", --stencil-iterations >= 1").c_str());
   if (setup.kmeans_k < 8 || setup.kmeans_k % 8 != 0 || setup.kmeans_k > 1024 || setup.kmeans_points % 2 != 0 ||
       setup.kmeans_points < 2 * setup.kmeans_k || setup.kmeans_points > (1u << 26) || setup.kmeans_iterations == 0 ||
       setup.kmeans_iterations > 1000)

@@ -664,6 +664,12 @@ std::vector<std::uint32_t> stencil_reference(std::vector<std::uint32_t> grid, st
 /// Rows per block at least: the block that owns the boundary row has rows to update before it
 /// waits for the other GPU's.
 constexpr std::uint32_t stencil_min_rows_per_block = 4;
+/// One GPU's blocks at most for a side x side grid (fewer when fewer fit at once).
+constexpr std::uint32_t stencil_max_blocks(std::uint32_t side) { return side / 2 / stencil_min_rows_per_block; }
+/// The grids stencil2gpu runs (warpvm-channel-bench and warpvm-stencil-nvshmem refuse others):
+/// eight warps' column slices of whole 16-byte granules.
+constexpr bool stencil_side_runs(std::uint32_t side) { return side >= 64 && side % 64 == 0 && side <= 32768; }
+inline constexpr const char* stencil_side_rule = "--stencil-side must be a multiple of 64 up to 32768";
 
 /// One GPU's half of a side x side grid of uint32: GPU 0 owns rows [0, side / 2), GPU 1 rows
 /// [side / 2, side). The cut row (GPU 0's last, GPU 1's first) is the one whose neighbour across

@@ -102,8 +102,8 @@ std::vector<RunReport> run_pe(int pe, const Setup& s, int repeats, std::uint32_t
   check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reinterpret_cast<const void*>(&stencil_nvshmem_kernel),
                                                       static_cast<int>(cw::block_threads), 0),
         "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-  // stencil2gpu's block count (GpuPair): all resident at once, at least stencil_min_rows_per_block rows each
-  blocks = std::min(rows / cw::stencil_min_rows_per_block, static_cast<std::uint32_t>(per_sm * sms));
+  // stencil2gpu's block count (GpuPair): all resident at once
+  blocks = std::min(cw::stencil_max_blocks(side), static_cast<std::uint32_t>(per_sm * sms));
 
   const auto cells = detail::make_device<std::uint32_t>(2 * half, "stencil cells");
   const auto progress = detail::make_device<std::uint32_t>(blocks, "stencil progress");
@@ -263,8 +263,8 @@ int main(int argc, char** argv) {
   } catch (const std::logic_error&) {
     usage("an option's value is not a number");
   }
-  if (setup.side < 64 || setup.side % 64 != 0 || setup.side > 32768 || setup.iterations == 0 || options.repeats < 1)
-    usage("--stencil-side must be a multiple of 64 up to 32768, --stencil-iterations and --repeats >= 1");
+  if (!cw::stencil_side_runs(setup.side) || setup.iterations == 0 || options.repeats < 1)
+    usage((std::string(cw::stencil_side_rule) + ", --stencil-iterations and --repeats >= 1").c_str());
 
   // Before any CUDA call: a forked child cannot use a CUDA context its parent made.
   int id_pipe[2], report_pipe[2];
