@@ -1208,10 +1208,17 @@ std::vector<Record> measure_gpu_pair(const char* workload, const Setup& setup, c
 
 // ---- stencil2gpu ----------------------------------------------------------------------------
 
+/// stencil2gpu's buffers on one GPU.
+struct StencilBuffers {
+  detail::device_ptr<std::uint32_t> cells;     ///< [2][rows][side]
+  detail::device_ptr<std::uint32_t> progress;  ///< [blocks]
+  detail::device_ptr<std::uint32_t> halo;      ///< [2][side]
+};
+
 /// stencil2gpu on GPUs 0 and 1: each GPU's half of the grid and its halo, kept across modes and
 /// repeats, on a GpuPair whose channels carry one cut row per iteration (buffer on the consumer
 /// for channel_direct unless --stencil-direct-buffer producer).
-class Stencil2GpuRunner final : public PairWorkload {
+class Stencil2GpuRunner final : public PairRunner<StencilBuffers> {
  public:
   Stencil2GpuRunner(const Setup& s, const std::vector<WaitMode>& modes)
       : s_(s), rows_(s.stencil_side / 2), half_(std::uint64_t{rows_} * s.stencil_side) {
@@ -1228,36 +1235,26 @@ class Stencil2GpuRunner final : public PairWorkload {
     for (int g = 0; g < pair_gpus; ++g) {
       Gpu& gpu = gpus_[g];
       const OnDevice on(g);
-      check(cudaMalloc(&gpu.cells, 2 * half_ * 4), "cudaMalloc stencil cells");
-      check(cudaMalloc(&gpu.progress, std::uint64_t{pair_->blocks(g)} * 4), "cudaMalloc stencil progress");
-      check(cudaMalloc(&gpu.halo, 2ull * s.stencil_side * 4), "cudaMalloc stencil halo");
+      gpu.cells = detail::make_device<std::uint32_t>(2 * half_, "stencil cells");
+      gpu.progress = detail::make_device<std::uint32_t>(pair_->blocks(g), "stencil progress");
+      gpu.halo = detail::make_device<std::uint32_t>(2ull * s.stencil_side, "stencil halo");
     }
   }
-  ~Stencil2GpuRunner() override {
-    pair_.reset();  // the monitors first: they copy from the other GPU's memory
-    for (int g = 0; g < pair_gpus; ++g) {
-      const OnDevice on(g);
-      cudaFree(gpus_[g].cells);
-      cudaFree(gpus_[g].progress);
-      cudaFree(gpus_[g].halo);
-    }
-  }
-  Stencil2GpuRunner(const Stencil2GpuRunner&) = delete;
-  Stencil2GpuRunner& operator=(const Stencil2GpuRunner&) = delete;
-
   Timing run(WaitMode mode) override {
     const std::uint32_t side = s_.stencil_side;
     pair_->prepare(mode);
     for (int g = 0; g < pair_gpus; ++g) {
       const OnDevice on(g);
-      check(cudaMemcpy(gpus_[g].cells, initial_.data() + g * half_, half_ * 4, cudaMemcpyHostToDevice), "stencil cells");
-      check(cudaMemset(gpus_[g].progress, 0, std::uint64_t{pair_->blocks(g)} * 4), "cudaMemset stencil progress");
-      check(cudaMemset(gpus_[g].halo, 0, 2ull * side * 4), "cudaMemset stencil halo");
+      check(cudaMemcpy(gpus_[g].cells.get(), initial_.data() + g * half_, half_ * 4, cudaMemcpyHostToDevice),
+            "stencil cells");
+      check(cudaMemset(gpus_[g].progress.get(), 0, std::uint64_t{pair_->blocks(g)} * 4), "cudaMemset stencil progress");
+      check(cudaMemset(gpus_[g].halo.get(), 0, 2ull * side * 4), "cudaMemset stencil halo");
     }
     pair_->wait_idle();  // the inputs' copies and resets, before either kernel starts
     for (int g = 0; g < pair_gpus; ++g) {
-      const cw::Stencil2Gpu k{{side, s_.stencil_iterations, g == 0, gpus_[g].cells, gpus_[g].progress, pair_->stamps(g)},
-                              pair_->exchange(g, mode), gpus_[g].halo, gpus_[1 - g].halo};
+      const cw::Stencil2Gpu k{
+          {side, s_.stencil_iterations, g == 0, gpus_[g].cells.get(), gpus_[g].progress.get(), pair_->stamps(g)},
+          pair_->exchange(g, mode), gpus_[g].halo.get(), gpus_[1 - g].halo.get()};
       pair_->launch(g, [&](cudaStream_t stream) {
         cw::stencil2gpu_kernel<<<pair_->blocks(g), block_threads, 0, stream>>>(k);
       });
@@ -1270,14 +1267,13 @@ class Stencil2GpuRunner final : public PairWorkload {
     std::vector<std::uint32_t> cells(initial_.size());
     for (int g = 0; g < pair_gpus; ++g) {
       const OnDevice on(g);
-      check(cudaMemcpy(cells.data() + g * half_, gpus_[g].cells + (s_.stencil_iterations % 2) * half_, half_ * 4,
+      check(cudaMemcpy(cells.data() + g * half_, gpus_[g].cells.get() + (s_.stencil_iterations % 2) * half_, half_ * 4,
                        cudaMemcpyDeviceToHost),
             "stencil cells");
     }
     t.verified = verify(cells);
     return t;
   }
-  [[nodiscard]] const GpuPair& gpus() const override { return *pair_; }
   void describe(Record& r) const override {
     r.dataset_bytes = std::uint64_t{s_.stencil_side} * s_.stencil_side * 4;
     // the rows the GPUs exchange: each sends its cut row of states 0 to iterations - 1
@@ -1288,12 +1284,6 @@ class Stencil2GpuRunner final : public PairWorkload {
   }
 
  private:
-  struct Gpu {
-    std::uint32_t* cells = nullptr;     ///< [2][rows][side]
-    std::uint32_t* progress = nullptr;  ///< [blocks]
-    std::uint32_t* halo = nullptr;      ///< [2][side]
-  };
-
   /// Against the host reference; says where the first difference is.
   bool verify(const std::vector<std::uint32_t>& cells) const {
     const auto [got, want] = std::mismatch(cells.begin(), cells.end(), reference_.begin());
@@ -1309,8 +1299,6 @@ class Stencil2GpuRunner final : public PairWorkload {
   std::uint32_t rows_;  ///< per GPU
   std::uint64_t half_;  ///< cells per GPU
   std::vector<std::uint32_t> initial_, reference_;
-  std::unique_ptr<GpuPair> pair_;
-  Gpu gpus_[pair_gpus];
 };
 
 // ---- kmeans2gpu -----------------------------------------------------------------------------
@@ -1359,11 +1347,21 @@ KmeansResult kmeans_reference(const std::vector<uint4>& points, std::uint32_t k,
   return result;
 }
 
+/// kmeans2gpu's buffers on one GPU.
+struct KmeansBuffers {
+  detail::device_ptr<uint4> points;
+  detail::device_ptr<unsigned long long> partial;  ///< [iterations][k][5]
+  detail::device_ptr<unsigned long long> totals;   ///< [iterations][k][5]
+  detail::device_ptr<unsigned long long> mailbox;  ///< [iterations][k][5]
+  detail::device_ptr<std::uint32_t> centroids;     ///< [iterations + 1][k][4]
+  detail::device_ptr<std::uint32_t> counters;      ///< arrived, ready
+};
+
 /// kmeans2gpu on GPUs 0 and 1: each GPU's half of the points and its per-iteration sums,
 /// centroids and mailbox, kept across modes and repeats, on a GpuPair whose channels carry one
 /// GPU's partial sums (k x 5 uint64) per iteration (buffer on the consumer for channel_direct
 /// unless --kmeans-direct-buffer producer).
-class Kmeans2GpuRunner final : public PairWorkload {
+class Kmeans2GpuRunner final : public PairRunner<KmeansBuffers> {
  public:
   Kmeans2GpuRunner(const Setup& s, const std::vector<WaitMode>& modes)
       : s_(s), half_(s.kmeans_points / 2), words_(std::uint64_t{s.kmeans_k} * cw::kmeans_words_per_centroid) {
@@ -1388,52 +1386,39 @@ class Kmeans2GpuRunner final : public PairWorkload {
         throw std::runtime_error("kmeans2gpu: " + std::to_string(per_block) + " points per block overflow its 32-bit sums; use fewer points");
       Gpu& gpu = gpus_[g];
       const OnDevice on(g);
-      const std::uint64_t rows_bytes = std::uint64_t{s.kmeans_iterations} * words_ * 8;
-      check(cudaMalloc(&gpu.points, half_ * sizeof(uint4)), "cudaMalloc kmeans points");
-      check(cudaMemcpy(gpu.points, points_.data() + g * half_, half_ * sizeof(uint4), cudaMemcpyHostToDevice), "kmeans points");
-      check(cudaMalloc(&gpu.partial, rows_bytes), "cudaMalloc kmeans partial");
-      check(cudaMalloc(&gpu.totals, rows_bytes), "cudaMalloc kmeans totals");
-      check(cudaMalloc(&gpu.mailbox, rows_bytes), "cudaMalloc kmeans mailbox");
-      check(cudaMalloc(&gpu.centroids, centroid_bytes() * (s.kmeans_iterations + 1)), "cudaMalloc kmeans centroids");
-      check(cudaMalloc(&gpu.counters, 2 * 4), "cudaMalloc kmeans counters");
+      const std::uint64_t rows_words = std::uint64_t{s.kmeans_iterations} * words_;
+      gpu.points = detail::make_device<uint4>(half_, "kmeans points");
+      check(cudaMemcpy(gpu.points.get(), points_.data() + g * half_, half_ * sizeof(uint4), cudaMemcpyHostToDevice),
+            "kmeans points");
+      gpu.partial = detail::make_device<unsigned long long>(rows_words, "kmeans partial");
+      gpu.totals = detail::make_device<unsigned long long>(rows_words, "kmeans totals");
+      gpu.mailbox = detail::make_device<unsigned long long>(rows_words, "kmeans mailbox");
+      gpu.centroids =
+          detail::make_device<std::uint32_t>(centroid_bytes() / 4 * (s.kmeans_iterations + 1), "kmeans centroids");
+      gpu.counters = detail::make_device<std::uint32_t>(2, "kmeans counters");
     }
   }
-  ~Kmeans2GpuRunner() override {
-    pair_.reset();  // the monitors first: they copy from the other GPU's memory
-    for (int g = 0; g < pair_gpus; ++g) {
-      const OnDevice on(g);
-      const Gpu& gpu = gpus_[g];
-      cudaFree(gpu.points);
-      cudaFree(gpu.partial);
-      cudaFree(gpu.totals);
-      cudaFree(gpu.mailbox);
-      cudaFree(gpu.centroids);
-      cudaFree(gpu.counters);
-    }
-  }
-  Kmeans2GpuRunner(const Kmeans2GpuRunner&) = delete;
-  Kmeans2GpuRunner& operator=(const Kmeans2GpuRunner&) = delete;
-
   Timing run(WaitMode mode) override {
     const std::uint64_t rows_bytes = std::uint64_t{s_.kmeans_iterations} * words_ * 8;
     pair_->prepare(mode);
     for (int g = 0; g < pair_gpus; ++g) {
       const Gpu& gpu = gpus_[g];
       const OnDevice on(g);
-      check(cudaMemset(gpu.partial, 0, rows_bytes), "cudaMemset kmeans partial");  // added into
-      check(cudaMemset(gpu.counters, 0, 2 * 4), "cudaMemset kmeans counters");
+      check(cudaMemset(gpu.partial.get(), 0, rows_bytes), "cudaMemset kmeans partial");  // added into
+      check(cudaMemset(gpu.counters.get(), 0, 2 * 4), "cudaMemset kmeans counters");
       // what the kernel writes before it reads it, as the channels' buffers
-      poison(g, gpu.mailbox, rows_bytes);
-      poison(g, gpu.totals, rows_bytes);
-      poison(g, gpu.centroids, centroid_bytes() * (s_.kmeans_iterations + 1));
-      check(cudaMemcpy(gpu.centroids, points_.data(), centroid_bytes(), cudaMemcpyHostToDevice), "kmeans centroids");
+      poison(g, gpu.mailbox.get(), rows_bytes);
+      poison(g, gpu.totals.get(), rows_bytes);
+      poison(g, gpu.centroids.get(), centroid_bytes() * (s_.kmeans_iterations + 1));
+      check(cudaMemcpy(gpu.centroids.get(), points_.data(), centroid_bytes(), cudaMemcpyHostToDevice),
+            "kmeans centroids");
     }
     pair_->wait_idle();  // the inputs' copies and resets, before either kernel starts
     for (int g = 0; g < pair_gpus; ++g) {
       const Gpu& gpu = gpus_[g];
-      const cw::Kmeans2Gpu k{pair_->exchange(g, mode), s_.kmeans_k, s_.kmeans_iterations, half_, gpu.points,
-                             gpu.partial, gpu.totals, gpu.centroids, gpu.counters, gpu.counters + 1, gpu.mailbox,
-                             gpus_[1 - g].mailbox, pair_->stamps(g)};
+      const cw::Kmeans2Gpu k{pair_->exchange(g, mode), s_.kmeans_k, s_.kmeans_iterations, half_, gpu.points.get(),
+                             gpu.partial.get(), gpu.totals.get(), gpu.centroids.get(), gpu.counters.get(),
+                             gpu.counters.get() + 1, gpu.mailbox.get(), gpus_[1 - g].mailbox.get(), pair_->stamps(g)};
       pair_->launch(g, [&](cudaStream_t stream) {
         cw::kmeans2gpu_kernel<<<pair_->blocks(g), block_threads, shared_bytes(), stream>>>(k);
       });
@@ -1445,7 +1430,6 @@ class Kmeans2GpuRunner final : public PairWorkload {
     for (int g = 0; g < pair_gpus; ++g) t.verified = verify(g) && t.verified;
     return t;
   }
-  [[nodiscard]] const GpuPair& gpus() const override { return *pair_; }
   void describe(Record& r) const override {
     r.dataset_bytes = std::uint64_t{s_.kmeans_points} * sizeof(uint4);
     // what the GPUs exchange: each sends its partial sums of every iteration
@@ -1458,15 +1442,6 @@ class Kmeans2GpuRunner final : public PairWorkload {
   }
 
  private:
-  struct Gpu {
-    uint4* points = nullptr;
-    unsigned long long* partial = nullptr;  ///< [iterations][k][5]
-    unsigned long long* totals = nullptr;   ///< [iterations][k][5]
-    unsigned long long* mailbox = nullptr;  ///< [iterations][k][5]
-    std::uint32_t* centroids = nullptr;     ///< [iterations + 1][k][4]
-    std::uint32_t* counters = nullptr;      ///< arrived, ready
-  };
-
   [[nodiscard]] std::uint64_t centroid_bytes() const { return std::uint64_t{s_.kmeans_k} * sizeof(uint4); }
   /// The kernel's dynamic shared memory: the centroids, then the block's uint32 sums.
   [[nodiscard]] std::uint32_t shared_bytes() const {
@@ -1479,10 +1454,10 @@ class Kmeans2GpuRunner final : public PairWorkload {
     const OnDevice on(g);
     KmeansResult got{std::vector<std::uint32_t>(reference_.centroids.size()), {}};
     std::vector<unsigned long long> totals(words_);
-    check(cudaMemcpy(got.centroids.data(), gpus_[g].centroids + s_.kmeans_iterations * (centroid_bytes() / 4),
+    check(cudaMemcpy(got.centroids.data(), gpus_[g].centroids.get() + s_.kmeans_iterations * (centroid_bytes() / 4),
                      centroid_bytes(), cudaMemcpyDeviceToHost),
           "kmeans centroids");
-    check(cudaMemcpy(totals.data(), gpus_[g].totals + (s_.kmeans_iterations - 1) * words_, words_ * 8,
+    check(cudaMemcpy(totals.data(), gpus_[g].totals.get() + (s_.kmeans_iterations - 1) * words_, words_ * 8,
                      cudaMemcpyDeviceToHost),
           "kmeans totals");
     for (std::uint32_t c = 0; c < s_.kmeans_k; ++c)
@@ -1509,8 +1484,6 @@ class Kmeans2GpuRunner final : public PairWorkload {
   std::uint64_t words_;  ///< k x 5: the words one GPU sends per iteration
   std::vector<uint4> points_;
   KmeansResult reference_;
-  std::unique_ptr<GpuPair> pair_;
-  Gpu gpus_[pair_gpus];
 };
 
 // ---- gemm2gpu ---------------------------------------------------------------------------------
