@@ -359,12 +359,11 @@ def channel_figure(records: Iterable[Record]) -> Figure | None:
     """Per channel case (workload and configuration, one group of bars each), every mode's time
     over the case's fastest polling baseline (the dotted line; lower is faster), log scale; None
     without a case that timed a polling baseline and another mode."""
-    cases = [c for c in channel_cases(records) if c.best_baseline() is not None and len(c.records) > 1]
-    if not cases:
+    baselines = [(c, b[1]) for c in channel_cases(records) if (b := c.best_baseline()) is not None and len(c.records) > 1]
+    if not baselines:
         return None
     bars = []
-    for case in cases:
-        _, best = case.best_baseline() or ("", 1.0)
+    for case, best in baselines:
         shown = ", ".join(f"{name} {value:.0f}" for name, value in case.settings if name != "gpus")
         group = case.workload + (f"\n({shown})" if shown else "")
         bars += [(group, label, record.seconds / best) for label, record in case.records.items()]
