@@ -359,7 +359,11 @@ def channel_figure(records: Iterable[Record]) -> Figure | None:
     """Per channel case (workload and configuration, one group of bars each), every mode's time
     over the case's fastest polling baseline (the dotted line; lower is faster), log scale; None
     without a case that timed a polling baseline and another mode."""
-    baselines = [(c, b[1]) for c in channel_cases(records) if (b := c.best_baseline()) is not None and len(c.records) > 1]
+    baselines = [
+        (case, best[1])
+        for case in channel_cases(records)
+        if (best := case.best_baseline()) is not None and len(case.records) > 1
+    ]
     if not baselines:
         return None
     bars = []
