@@ -126,7 +126,7 @@ def placement_cases(records: Iterable[Record]) -> list[PlacementCase]:
             point = (r.device, int(r.extra.get("gpus", 1)), scale_of(r))
             joined = [
                 case
-                for key, case in cases.items()
+                for case in cases.values()
                 if (case.device, case.gpus, case.scale_bytes) == point and case.initial_placement == HOST
             ]
             for case in joined or [cases.setdefault((*point, None, HOST), PlacementCase(*point, None))]:
