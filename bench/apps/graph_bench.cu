@@ -79,6 +79,9 @@ struct GraphOptions {
   /// --balanced: the kernels walk DREAM's Balanced CSR, a warp per chunk of at most this many
   /// edges of a frontier vertex's row; 0 (the default): a warp per frontier vertex.
   std::uint32_t balanced_chunk = 0;
+  /// --frontier-order: each iteration's warps take the frontier in vertex order (the queue sorted),
+  /// or in the order the previous iteration appended it (every mode alike).
+  apps::FrontierOrder frontier_order = apps::FrontierOrder::vertex;
   /// --auto-migrate-objects: in mode warpvm_auto these objects (offsets, columns, weights, values,
   /// chunk_offsets, vertex_chunks) migrate instead, to see which object's remote reads cost.
   std::vector<std::string> auto_migrate_objects;
@@ -104,7 +107,7 @@ const char* const all_modes =
                "       [--sources 4] [--roots a,b] [--modes m,n] [--cache-fractions 1,0.5,0.25] [--repeats 3]\n"
                "       [--eviction clock|fifo] [--automatic-remote-share 0.0625] [--out file.jsonl] [--commit SHA] [--driver VER] [--suite graph]\n"
                "       [--trace batches.csv] [--uvm-counted-runs 1] [--sssp-reference dijkstra|certified-gpu]\n"
-               "       [--balanced CHUNK] [--auto-migrate-objects offsets,values]\n"
+               "       [--balanced CHUNK] [--frontier-order vertex|arrival] [--auto-migrate-objects offsets,values]\n"
                "BFS and SSSP from --sources roots (vertices with a neighbour, drawn from the seed) or from\n"
                "--roots, and CC, over an R-MAT graph of 2^scale vertices and edge-factor x 2^scale undirected\n"
                "edges (--generator uniform: both ends of each edge uniform, no hubs), or over --graph-file:\n"
@@ -116,6 +119,9 @@ const char* const all_modes =
                "--balanced CHUNK: every mode's kernels work a warp per chunk of at most CHUNK edges of a frontier\n"
                "vertex's row (DREAM's Balanced CSR; its chunk table is one more object of the mode) instead of a\n"
                "warp per vertex\n"
+               "--frontier-order: every mode's iterations take the frontier in vertex order (the default: the\n"
+               "queue is radix-sorted first, so rows that share pages are walked at the same time) or in the order\n"
+               "the previous iteration appended it (arrival)\n"
                "CC by label propagation (cc), or by Afforest (cc_afforest: not in the default list)\n"
                "modes: %s\n"
                "--auto-migrate-objects: in mode warpvm_auto the named objects (offsets, columns, weights,\n"
@@ -169,6 +175,9 @@ GraphOptions parse(int argc, char** argv) {
         const unsigned long chunk = std::stoul(value);
         if (chunk < 1 || chunk > 0xffffffffu) usage("--balanced takes a chunk of at least one edge (32-bit)");
         o.balanced_chunk = static_cast<std::uint32_t>(chunk);
+      } else if (flag == "--frontier-order") {
+        if (value != "vertex" && value != "arrival") usage("--frontier-order takes vertex or arrival");
+        o.frontier_order = value == "vertex" ? apps::FrontierOrder::vertex : apps::FrontierOrder::arrival;
       } else if (flag == "--auto-migrate-objects") {
         o.auto_migrate_objects = tools::split_list(value);
         for (const std::string& name : o.auto_migrate_objects)
@@ -318,7 +327,7 @@ class GraphBench {
     if (o_.wants(App::sssp)) weights_.emplace(columns_bytes());
     if (o_.balanced()) build_chunk_table();
     // Before generate(): a certified-gpu SSSP reference runs the kernels.
-    queues_.emplace(n_, chunk_count_);
+    queues_.emplace(n_, chunk_count_, o_.frontier_order);
     if (o_.wants(App::cc_afforest)) afforest_scratch_.emplace();
     generate();
   }
@@ -377,7 +386,10 @@ class GraphBench {
   std::uint64_t raw_blocks() const { return std::uint64_t(sms_) * 8; }  // 2048 threads per SM
   /// Device memory of the frontier queues and stamps, and of the chunk queue with --balanced
   /// (FrontierQueues), for the fit checks.
-  std::uint64_t queue_bytes() const { return 3 * values_bytes() + 2 * chunk_count_ * sizeof(std::uint32_t); }
+  std::uint64_t queue_bytes() const {
+    const std::uint64_t queues = o_.frontier_order == apps::FrontierOrder::vertex ? 3 : 2;  // + the sort's buffer
+    return (queues + 1) * values_bytes() + 2 * chunk_count_ * sizeof(std::uint32_t);
+  }
 
   /// The Balanced CSR's chunk table of --balanced, into pinned memory (the buffers the warpvm
   /// modes adopt and the zero-copy mode reads).
@@ -548,6 +560,7 @@ class GraphBench {
       rec.extra["chunks"] = static_cast<double>(chunk_count_);
       rec.extra["chunk_table_bytes"] = static_cast<double>(chunk_table_bytes());
     }
+    rec.extra["frontier_vertex_order"] = o_.frontier_order == apps::FrontierOrder::vertex ? 1 : 0;
     rec.extra["traversed_edges"] = static_cast<double>(t.traversed_edges);
     for (const auto& [name, value] : t.fields) rec.extra[name] = value;
     return rec;

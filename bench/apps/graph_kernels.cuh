@@ -5,15 +5,24 @@
 // page spans), appending to the next frontier queue at most once per vertex and iteration, launch
 // shapes, and the frontier queues that drive the iterations from the host. The queues (and the
 // per-vertex stamps, and the chunk queue of the balanced runs) live in device memory in every mode:
-// scratch that never needs to reach the host, 12 bytes per vertex (and 8 per chunk).
+// scratch that never needs to reach the host, 16 bytes per vertex (and 8 per chunk).
+//
+// Frontiers are walked in vertex order by default: the next queue fills in whatever order warps
+// claim vertices, and a radix sort of it before the next iteration puts neighbouring rows (which
+// share column pages) on warps that run at the same time. Out of core that is what decides how
+// often a page comes back: in arrival order a page of 30 rows is wanted by warps spread over the
+// whole iteration, and a cache smaller than the graph evicts it between them (DREAM's and EMOGI's
+// kernels scan the vertices in order for the same reason).
 
 #include "warpvm/detail/core/cuda_buffers.hpp"
 #include "warpvm/sim/rmat.hpp"
 #include "warpvm/warpvm.hpp"
 
+#include <cub/device/device_radix_sort.cuh>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -274,19 +283,36 @@ inline std::uint64_t max_paged_blocks(const Runtime& rt, std::uint64_t wanted, u
   return std::max<std::uint64_t>(1, std::min(wanted, rt.max_resident_threads() / block_threads));
 }
 
-/// The two frontier queues, the next queue's length and the per-vertex stamps (iteration last
-/// queued for), and for balanced runs the chunk queue (a frontier's chunks and their vertices),
-/// in device memory; not copyable.
+/// The order in which an iteration's warps take the frontier's vertices.
+enum class FrontierOrder : std::uint8_t {
+  vertex,   ///< ascending vertex id (the queue sorted before each iteration)
+  arrival,  ///< the order the previous iteration's warps appended them
+};
+
+/// The two frontier queues (and a third that sorting them needs), the next queue's length and
+/// the per-vertex stamps (iteration last queued for), and for balanced runs the chunk queue (a
+/// frontier's chunks and their vertices), in device memory; not copyable.
 class FrontierQueues {
  public:
   /// `chunks`: the Balanced CSR's chunk count when balanced runs use these queues (the chunk
   /// queue's room: a frontier holds each vertex once, so at most every chunk), else 0.
-  explicit FrontierQueues(std::uint64_t vertices, std::uint64_t chunks = 0)
+  explicit FrontierQueues(std::uint64_t vertices, std::uint64_t chunks = 0, FrontierOrder order = FrontierOrder::vertex)
       : vertices_(vertices),
+        order_(order),
         queues_{detail::make_device<std::uint32_t>(vertices, "frontier queue"), detail::make_device<std::uint32_t>(vertices, "frontier queue")},
         stamps_(detail::make_device<std::uint32_t>(vertices, "frontier stamps")),
         next_size_(detail::make_device<std::uint32_t>(1, "frontier size")),
         host_word_(detail::make_pinned_zeroed<std::uint32_t>(1, cudaHostAllocDefault, "frontier word")) {
+    if (vertices > 0xffffffffu) throw std::invalid_argument("FrontierQueues: more vertices than 32-bit ids can name");
+    if (order_ == FrontierOrder::vertex) {
+      sorted_ = detail::make_device<std::uint32_t>(vertices, "frontier queue");
+      // Vertex ids fit in these low bits: the sort does no pass over the zero bits above them.
+      id_bits_ = vertices > 1 ? static_cast<int>(std::bit_width(vertices - 1)) : 1;
+      cub::DoubleBuffer<std::uint32_t> keys(nullptr, nullptr);
+      WARPVM_CUDA_TRY(cub::DeviceRadixSort::SortKeys(nullptr, sort_scratch_bytes_, keys,
+                                                     static_cast<std::uint32_t>(vertices), 0, id_bits_));
+      sort_scratch_ = detail::make_device<unsigned char>(std::max<std::size_t>(1, sort_scratch_bytes_), "frontier sort scratch");
+    }
     if (chunks == 0) return;
     // The chunk count goes through 32-bit atomics and ids, as frontier sizes do.
     if (chunks > 0xffffffffu) throw std::invalid_argument("FrontierQueues: more chunks than 32-bit ids can name");
@@ -324,11 +350,13 @@ class FrontierQueues {
     WARPVM_CUDA_TRY(cudaMemsetAsync(next_size_.get(), 0, sizeof(std::uint32_t), stream));
     select(queues_[0].get(), next_size_.get());
     const std::uint32_t size = read_back(next_size_.get(), stream);
+    put_in_order(queues_[0], size, stream);
     if (size > 0) visit(static_cast<const std::uint32_t*>(queues_[0].get()), size);
     return size;
   }
 
   [[nodiscard]] std::uint64_t vertices() const { return vertices_; }
+  [[nodiscard]] FrontierOrder order() const { return order_; }
 
   /// One iteration's kernel over `frontier` (for an `expand` of run_from or run_from_all): calls
   /// launch_rows(rows, grid, block) with rows a graph_detail::FrontierRows over `offsets` (a warp
@@ -368,6 +396,16 @@ class FrontierQueues {
     return *host_word_;
   }
 
+  /// Sorts the first `size` entries of `queue` on `stream` when the order is by vertex. The sort
+  /// may leave them in the spare buffer: then the two swap, and `queue` names the sorted one.
+  void put_in_order(detail::device_ptr<std::uint32_t>& queue, std::uint32_t size, cudaStream_t stream) {
+    if (order_ != FrontierOrder::vertex || size < 2) return;
+    cub::DoubleBuffer<std::uint32_t> keys(queue.get(), sorted_.get());
+    std::size_t scratch_bytes = sort_scratch_bytes_;
+    WARPVM_CUDA_TRY(cub::DeviceRadixSort::SortKeys(sort_scratch_.get(), scratch_bytes, keys, size, 0, id_bits_, stream));
+    if (keys.Current() != queue.get()) std::swap(queue, sorted_);
+  }
+
   template <class Expand>
   std::uint32_t iterate(cudaStream_t stream, std::uint32_t size, Expand& expand) {
     WARPVM_CUDA_TRY(cudaMemsetAsync(stamps_.get(), 0, vertices_ * sizeof(std::uint32_t), stream));
@@ -379,12 +417,18 @@ class FrontierQueues {
       WARPVM_CUDA_TRY(cudaGetLastError());
       size = read_back(next_size_.get(), stream);
       ++iteration;
+      put_in_order(queues_[iteration % 2], size, stream);
     }
     return iteration;
   }
 
   std::uint64_t vertices_;
+  FrontierOrder order_;
   detail::device_ptr<std::uint32_t> queues_[2];
+  detail::device_ptr<std::uint32_t> sorted_;  // the sort's other buffer (vertex order only)
+  detail::device_ptr<unsigned char> sort_scratch_;
+  std::size_t sort_scratch_bytes_ = 0;
+  int id_bits_ = 32;
   detail::device_ptr<std::uint32_t> stamps_;
   detail::device_ptr<std::uint32_t> next_size_;
   detail::pinned_ptr<std::uint32_t> host_word_;  // the root going in, each iteration's size coming out

@@ -218,12 +218,13 @@ def load_csv(path: Path, required: Iterable[str], parse_row: Callable[[dict[Any,
     return parsed
 
 
-# Extra fields that make a point of their own where a record has them: the BFS root, the GPU
-# count, the access-counter threshold, and a channel run's configuration (its consumer threads,
+# Extra fields that make a point of their own where a record has them: the BFS root, a graph
+# run's frontier order, the GPU count, the access-counter threshold, and a channel run's configuration (its consumer threads,
 # compute work, k-means input, GEMM side, BFS graph scale, keys sorted, ping-pong round trips, and
 # the CPUs its producer and monitor were pinned to).
 POINT_FIELDS = (
     "root",
+    "frontier_vertex_order",
     "gpus",
     "counter_threshold",
     "consumer_threads",

@@ -154,14 +154,14 @@ class PagedChunks {
 /// `block_threads`, each result compared with the reference on the levels' host copy.
 /// `balanced_rows`: over the Balanced CSR (its chunk table objects of `rt` too).
 void expect_paged_bfs_matches(Runtime& rt, std::uint64_t wanted_blocks, unsigned block_threads = apps::graph_block_threads,
-                              bool balanced_rows = false) {
+                              bool balanced_rows = false, apps::FrontierOrder order = apps::FrontierOrder::vertex) {
   const Graph& g = graph();
   const std::uint64_t n = graph_params.vertices();
   auto offsets = upload(rt, g.offsets, "offsets");
   auto columns = upload(rt, g.columns, "columns");
   auto levels = rt.alloc<std::uint32_t>(n, Placement::migrate, "levels");
   const PagedChunks chunks(rt, balanced_rows);
-  apps::FrontierQueues queues(n, chunks.chunks());
+  apps::FrontierQueues queues(n, chunks.chunks(), order);
   const std::uint64_t max_blocks = apps::max_paged_blocks(rt, wanted_blocks, block_threads);
   for (std::size_t r = 0; r < g.roots.size(); ++r) {
     SCOPED_TRACE("root " + std::to_string(g.roots[r]));
@@ -212,6 +212,51 @@ TEST_F(Graph500Bfs, RawKernelOnDeviceMemoryMatchesReference) {
   expect_raw_bfs_matches(offsets.get(), columns.get(), sm_count() * 8);
 }
 
+/// The frontier of every BFS level from `root` as the level kernels were handed it (plain
+/// pointers on device memory, queues in `order`); the levels are checked against the reference.
+std::vector<std::vector<std::uint32_t>> frontiers_handed_over(apps::FrontierOrder order, std::uint32_t root,
+                                                              const std::vector<std::uint32_t>& expected) {
+  const Graph& g = graph();
+  const std::uint64_t n = graph_params.vertices();
+  const DeviceVector offsets(g.offsets);
+  const DeviceVector columns(g.columns);
+  DeviceVector<std::uint32_t> levels(n);
+  apps::reset_from_root<<<64, 256>>>(levels.get(), n, root);
+  WARPVM_CUDA_TRY(cudaDeviceSynchronize());
+  apps::FrontierQueues queues(n, 0, order);
+  EXPECT_EQ(queues.order(), order);
+  std::vector<std::vector<std::uint32_t>> frontiers;
+  queues.run_from(nullptr, root, [&](const std::uint32_t* frontier, std::uint32_t size, std::uint32_t* next,
+                                     std::uint32_t* next_size, std::uint32_t*, std::uint32_t level) {
+    std::vector<std::uint32_t>& seen = frontiers.emplace_back(size);
+    WARPVM_CUDA_TRY(cudaMemcpy(seen.data(), frontier, size * sizeof(std::uint32_t), cudaMemcpyDeviceToHost));
+    apps::bfs_expand_raw<<<apps::frontier_grid(size, sm_count() * 8), apps::graph_block_threads>>>(
+        apps::graph_detail::FrontierRows<const std::uint64_t*>{offsets.get(), frontier, size}, columns.get(), levels.get(),
+        next, next_size, level);
+  });
+  EXPECT_EQ(compare_values(levels.to_host().data(), expected), "");
+  return frontiers;
+}
+
+// Vertex order hands every level its frontier sorted, and the same vertices as arrival order
+// (a BFS level's vertices do not depend on the order its frontier is walked in).
+TEST_F(Graph500Bfs, VertexOrderHandsEachLevelItsFrontierSorted) {
+  const Graph& g = graph();
+  const auto by_vertex = frontiers_handed_over(apps::FrontierOrder::vertex, g.roots[0], g.expected[0]);
+  auto by_arrival = frontiers_handed_over(apps::FrontierOrder::arrival, g.roots[0], g.expected[0]);
+  ASSERT_EQ(by_vertex.size(), by_arrival.size());
+  ASSERT_GT(by_vertex.size(), 3u);
+  bool arrival_ever_unsorted = false;
+  for (std::size_t level = 0; level < by_vertex.size(); ++level) {
+    SCOPED_TRACE("level " + std::to_string(level + 1));
+    EXPECT_TRUE(std::is_sorted(by_vertex[level].begin(), by_vertex[level].end()));
+    arrival_ever_unsorted |= !std::is_sorted(by_arrival[level].begin(), by_arrival[level].end());
+    std::sort(by_arrival[level].begin(), by_arrival[level].end());
+    EXPECT_EQ(by_vertex[level], by_arrival[level]);
+  }
+  EXPECT_TRUE(arrival_ever_unsorted);  // else this test could not tell the orders apart
+}
+
 TEST_F(Graph500Bfs, WholeGraphCached) {
   Runtime rt(gpu_initiated(footprint_pages()));  // nothing is ever evicted: hold-free hits
   expect_paged_bfs_matches(rt, sm_count() * 8);
@@ -225,6 +270,12 @@ TEST_F(Graph500Bfs, QuarterCacheEvictsAndStillMatches) {
   const Stats stats = rt.stats();
   EXPECT_GT(stats.evictions, 0u);
   EXPECT_GT(stats.writebacks, 0u);  // level pages written back (flush and eviction)
+}
+
+TEST_F(Graph500Bfs, QuarterCacheInArrivalOrder) {
+  Runtime rt(gpu_initiated(footprint_pages() / 4));
+  expect_paged_bfs_matches(rt, sm_count() * 8, 64, false, apps::FrontierOrder::arrival);
+  EXPECT_GT(rt.stats().evictions, 0u);
 }
 
 TEST_F(Graph500Bfs, QuarterCacheWithFifoEviction) {
