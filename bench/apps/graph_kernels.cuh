@@ -153,11 +153,17 @@ struct ChunkRows {
   __device__ Row row(std::uint64_t i) const { return row_of(chunk_offsets, chunks[i]); }
 };
 
-/// visit(v, row) for each unit of work of `rows`, a warp each (grid-stride); called by all 32
-/// lanes of every warp of the grid.
+/// visit(v, row) for each unit of work of `rows`, a warp each; called by all 32 lanes of every
+/// warp of the grid. Each warp takes a contiguous run of the units, not every warp_count()-th:
+/// over a frontier in vertex order a warp then walks neighbouring rows one after another, on
+/// pages it has just used, while the grid's warps are spread over the whole frontier and fault on
+/// as many different pages at once as with any order (a grid stride would put the warps in flight
+/// on a few pages, one warp loading each and the rest waiting for it).
 template <class Rows, class Visit>
 __device__ void for_each_row(const Rows& rows, Visit&& visit) {
-  for (std::uint64_t i = warp_index(); i < rows.size; i += warp_count()) visit(rows.vertex(i), rows.row(i));
+  const std::uint64_t run = (std::uint64_t{rows.size} + warp_count() - 1) / warp_count();
+  const std::uint64_t end = std::min<std::uint64_t>(rows.size, (warp_index() + 1) * run);
+  for (std::uint64_t i = warp_index() * run; i < end; ++i) visit(rows.vertex(i), rows.row(i));
 }
 
 }  // namespace graph_detail
