@@ -153,17 +153,27 @@ struct ChunkRows {
   __device__ Row row(std::uint64_t i) const { return row_of(chunk_offsets, chunks[i]); }
 };
 
+/// The most units of work (rows or chunks) a warp walks one after another before it jumps a grid
+/// ahead: about a page of columns (a Balanced CSR chunk is at most 32 edges; an R-MAT row 32 on
+/// average).
+inline constexpr std::uint64_t max_units_per_run = 32;
+
 /// visit(v, row) for each unit of work of `rows`, a warp each; called by all 32 lanes of every
-/// warp of the grid. Each warp takes a contiguous run of the units, not every warp_count()-th:
-/// over a frontier in vertex order a warp then walks neighbouring rows one after another, on
-/// pages it has just used, while the grid's warps are spread over the whole frontier and fault on
-/// as many different pages at once as with any order (a grid stride would put the warps in flight
-/// on a few pages, one warp loading each and the rest waiting for it).
+/// warp of the grid. Warps take runs of neighbouring units (as long as keeps every warp busy, at
+/// most max_units_per_run), grid-stride over the runs: over a frontier in vertex order a warp
+/// then walks neighbouring rows one after another, on the page it has just used, while the warps
+/// in flight are on as many different pages as with any order. A plain grid stride puts the
+/// warps in flight on a few pages, one warp loading each and the rest waiting for it; one
+/// contiguous run per warp scatters device-memory reads (CC on device memory 20% slower on the
+/// H200).
 template <class Rows, class Visit>
 __device__ void for_each_row(const Rows& rows, Visit&& visit) {
-  const std::uint64_t run = (std::uint64_t{rows.size} + warp_count() - 1) / warp_count();
-  const std::uint64_t end = std::min<std::uint64_t>(rows.size, (warp_index() + 1) * run);
-  for (std::uint64_t i = warp_index() * run; i < end; ++i) visit(rows.vertex(i), rows.row(i));
+  const std::uint64_t units_per_run =
+      std::min(std::uint64_t{max_units_per_run}, std::max<std::uint64_t>(1, rows.size / warp_count()));
+  for (std::uint64_t run = warp_index() * units_per_run; run < rows.size; run += warp_count() * units_per_run) {
+    const std::uint64_t end = std::min<std::uint64_t>(rows.size, run + units_per_run);
+    for (std::uint64_t i = run; i < end; ++i) visit(rows.vertex(i), rows.row(i));
+  }
 }
 
 }  // namespace graph_detail
