@@ -85,6 +85,9 @@ struct GraphOptions {
   /// --auto-migrate-objects: in mode warpvm_auto these objects (offsets, columns, weights, values,
   /// chunk_offsets, vertex_chunks) migrate instead, to see which object's remote reads cost.
   std::vector<std::string> auto_migrate_objects;
+  /// --resident-objects: in modes warpvm, warpvm_auto and warpvm_dream these objects are
+  /// Placement::resident, their frames set aside out of the cache fraction's memory.
+  std::vector<std::string> resident_objects;
   [[nodiscard]] bool balanced() const { return balanced_chunk != 0; }
   [[nodiscard]] bool wants(App app) const { return std::find(apps.begin(), apps.end(), app) != apps.end(); }
   [[nodiscard]] bool loaded() const { return !graph_file.empty(); }
@@ -108,6 +111,7 @@ const char* const all_modes =
                "       [--eviction clock|fifo] [--automatic-remote-share 0.0625] [--out file.jsonl] [--commit SHA] [--driver VER] [--suite graph]\n"
                "       [--trace batches.csv] [--uvm-counted-runs 1] [--sssp-reference dijkstra|certified-gpu]\n"
                "       [--balanced CHUNK] [--frontier-order vertex|arrival] [--auto-migrate-objects offsets,values]\n"
+               "       [--resident-objects values]\n"
                "BFS and SSSP from --sources roots (vertices with a neighbour, drawn from the seed) or from\n"
                "--roots, and CC, over an R-MAT graph of 2^scale vertices and edge-factor x 2^scale undirected\n"
                "edges (--generator uniform: both ends of each edge uniform, no hubs), or over --graph-file:\n"
@@ -126,6 +130,9 @@ const char* const all_modes =
                "modes: %s\n"
                "--auto-migrate-objects: in mode warpvm_auto the named objects (offsets, columns, weights,\n"
                "values, chunk_offsets, vertex_chunks) migrate instead (records: migrate_<object> 1)\n"
+               "--resident-objects: in modes warpvm, warpvm_auto and warpvm_dream the named objects are resident\n"
+               "(frames of their own, never evicted, read without holds), taken out of the cache fraction's memory:\n"
+               "the cache gets the fraction of the footprint less their pages (records: resident_<object> 1)\n"
                "--eviction applies to mode warpvm (warpvm_dream is FIFO); --trace writes the fault batches of\n"
                "the warpvm_uvm runs (the uvm preset) as CSV\n",
                message, all_modes);
@@ -178,11 +185,12 @@ GraphOptions parse(int argc, char** argv) {
       } else if (flag == "--frontier-order") {
         if (value != "vertex" && value != "arrival") usage("--frontier-order takes vertex or arrival");
         o.frontier_order = value == "vertex" ? apps::FrontierOrder::vertex : apps::FrontierOrder::arrival;
-      } else if (flag == "--auto-migrate-objects") {
-        o.auto_migrate_objects = tools::split_list(value);
-        for (const std::string& name : o.auto_migrate_objects)
+      } else if (flag == "--auto-migrate-objects" || flag == "--resident-objects") {
+        std::vector<std::string>& names = flag == "--resident-objects" ? o.resident_objects : o.auto_migrate_objects;
+        names = tools::split_list(value);
+        for (const std::string& name : names)
           if (std::find(std::begin(graph_object_names), std::end(graph_object_names), name) == std::end(graph_object_names))
-            usage(("--auto-migrate-objects: unknown object " + name).c_str());
+            usage((flag + ": unknown object " + name).c_str());
       } else if (flag == "--apps") {
         o.apps.clear();
         for (const std::string& name : tools::split_list(value)) {
@@ -775,20 +783,39 @@ class GraphBench {
   }
 
   static std::uint64_t pages(std::uint64_t bytes) { return (bytes + 4095) / 4096; }
+  /// Bytes of the object `name` (one of graph_object_names) when `app` runs: 0 when it does not
+  /// read it.
+  std::uint64_t object_bytes(App app, const std::string& name) const {
+    if (name == "offsets") return offsets_bytes();
+    if (name == "columns") return columns_bytes();
+    if (name == "weights") return app == App::sssp ? columns_bytes() : 0;
+    if (name == "values") return values_bytes();
+    if (name == "chunk_offsets") return chunk_offsets_bytes();
+    return vertex_chunks_bytes();
+  }
   /// Pages of the app's objects: the graph arrays it reads (the chunk table's with --balanced)
   /// and the values.
   std::uint64_t footprint_pages(App app) const {
-    return pages(offsets_bytes()) + pages(columns_bytes()) * (app == App::sssp ? 2 : 1) + pages(values_bytes()) +
-           pages(chunk_offsets_bytes()) + pages(vertex_chunks_bytes());
+    std::uint64_t total = 0;
+    for (const std::string& name : graph_object_names) total += pages(object_bytes(app, name));
+    return total;
+  }
+  /// Pages of the app's --resident-objects.
+  std::uint64_t resident_pages(App app) const {
+    std::uint64_t total = 0;
+    for (const std::string& name : o_.resident_objects) total += pages(object_bytes(app, name));
+    return total;
   }
 
-  /// `preset` (warpvm's default, or DREAM's) with the cache at `fraction` of the app's pages
-  /// (1: all of them, nothing ever evicted), but at least what one block of its kernel needs.
+  /// `preset` (warpvm's default, or DREAM's) with `fraction` of the app's pages in device memory
+  /// (1: all of them, nothing ever evicted): the --resident-objects' frames, and the cache the
+  /// rest, but at least what one block of its kernel needs.
   Config warpvm_config(App app, Config preset, double fraction) const {
     const std::uint64_t least = detail::frames_required(apps::graph_block_threads, pages_held(app));
-    const std::uint64_t frames =
-        std::max(least, static_cast<std::uint64_t>(fraction * static_cast<double>(footprint_pages(app))));
-    preset.cache_bytes = frames * 4096;
+    const auto in_memory = static_cast<std::uint64_t>(fraction * static_cast<double>(footprint_pages(app)));
+    const std::uint64_t resident = resident_pages(app);
+    preset.cache_bytes = std::max(least, in_memory > resident ? in_memory - resident : 0) * 4096;
+    preset.resident_bytes = resident * 4096;
     preset.max_pages_held_per_thread = pages_held(app);
     return preset;
   }
@@ -810,10 +837,13 @@ class GraphBench {
     const bool uvm_preset = config.transport == Transport::host_batched;
     std::vector<std::string> migrated;  // the objects --auto-migrate-objects moved out of automatic
     Runtime rt(config);
-    // One of graph_object_names over `data`, placed as --auto-migrate-objects says.
+    // One of graph_object_names over `data`, placed as --resident-objects and --auto-migrate-objects say.
+    const auto listed = [](const std::vector<std::string>& names, const std::string& name) {
+      return std::find(names.begin(), names.end(), name) != names.end();
+    };
     const auto adopt = [&](auto* data, std::uint64_t count, const std::string& name) {
-      const auto& listed = o_.auto_migrate_objects;
-      const bool migrates = placement == Placement::automatic && std::find(listed.begin(), listed.end(), name) != listed.end();
+      if (!uvm_preset && listed(o_.resident_objects, name)) return rt.adopt(data, count, Placement::resident, name);
+      const bool migrates = placement == Placement::automatic && listed(o_.auto_migrate_objects, name);
       if (migrates) migrated.push_back(name);
       return rt.adopt(data, count, migrates ? Placement::migrate : placement, name);
     };
@@ -869,6 +899,9 @@ class GraphBench {
       rt.synchronize();
       add_paging_stats(rec, rt, o_.common.repeats + 1);  // the warm-up run counts too
       rec.extra["cache_share"] = static_cast<double>(rt.frame_count()) / static_cast<double>(footprint_pages(app));
+      if (!uvm_preset)
+        for (const std::string& name : o_.resident_objects)
+          if (object_bytes(app, name) != 0) rec.extra["resident_" + name] = 1;
       rec.extra["max_blocks"] = static_cast<double>(max_blocks);
       if (placement == Placement::automatic) {
         rec.extra["automatic_remote_share"] = config.automatic_remote_share;

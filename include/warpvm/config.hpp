@@ -41,10 +41,20 @@ enum class Placement : std::uint8_t {
   /// default of Runtime::alloc and adopt: the choice between zero-copy and migration is per page,
   /// not left to the user.
   automatic,
+  /// The object gets frames of its own, one per page, out of Config::resident_bytes (beside the
+  /// cache, which they do not take from): each page is copied in on its first touch and then
+  /// stays until drop_cached(). Nothing evicts it, so accesses take no holds: an element read is
+  /// a load of the page's entry and a load of the element, with no atomic, however oversubscribed
+  /// the cache is. For small objects that kernels touch at random (a graph's per-vertex values,
+  /// a lookup table), which would otherwise pay a hold (two atomics) per access once the cache
+  /// can evict. Not available with the host_batched transport.
+  resident,
 };
 
-/// Whether an object's pages may be cached on the device (migrate or automatic).
-[[nodiscard]] constexpr bool is_cached(Placement placement) { return placement != Placement::remote; }
+/// Whether an object's pages are kept in the cache's frames (migrate or automatic).
+[[nodiscard]] constexpr bool is_cached(Placement placement) {
+  return placement == Placement::migrate || placement == Placement::automatic;
+}
 
 /// Who serves a fault.
 enum class Transport : std::uint8_t {
@@ -76,6 +86,9 @@ struct Config {
   std::size_t cache_bytes = 0;
   /// Share of the device's free memory given to the cache when cache_bytes is 0, in (0, 0.95].
   double cache_fraction_of_free = 0.5;
+  /// Device memory set aside beside the cache for Placement::resident objects, a frame per page
+  /// of each (rounded up to whole pages; 0: no object can be resident).
+  std::size_t resident_bytes = 0;
   /// Page (and frame) size: a power of two from 512 B (one 16-byte load per lane) to 2 MiB.
   std::size_t page_bytes = 4096;
   EvictionPolicy eviction = EvictionPolicy::clock;

@@ -15,6 +15,7 @@ const char* to_string(Placement placement) noexcept {
   switch (placement) {
     case Placement::remote: return "remote";
     case Placement::automatic: return "automatic";
+    case Placement::resident: return "resident";
     default: return "migrate";
   }
 }
@@ -61,6 +62,12 @@ void Config::validate() const {
                      " is smaller than one page of " + std::to_string(page_bytes) + " B");
   WARPVM_EXPECTS(cache_bytes / page_bytes < (std::size_t{1} << 32), ErrorKind::invalid_config,
                  "cache_bytes / page_bytes exceeds 2^32 frames; use larger pages");
+  WARPVM_EXPECTS(resident_bytes / page_bytes < (std::size_t{1} << 31) &&
+                     cache_bytes / page_bytes + resident_bytes / page_bytes < (std::size_t{1} << 32) - 2,
+                 ErrorKind::invalid_config,
+                 "cache_bytes and resident_bytes together exceed 2^32 frames of page_bytes; use larger pages");
+  WARPVM_EXPECTS(resident_bytes == 0 || transport == Transport::gpu_initiated, ErrorKind::invalid_config,
+                 "resident_bytes needs the gpu_initiated transport: the host_batched one serves migrate objects only");
   WARPVM_EXPECTS(max_pages_held_per_thread >= 1, ErrorKind::invalid_config,
                  "max_pages_held_per_thread must be at least 1");
   WARPVM_EXPECTS(max_objects >= 1 && max_objects <= detail::max_object_count,

@@ -15,11 +15,13 @@ namespace {
 constexpr unsigned maintenance_block = 256;
 constexpr unsigned warps_per_block = maintenance_block / 32;
 
-/// One warp per frame. No user kernel runs meanwhile, so frames need no locking here.
-__global__ void write_back_frames(CacheView cache, std::uint32_t object_filter, bool write_back, bool drop) {
+/// One warp per frame, for the first `frames` (the cache's, the scratch frame and the resident
+/// objects'). No user kernel runs meanwhile, so frames need no locking here.
+__global__ void write_back_frames(CacheView cache, std::uint32_t frames, std::uint32_t object_filter, bool write_back,
+                                  bool drop) {
   const std::uint64_t first_warp = std::uint64_t{blockIdx.x} * warps_per_block + threadIdx.x / 32;
   const std::uint64_t warp_stride = std::uint64_t{gridDim.x} * warps_per_block;
-  for (std::uint64_t f = first_warp; f < cache.table.count; f += warp_stride) {
+  for (std::uint64_t f = first_warp; f < frames; f += warp_stride) {
     const auto frame = static_cast<std::uint32_t>(f);
     const std::uint64_t key = cache.table.owner_of(frame);
     if (key == empty_page_key) continue;
@@ -52,11 +54,11 @@ void launch_finish_evictions(const CacheView& view, std::uint64_t first_order, s
   WARPVM_CUDA_TRY(cudaGetLastError());
 }
 
-void launch_write_back(const CacheView& view, std::uint32_t object_filter, bool write_back, bool drop,
-                       cudaStream_t stream) {
-  const std::uint64_t blocks_needed = (std::uint64_t{view.table.count} + warps_per_block - 1) / warps_per_block;
+void launch_write_back(const CacheView& view, std::uint32_t frames, std::uint32_t object_filter, bool write_back,
+                       bool drop, cudaStream_t stream) {
+  const std::uint64_t blocks_needed = (std::uint64_t{frames} + warps_per_block - 1) / warps_per_block;
   const auto blocks = static_cast<unsigned>(std::min<std::uint64_t>(blocks_needed, 65535));
-  write_back_frames<<<blocks, maintenance_block, 0, stream>>>(view, object_filter, write_back, drop);
+  write_back_frames<<<blocks, maintenance_block, 0, stream>>>(view, frames, object_filter, write_back, drop);
   WARPVM_CUDA_TRY(cudaGetLastError());
 }
 

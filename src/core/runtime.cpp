@@ -65,15 +65,20 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
                      " frames of " + std::to_string(config.page_bytes) + " B; need 1 to 2^32-1");
   frames = static_cast<std::uint32_t>(frame_count);
   config.cache_bytes = std::size_t{frames} * config.page_bytes;
+  const auto resident_count = static_cast<std::uint32_t>((config.resident_bytes + config.page_bytes - 1) / config.page_bytes);
+  config.resident_bytes = std::size_t{resident_count} * config.page_bytes;
 
-  // One frame more than the cache: the scratch frame, never filled, which readers that load
-  // before they know whether a page is resident read instead (see peek_resident_unheld).
-  frame_data_ = make_device_zeroed<std::byte>(config.cache_bytes + config.page_bytes, "the page cache frames");
-  owner_ = make_device_zeroed<std::uint64_t>(frames, "frame owners");
-  WARPVM_CUDA_TRY(cudaMemset(owner_.get(), 0xff, std::size_t{frames} * sizeof(std::uint64_t)));  // empty_page_key
-  lock_ = make_device_zeroed<std::uint32_t>(frames, "frame locks");
-  referenced_ = make_device_zeroed<std::uint32_t>(frames, "frame reference bits");
-  dirty_ = make_device_zeroed<std::uint32_t>(frames, "frame dirty bits");
+  // Past the cache's frames: the scratch frame, never filled, which readers that load before
+  // they know whether a page is resident read instead (see peek_resident_unheld); then the frames
+  // set aside for resident objects. Eviction cycles through the cache's frames only.
+  all_frames = frames + 1 + resident_count;
+  resident_frames_.emplace(frames + 1, resident_count);
+  frame_data_ = make_device_zeroed<std::byte>(std::size_t{all_frames} * config.page_bytes, "the page cache frames");
+  owner_ = make_device_zeroed<std::uint64_t>(all_frames, "frame owners");
+  WARPVM_CUDA_TRY(cudaMemset(owner_.get(), 0xff, std::size_t{all_frames} * sizeof(std::uint64_t)));  // empty_page_key
+  lock_ = make_device_zeroed<std::uint32_t>(all_frames, "frame locks");
+  referenced_ = make_device_zeroed<std::uint32_t>(all_frames, "frame reference bits");
+  dirty_ = make_device_zeroed<std::uint32_t>(all_frames, "frame dirty bits");
   hand_ = make_device_zeroed<std::uint64_t>(1, "the clock hand");
   counters_ = make_device_zeroed<std::uint64_t>(std::size_t{counter_shards} * counter_count, "counters");
   objects_ = make_device_zeroed<ObjectDescriptor>(config.max_objects, "the object table");
@@ -156,8 +161,9 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
                                      nullptr,
                                      automatic_remote_sectors(config.page_bytes, config.automatic_remote_share),
                                      id,
-                                     Placement::migrate};
-  set_counts_for(slot, placement);
+                                     Placement::migrate,
+                                     0};
+  give_placement(slot, placement);
   slot.in_use = true;
   *free_slot = std::move(slot);
   try {
@@ -171,6 +177,9 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
 
 void RuntimeState::release_slot(std::uint32_t id) noexcept {
   const ObjectSlot dying = std::exchange(slots_[id], ObjectSlot{});  // freed when this returns
+  if (dying.resident_first_frame)
+    resident_frames_->give_back(*dying.resident_first_frame,
+                                static_cast<std::uint32_t>(view_.geometry().pages_for(dying.descriptor.bytes)));
   try {
     if (service_) update_served(id, service_->pause());  // set_object forgets the object even if it throws
   } catch (const Error&) {
@@ -228,14 +237,17 @@ void RuntimeState::unregister_object(std::uint32_t id) noexcept {
 void RuntimeState::set_placement(std::uint32_t id, Placement placement) {
   ObjectSlot& slot = slots_.at(id);
   if (slot.descriptor.placement == placement) return;
-  // Pages stay cached between migrate and automatic; remote objects have none.
-  if (is_cached(slot.descriptor.placement) && !is_cached(placement)) write_back(id, /*write_back=*/true, /*drop=*/true);
-  synchronize();  // running kernels may still count into the counts set_counts_for may zero
-  set_counts_for(slot, placement);
+  // Pages stay cached between migrate and automatic; remote objects have none; a resident
+  // object's pages go back to the host before its device memory does.
+  const bool leaves_frames = is_cached(slot.descriptor.placement) && !is_cached(placement);
+  if (leaves_frames || slot.descriptor.placement == Placement::resident)
+    write_back(id, /*write_back=*/true, /*drop=*/true);
+  synchronize();  // running kernels may still use what give_placement zeroes or frees
+  give_placement(slot, placement);
   publish_descriptor(id);
 }
 
-void RuntimeState::set_counts_for(ObjectSlot& slot, Placement placement) {
+void RuntimeState::give_placement(ObjectSlot& slot, Placement placement) {
   // The counts, once allocated, live as long as the slot: a handle taken while the object was
   // automatic and used after it left (a stale handle, which checked mode cannot tell when the
   // object has come back to automatic since) then counts into live memory of its own object,
@@ -249,8 +261,27 @@ void RuntimeState::set_counts_for(ObjectSlot& slot, Placement placement) {
     else if (slot.descriptor.placement != Placement::automatic)  // coming back: learn from scratch
       WARPVM_CUDA_TRY(cudaMemset(slot.remote_sectors.get(), 0, pages * sizeof(std::uint32_t)));
   }
+  // A resident object's frames go with the placement: a handle taken while it was resident must
+  // not be used after it left (checked mode reports such a stale handle).
+  if (placement == Placement::resident && !slot.resident_first_frame) {
+    WARPVM_EXPECTS(config.transport == Transport::gpu_initiated, ErrorKind::invalid_argument,
+                   "object '" + slot.name + "' cannot be resident: the host_batched transport (the uvm preset) "
+                   "serves migrate objects only");
+    const std::optional<std::uint32_t> first =
+        pages < (std::uint64_t{1} << 32) ? resident_frames_->take(static_cast<std::uint32_t>(pages)) : std::nullopt;
+    WARPVM_EXPECTS(first.has_value(), ErrorKind::out_of_memory,
+                   "object '" + slot.name + "' cannot be resident: it needs " + std::to_string(pages) + " frames (" +
+                       mib(pages * config.page_bytes) + ") in a row, and Config::resident_bytes (" +
+                       mib(config.resident_bytes) + ") has " + std::to_string(resident_frames_->free_frames()) +
+                       " free, at most " + std::to_string(resident_frames_->largest_run()) + " in a row");
+    slot.resident_first_frame = first;
+  } else if (placement != Placement::resident && slot.resident_first_frame) {
+    resident_frames_->give_back(*slot.resident_first_frame, static_cast<std::uint32_t>(pages));
+    slot.resident_first_frame.reset();
+  }
   slot.descriptor.placement = placement;
   slot.descriptor.remote_sectors = placement == Placement::automatic ? slot.remote_sectors.get() : nullptr;
+  slot.descriptor.resident_first_frame = slot.resident_first_frame.value_or(0);
 }
 
 void RuntimeState::write_back(std::uint32_t object_filter, bool write_back, bool drop) {
@@ -273,7 +304,7 @@ void RuntimeState::write_back(std::uint32_t object_filter, bool write_back, bool
         service_->settle_orders(paused);
       }
     }
-    launch_write_back(view_, object_filter, write_back, drop, stream());
+    launch_write_back(view_, all_frames, object_filter, write_back, drop, stream());
     if (drop) {
       for (std::uint32_t id = 0; id < slots_.size(); ++id) {
         if (!slots_[id].in_use || (object_filter != all_objects && object_filter != id)) continue;

@@ -7,6 +7,7 @@
 
 #include "warpvm/config.hpp"
 #include "warpvm/detail/core/cache_view.hpp"
+#include "warpvm/detail/core/frame_ranges.hpp"
 #include "warpvm/stats.hpp"
 
 #include <cuda_runtime_api.h>
@@ -14,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +30,8 @@ struct ObjectSlot {
   registration registered;           ///< set when adopt() pinned caller memory itself
   device_ptr<PageEntry> pages;
   device_ptr<std::uint32_t> remote_sectors;  ///< Placement::automatic's per-page counts
+  /// Placement::resident: the object's run of frames (first, pages), while it is resident.
+  std::optional<std::uint32_t> resident_first_frame;
   bool in_use = false;
 };
 
@@ -41,13 +45,15 @@ class RuntimeState {
   std::uint32_t register_object(std::byte* adopted, std::size_t bytes, Placement placement, std::string name);
   void unregister_object(std::uint32_t id) noexcept;
   void set_placement(std::uint32_t id, Placement placement);
-  /// Sets the slot's placement and gives it the per-page counts Placement::automatic needs
-  /// (allocated on first use and kept, zeroed, for the slot's lifetime: stale handles must not
-  /// count into freed memory); the device learns it from publish_descriptor().
-  void set_counts_for(ObjectSlot& slot, Placement placement);
+  /// Sets the slot's placement and gives it what the placement needs: the per-page counts of
+  /// Placement::automatic (allocated on first use and kept, zeroed, for the slot's lifetime:
+  /// stale handles must not count into freed memory), the device memory of Placement::resident
+  /// (allocated on entering it, freed on leaving). The device learns it from publish_descriptor().
+  void give_placement(ObjectSlot& slot, Placement placement);
 
-  /// For the frames of `object_filter` (all objects when all_objects): with write_back, writes
-  /// the dirty ones back; with drop, empties them and marks the objects' pages absent.
+  /// For the frames of `object_filter` (all objects when all_objects; resident objects' frames
+  /// too): with write_back, writes the dirty ones back; with drop, empties them and marks the
+  /// objects' pages absent.
   void write_back(std::uint32_t object_filter, bool write_back, bool drop);
   /// Waits for all device work, then raises the first device-side error, or a CUDA error.
   void synchronize();
@@ -66,7 +72,9 @@ class RuntimeState {
 
   Config config;
   int multiprocessors = 0;
-  std::uint32_t frames = 0;
+  std::uint32_t frames = 0;  ///< the cache's frames, which eviction cycles through
+  /// Every frame: the cache's, the scratch frame, then those set aside for resident objects.
+  std::uint32_t all_frames = 0;
 
   static constexpr std::uint32_t all_objects = ~0u;
 
@@ -99,12 +107,13 @@ class RuntimeState {
   stream_ptr stream_;
   CacheView view_{};
   std::vector<ObjectSlot> slots_;
+  std::optional<FrameRanges> resident_frames_;  // the free frames of Config::resident_bytes
   std::unique_ptr<HostBatchedService> service_;  // last: its thread stops before the buffers go
 };
 
-/// Launches the write-back / drop kernel over all frames (maintenance.cu).
-void launch_write_back(const CacheView& view, std::uint32_t object_filter, bool write_back, bool drop,
-                       cudaStream_t stream);
+/// Launches the write-back / drop kernel over the first `frames` frames (maintenance.cu).
+void launch_write_back(const CacheView& view, std::uint32_t frames, std::uint32_t object_filter, bool write_back,
+                       bool drop, cudaStream_t stream);
 /// host_batched: carries out eviction orders [first_order, first_order + orders) with no user
 /// kernel running (maintenance.cu).
 void launch_finish_evictions(const CacheView& view, std::uint64_t first_order, std::uint64_t orders,

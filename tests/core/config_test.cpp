@@ -36,6 +36,15 @@ TEST(Config, CacheMustHoldAPage) {
   expect_invalid(Config{.cache_bytes = 100}, "smaller than one page");
 }
 
+TEST(Config, ResidentFramesNeedGpuInitiatedTransfersAndFitFrameNumbers) {
+  EXPECT_NO_THROW((Config{.cache_bytes = 1u << 20, .resident_bytes = 64u << 20}.validate()));
+  Config uvm = Config::preset(Preset::uvm);
+  uvm.resident_bytes = 1u << 20;
+  expect_invalid(uvm, "resident_bytes needs the gpu_initiated transport");
+  expect_invalid(Config{.cache_bytes = 1u << 20, .resident_bytes = std::size_t{1} << 43, .page_bytes = 4096},
+                 "exceed 2^32 frames");
+}
+
 TEST(Config, HoldsAndObjects) {
   expect_invalid(Config{.max_pages_held_per_thread = 0}, "max_pages_held_per_thread");
   expect_invalid(Config{.max_objects = 0}, "max_objects");

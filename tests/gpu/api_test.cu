@@ -1,5 +1,5 @@
-// The host API around the fault path: flush exactness, drop_cached, remote and automatic
-// placement and switching placement, adopted memory, page sizes with partial last pages, checked mode,
+// The host API around the fault path: flush exactness, drop_cached, remote, automatic and
+// resident placement and switching placement, adopted memory, page sizes with partial last pages, checked mode,
 // launch refusal, object lifetime, and the no-progress watchdog.
 
 #include "gpu_test_support.cuh"
@@ -150,6 +150,113 @@ TEST_F(Api, SwitchingPlacementKeepsData) {
   rt.flush();
   const auto expected = rewritten(rewritten(rewritten(rewritten(before))));
   EXPECT_TRUE(std::equal(expected.begin(), expected.end(), a.host().begin()));
+}
+
+/// Every thread adds its draws into `counts` (atomics) and sums reads of `table`, both picked at
+/// random, and copies its share of `stream` (a migrate object larger than the cache, so that the
+/// cache evicts throughout) into `copy`.
+__global__ void resident_beside_eviction(array<std::uint32_t> counts, array<std::uint32_t> table,
+                                         array<std::uint32_t> stream, array<std::uint32_t> copy, unsigned rounds,
+                                         std::uint64_t* sums) {
+  const std::uint64_t t = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  const std::uint64_t threads = std::uint64_t{gridDim.x} * blockDim.x;
+  std::uint64_t sum = 0;
+  for (unsigned r = 0; r < rounds; ++r) {
+    counts.atomic_add(mix(t * rounds + r) % counts.size(), 1u);
+    sum += table[mix(~(t * rounds + r)) % table.size()];
+  }
+  sums[t] = sum;
+  for (std::uint64_t i = t; i < stream.size(); i += threads) copy.store(i, stream[i]);
+}
+
+TEST_F(Api, ResidentObjectsStayAndAreExactWhileTheCacheEvicts) {
+  constexpr std::uint64_t counters = 3 * 1024 + 5;  // a partial last page
+  constexpr std::uint64_t table_size = 1u << 16;
+  Runtime rt(Config{.cache_bytes = 4ull << 20, .resident_bytes = 320ull << 10, .max_pages_held_per_thread = 1});
+  auto counts = rt.alloc<std::uint32_t>(counters, Placement::resident, "counts");
+  auto table = rt.alloc<std::uint32_t>(table_size, Placement::resident, "table");
+  auto stream = rt.alloc<std::uint32_t>(4u << 20, Placement::migrate, "stream");  // 16 MiB over 4
+  auto copy = rt.alloc<std::uint32_t>(4u << 20, Placement::migrate, "copy");
+  EXPECT_EQ(counts.placement(), Placement::resident);
+  std::fill(counts.host().begin(), counts.host().end(), 7u);
+  fill_initial(table, 11);
+  fill_initial(stream, 12);
+  const dim3 grid(8), block(128);  // 1024 threads holding a page each: the 4 MiB cache's 1024 frames
+  const unsigned rounds = 64;
+  DeviceVector<std::uint64_t> sums(grid.x * block.x);
+  rt.launch(resident_beside_eviction, grid, block, 0, counts.device(), table.device(), stream.device(), copy.device(),
+            rounds, sums.get());
+  rt.flush();
+  std::vector<std::uint32_t> expected(counters, 7u);
+  std::vector<std::uint64_t> expected_sums(grid.x * block.x, 0);
+  for (std::uint64_t t = 0; t < expected_sums.size(); ++t)
+    for (unsigned r = 0; r < rounds; ++r) {
+      ++expected[mix(t * rounds + r) % counters];
+      expected_sums[t] += initial_value(mix(~(t * rounds + r)) % table_size, 11);
+    }
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), counts.host().begin()));
+  EXPECT_EQ(sums.to_host(), expected_sums);
+  for (std::size_t i = 0; i < copy.size(); ++i) ASSERT_EQ(copy.host()[i], initial_value(i, 12)) << i;
+  const Stats stats = rt.stats();
+  EXPECT_GT(stats.evictions, 0u);
+  // Every resident page was loaded once, into a frame past the cache's, and is still there.
+  for (const std::uint32_t id : {counts.id(), table.id()})
+    for (const std::uint32_t word : detail::page_states(rt, id)) {
+      EXPECT_TRUE(detail::page_word::is_resident(word));
+      EXPECT_EQ(detail::page_word::holders(word), 0u);
+    }
+  for (const std::uint64_t key : detail::frame_owners(rt))
+    EXPECT_TRUE(key == detail::empty_page_key || (detail::key_object(key) != counts.id() && detail::key_object(key) != table.id()));
+
+  // drop_cached() makes host writes visible to a resident object too.
+  std::fill(counts.host().begin(), counts.host().end(), 100u);
+  rt.drop_cached();
+  rt.launch(resident_beside_eviction, grid, block, 0, counts.device(), table.device(), stream.device(), copy.device(),
+            rounds, sums.get());
+  rt.flush();
+  for (std::uint64_t k = 0; k < counters; ++k) ASSERT_EQ(counts.host()[k], expected[k] - 7u + 100u) << k;
+}
+
+TEST_F(Api, SwitchingToAndFromResidentKeepsDataAndGivesTheFramesBack) {
+  const std::uint64_t n = 1u << 16;  // 64 pages
+  Runtime rt(Config{.cache_bytes = 4ull << 20, .resident_bytes = 64ull << 12, .max_pages_held_per_thread = 1});
+  auto a = rt.alloc<std::uint32_t>(n, Placement::migrate, "switching");
+  fill_initial(a, 5);
+  const std::vector<std::uint32_t> before(a.host().begin(), a.host().end());
+  rt.launch(rewrite_pages<std::uint32_t>, dim3(8), dim3(128), 0, a.device());
+  a.set_placement(Placement::resident);  // the cached pages are written back, then loaded again as touched
+  rt.launch(rewrite_pages<std::uint32_t>, dim3(8), dim3(128), 0, a.device());
+  a.set_placement(Placement::automatic);  // written back; the frames are free again
+  auto b = rt.alloc<std::uint32_t>(n, Placement::resident, "takes the same frames");
+  fill_initial(b, 6);
+  const std::vector<std::uint32_t> b_before(b.host().begin(), b.host().end());
+  rt.launch(rewrite_pages<std::uint32_t>, dim3(8), dim3(128), 0, a.device());
+  rt.launch(rewrite_pages<std::uint32_t>, dim3(8), dim3(128), 0, b.device());
+  rt.flush();
+  const auto expected = rewritten(rewritten(rewritten(before)));
+  EXPECT_TRUE(std::equal(expected.begin(), expected.end(), a.host().begin()));
+  const auto b_expected = rewritten(b_before);
+  EXPECT_TRUE(std::equal(b_expected.begin(), b_expected.end(), b.host().begin()));
+}
+
+TEST_F(Api, ResidentObjectsThatDoNotFitAreClearErrors) {
+  Runtime rt(Config{.cache_bytes = 1ull << 20, .resident_bytes = 16ull << 12});
+  auto fits = rt.alloc<std::uint32_t>(10u << 10, Placement::resident, "ten pages");
+  EXPECT_EQ(fits.placement(), Placement::resident);
+  try {
+    (void)rt.alloc<std::uint32_t>(8u << 10, Placement::resident, "eight pages");
+    FAIL() << "8 pages were made resident where 6 were free";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::out_of_memory);
+    EXPECT_NE(std::string(e.what()).find("'eight pages' cannot be resident: it needs 8 frames"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("has 6 free"), std::string::npos) << e.what();
+  }
+  auto migrate = rt.alloc<std::uint32_t>(8u << 10, Placement::migrate, "eight pages");
+  EXPECT_THROW(migrate.set_placement(Placement::resident), Error);
+  EXPECT_EQ(migrate.placement(), Placement::migrate);  // a refused change leaves the placement as it was
+  Runtime none(Config{.cache_bytes = 1ull << 20});
+  EXPECT_THROW((void)none.alloc<std::uint32_t>(1024, Placement::resident, "no frames set aside"), Error);
 }
 
 /// out[t] = a[pick(t)] for t < count: one element of page `first_page + t` each, at an offset

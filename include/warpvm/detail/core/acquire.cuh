@@ -73,7 +73,13 @@ __device__ inline std::uint32_t fill_page(const CacheView& cache, unsigned mask,
                                           unsigned lanes, bool write) {
   const bool is_driver = lane_id() == driver;
   Victim victim{};
-  if (is_driver) victim = claim_victim(cache);
+  if (is_driver) {
+    // A resident object's page has its own frame, past the cache's: nothing is evicted for it.
+    const ObjectDescriptor& owner = cache.objects[key_object(key)];
+    victim = owner.placement == Placement::resident
+                 ? Victim{owner.resident_first_frame + static_cast<std::uint32_t>(key_page(key)), empty_page_key, false}
+                 : claim_victim(cache);
+  }
   const std::uint32_t frame = __shfl_sync(mask, victim.frame, driver);
   const std::uint64_t evicted_key = __shfl_sync(mask, victim.evicted_key, driver);
   const bool evicted_dirty = __shfl_sync(mask, victim.dirty, driver);
@@ -122,16 +128,17 @@ enum class Intent : std::uint8_t { read, write, overwrite };
 /// cannot leave an L1 line of a frame that is filled later in the kernel.
 __device__ __forceinline__ std::uint32_t scratch_frame(const CacheView& cache) { return cache.table.count; }
 
-/// When no page can be evicted (every migrate object fits in the cache), a resident page needs
-/// no holder count: its frame cannot change before the kernel ends. The page's entry (state and
-/// frame together) is read through L1: a line cached before the page became resident can only
-/// say "absent", never a wrong frame; recheck_resident_unheld() then asks L2. On false `frame`
-/// is the scratch frame, so a caller may read from it before it knows the answer and discard
-/// the value.
+/// When no page can be evicted (every migrate object fits in the cache), and always for a
+/// Placement::resident object (its frames are its own), a resident page needs no holder count:
+/// its frame cannot change before the kernel ends. The page's entry (state and frame together)
+/// is read through L1: a line cached before the page became resident can only say "absent",
+/// never a wrong frame; recheck_resident_unheld() then asks L2. On false `frame` is the scratch
+/// frame, so a caller may read from it before it knows the answer and discard the value.
 __device__ __forceinline__ bool peek_resident_unheld(const CacheView& cache, const ObjectDescriptor& object,
                                                      std::uint64_t page, std::uint32_t& frame) {
   const PageEntry seen = object.pages[page];
-  const bool resident = (*cache.never_evicts != 0u) & page_word::is_resident(seen.state);
+  const bool unheld = (*cache.never_evicts != 0u) | (object.placement == Placement::resident);
+  const bool resident = unheld & page_word::is_resident(seen.state);
   frame = resident ? seen.frame : scratch_frame(cache);
   return resident;
 }
@@ -206,7 +213,7 @@ __device__ __forceinline__ T load_through_l2(const T* p) {
 /// The slow side of peek_resident_unheld(): the entry read from L2. False: acquire the page.
 __device__ inline bool recheck_resident_unheld(const CacheView& cache, const ObjectDescriptor& object,
                                                std::uint64_t page, std::uint32_t& frame) {
-  if (*cache.never_evicts == 0u) return false;
+  if (*cache.never_evicts == 0u && object.placement != Placement::resident) return false;
   const unsigned long long fresh = __ldcg(reinterpret_cast<const unsigned long long*>(object.pages + page));
   const PageEntry seen{static_cast<std::uint32_t>(fresh), static_cast<std::uint32_t>(fresh >> 32)};
   frame = seen.frame;

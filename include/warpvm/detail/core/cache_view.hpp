@@ -29,6 +29,9 @@ struct ObjectDescriptor {
                                        ///< before it migrates (policy/automatic.hpp)
   std::uint32_t id;
   Placement placement;
+  /// Placement::resident: page p's frame is resident_first_frame + p, one of the frames past the
+  /// cache's that Config::resident_bytes sets aside (no victim is ever taken for it).
+  std::uint32_t resident_first_frame;
 };
 
 /// Counters, sharded by SM so that a hot counter is never one contended word.
