@@ -72,15 +72,13 @@ __device__ inline std::uint32_t fill_page(const CacheView& cache, unsigned mask,
                                           std::uint64_t key, bool load_contents, std::uint64_t started,
                                           unsigned lanes, bool write) {
   const bool is_driver = lane_id() == driver;
-  Victim victim{};
-  if (is_driver) {
-    // A resident object's page has its own frame, past the cache's: nothing is evicted for it.
-    const ObjectDescriptor& owner = cache.objects[key_object(key)];
-    victim = owner.placement == Placement::resident
-                 ? Victim{owner.resident_first_frame + static_cast<std::uint32_t>(key_page(key)), empty_page_key, false}
-                 : claim_victim(cache);
-  }
-  const std::uint32_t frame = __shfl_sync(mask, victim.frame, driver);
+  const ObjectDescriptor& object = cache.objects[key_object(key)];
+  const std::uint64_t page = key_page(key);
+  // A resident object's page has its own frame, past the cache's: nothing is evicted for it.
+  const bool own_frame = object.placement == Placement::resident;
+  Victim victim{object.resident_first_frame + static_cast<std::uint32_t>(page), empty_page_key, false};
+  if (is_driver && !own_frame) victim = claim_victim(cache);
+  const std::uint32_t frame = own_frame ? victim.frame : __shfl_sync(mask, victim.frame, driver);
   const std::uint64_t evicted_key = __shfl_sync(mask, victim.evicted_key, driver);
   const bool evicted_dirty = __shfl_sync(mask, victim.dirty, driver);
   const PageGeometry geometry = cache.geometry();
@@ -93,8 +91,6 @@ __device__ inline std::uint32_t fill_page(const CacheView& cache, unsigned mask,
     }
   }
 
-  const ObjectDescriptor& object = cache.objects[key_object(key)];
-  const std::uint64_t page = key_page(key);
   const std::uint64_t bytes = load_contents ? geometry.bytes_in_page(page, object.bytes) : 0;
   warp_copy(mask, cache.frame_data(frame), object.host + geometry.page_begin(page), bytes);
   __threadfence();
