@@ -155,6 +155,22 @@ def test_latest_points_keeps_the_last_record_of_each_point() -> None:
     assert [(r.mode, r.useful_gbps) for r in latest_points(records)] == [("uvm", 3.0), ("warpvm", 2.0)]
 
 
+def test_frontier_order_and_object_placements_make_points_of_their_own() -> None:
+    fields: list[dict[str, int]] = [
+        {},
+        {"frontier_vertex_order": 0},
+        {"frontier_vertex_order": 1},
+        {"frontier_vertex_order": 1, "resident_values": 1},
+        {"frontier_vertex_order": 1, "migrate_offsets": 1},
+        {"frontier_vertex_order": 1, "resident_values": 1},
+    ]
+    raw = [
+        record(workload="cc", mode="warpvm_auto", useful_gbps=float(g), **f) for g, f in enumerate(fields, 1)
+    ]
+    records = [parse_line(json.dumps(r), "x", i) for i, r in enumerate(raw, 1)]
+    assert [r.useful_gbps for r in latest_points(records)] == [1.0, 2.0, 3.0, 6.0, 5.0]
+
+
 def test_each_bfs_root_is_a_point_with_its_teps() -> None:
     raw = [
         record(workload="bfs", mode="warpvm", useful_gbps=g, root=root, teps=t)

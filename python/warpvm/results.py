@@ -219,9 +219,9 @@ def load_csv(path: Path, required: Iterable[str], parse_row: Callable[[dict[Any,
 
 
 # Extra fields that make a point of their own where a record has them: the BFS root, a graph
-# run's frontier order, the GPU count, the access-counter threshold, and a channel run's configuration (its consumer threads,
-# compute work, k-means input, GEMM side, BFS graph scale, keys sorted, ping-pong round trips, and
-# the CPUs its producer and monitor were pinned to).
+# run's frontier order, the GPU count, the access-counter threshold, and a channel run's
+# configuration (its consumer threads, compute work, k-means input, GEMM side, BFS graph scale,
+# keys sorted, ping-pong round trips, and the CPUs its producer and monitor were pinned to).
 POINT_FIELDS = (
     "root",
     "frontier_vertex_order",
@@ -239,9 +239,14 @@ POINT_FIELDS = (
 )
 
 
+# Prefixes of the per-object placement fields a graph run may carry (resident_values,
+# migrate_offsets, ...): objects placed otherwise than the mode says make a point of their own.
+OBJECT_PLACEMENT_PREFIXES = ("resident_", "migrate_")
+
+
 def latest_points(records: Iterable[Record]) -> list[Record]:
-    """The last record of each point: device, suite, workload, mode, policy, cache, size and the
-    POINT_FIELDS a record has."""
+    """The last record of each point: device, suite, workload, mode, policy, cache, size, the
+    POINT_FIELDS a record has and the objects it placed otherwise (OBJECT_PLACEMENT_PREFIXES)."""
     points: dict[tuple[Any, ...], Record] = {}
     for r in records:
         key = (
@@ -253,6 +258,7 @@ def latest_points(records: Iterable[Record]) -> list[Record]:
             r.cache_fraction,
             r.dataset_bytes,
             *(r.extra.get(name) for name in POINT_FIELDS),
+            tuple(sorted(name for name in r.extra if name.startswith(OBJECT_PLACEMENT_PREFIXES))),
         )
         points[key] = r
     return list(points.values())
