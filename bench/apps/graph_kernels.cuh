@@ -5,11 +5,13 @@
 // page spans), appending to the next frontier queue at most once per vertex and iteration, launch
 // shapes, and the frontier queues that drive the iterations from the host. The queues (and the
 // per-vertex stamps, and the chunk queue of the balanced runs) live in device memory in every mode:
-// scratch that never needs to reach the host, 16 bytes per vertex (and 8 per chunk).
+// scratch that never needs to reach the host, 16 bytes per vertex (12 in arrival order; and 8 per
+// chunk).
 //
 // Frontiers are walked in vertex order by default: the next queue fills in whatever order warps
 // claim vertices, and a radix sort of it before the next iteration puts neighbouring rows (which
-// share column pages) on warps that run at the same time. Out of core that is what decides how
+// share column pages) on warps that run at the same time. (With a Balanced CSR the chunk queue
+// keeps that order only per 32 frontier vertices: expand_to_chunks appends a warp's at a time.) Out of core that is what decides how
 // often a page comes back: in arrival order a page of 30 rows is wanted by warps spread over the
 // whole iteration, and a cache smaller than the graph evicts it between them (DREAM's and EMOGI's
 // kernels scan the vertices in order for the same reason).
@@ -159,18 +161,21 @@ struct ChunkRows {
 inline constexpr std::uint64_t max_units_per_run = 32;
 
 /// visit(v, row) for each unit of work of `rows`, a warp each; called by all 32 lanes of every
-/// warp of the grid. Warps take runs of neighbouring units (as long as keeps every warp busy, at
-/// most max_units_per_run), grid-stride over the runs: over a frontier in vertex order a warp
-/// then walks neighbouring rows one after another, on the page it has just used, while the warps
-/// in flight are on as many different pages as with any order. A plain grid stride puts the
-/// warps in flight on a few pages, one warp loading each and the rest waiting for it; one
-/// contiguous run per warp scatters device-memory reads (CC on device memory 20% slower on the
-/// H200).
+/// warp of the grid. Warps take runs of neighbouring units, grid-stride over the runs: over a
+/// frontier in vertex order a warp then walks neighbouring rows one after another, on the page it
+/// has just used, while the warps in flight are on as many different pages as with any order. A
+/// plain grid stride puts the warps in flight on a few pages, one warp loading each and the rest
+/// waiting for it; one contiguous run per warp scatters device-memory reads (CC on device memory
+/// 20% slower on the H200). Every warp gets the same number of runs (`rounds`), each as short as
+/// that allows and at most max_units_per_run, so that no warp is left with a run more than the
+/// others.
 template <class Rows, class Visit>
 __device__ void for_each_row(const Rows& rows, Visit&& visit) {
-  const std::uint64_t units_per_run =
-      std::min(std::uint64_t{max_units_per_run}, std::max<std::uint64_t>(1, rows.size / warp_count()));
-  for (std::uint64_t run = warp_index() * units_per_run; run < rows.size; run += warp_count() * units_per_run) {
+  const std::uint64_t warps = warp_count();
+  const std::uint64_t longest = std::uint64_t{max_units_per_run} * warps;  // units in one round at most
+  const std::uint64_t rounds = std::max<std::uint64_t>(1, (rows.size + longest - 1) / longest);
+  const std::uint64_t units_per_run = (rows.size + rounds * warps - 1) / (rounds * warps);
+  for (std::uint64_t run = warp_index() * units_per_run; run < rows.size; run += warps * units_per_run) {
     const std::uint64_t end = std::min<std::uint64_t>(rows.size, run + units_per_run);
     for (std::uint64_t i = run; i < end; ++i) visit(rows.vertex(i), rows.row(i));
   }
@@ -313,13 +318,12 @@ class FrontierQueues {
   /// `chunks`: the Balanced CSR's chunk count when balanced runs use these queues (the chunk
   /// queue's room: a frontier holds each vertex once, so at most every chunk), else 0.
   explicit FrontierQueues(std::uint64_t vertices, std::uint64_t chunks = 0, FrontierOrder order = FrontierOrder::vertex)
-      : vertices_(vertices),
+      : vertices_(checked_vertex_count(vertices)),
         order_(order),
         queues_{detail::make_device<std::uint32_t>(vertices, "frontier queue"), detail::make_device<std::uint32_t>(vertices, "frontier queue")},
         stamps_(detail::make_device<std::uint32_t>(vertices, "frontier stamps")),
         next_size_(detail::make_device<std::uint32_t>(1, "frontier size")),
         host_word_(detail::make_pinned_zeroed<std::uint32_t>(1, cudaHostAllocDefault, "frontier word")) {
-    if (vertices > 0xffffffffu) throw std::invalid_argument("FrontierQueues: more vertices than 32-bit ids can name");
     if (order_ == FrontierOrder::vertex) {
       sorted_ = detail::make_device<std::uint32_t>(vertices, "frontier queue");
       // Vertex ids fit in these low bits: the sort does no pass over the zero bits above them.
@@ -405,6 +409,11 @@ class FrontierQueues {
   }
 
  private:
+  static std::uint64_t checked_vertex_count(std::uint64_t vertices) {
+    if (vertices > 0xffffffffu) throw std::invalid_argument("FrontierQueues: more vertices than 32-bit ids can name");
+    return vertices;
+  }
+
   /// `word` (device memory) once the work queued on `stream` is done (waits), through host_word_.
   std::uint32_t read_back(const std::uint32_t* word, cudaStream_t stream) const {
     WARPVM_CUDA_TRY(cudaMemcpyAsync(host_word_.get(), word, sizeof(std::uint32_t), cudaMemcpyDeviceToHost, stream));

@@ -9,7 +9,8 @@ namespace warpvm {
 /// Counters kept by the device cache since the Runtime was made (or reset_stats()).
 struct Stats {
   /// Warp-level acquisitions that found the page resident and took a hold on it. While every
-  /// migrate object fits in the cache, resident pages are read without a hold and not counted.
+  /// migrate object fits in the cache, and always for Placement::resident objects, resident
+  /// pages are read without a hold and not counted.
   std::uint64_t hits = 0;
   std::uint64_t misses = 0;      ///< pages loaded into a frame (one per fault actually served)
   std::uint64_t waits = 0;       ///< acquisitions that waited for another warp's load/eviction

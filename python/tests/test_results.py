@@ -168,7 +168,16 @@ def test_frontier_order_and_object_placements_make_points_of_their_own() -> None
         record(workload="cc", mode="warpvm_auto", useful_gbps=float(g), **f) for g, f in enumerate(fields, 1)
     ]
     records = [parse_line(json.dumps(r), "x", i) for i, r in enumerate(raw, 1)]
-    assert [r.useful_gbps for r in latest_points(records)] == [1.0, 2.0, 3.0, 6.0, 5.0]
+    points = latest_points(records)
+    assert [r.useful_gbps for r in points] == [1.0, 2.0, 3.0, 6.0, 5.0]
+    assert [r.variant for r in points] == [
+        "warpvm_auto",
+        "warpvm_auto (arrival order)",
+        "warpvm_auto",
+        "warpvm_auto (resident values)",
+        "warpvm_auto (migrate offsets)",
+    ]
+    assert "| cc | warpvm_auto (resident values) |" in markdown_summary(records)
 
 
 def test_each_bfs_root_is_a_point_with_its_teps() -> None:

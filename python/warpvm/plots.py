@@ -33,7 +33,7 @@ def _devices(records: Iterable[Record]) -> list[str]:
 
 def _series(record: Record, several_devices: bool) -> str:
     """A legend label: the mode, with the device when several devices are plotted together."""
-    return f"{record.mode} ({record.device})" if several_devices else record.mode
+    return f"{record.variant} ({record.device})" if several_devices else record.variant
 
 
 def _palette(names: Iterable[Key]) -> dict[Key, ColorType]:
@@ -131,7 +131,7 @@ def bandwidth_figure(records: Iterable[Record]) -> Figure | None:
     for r in latest_points(records):
         if r.simulated or r.useful_gbps is None:
             continue
-        key = (r.workload, r.mode, r.device)
+        key = (r.workload, r.variant, r.device)
         if key not in chosen or r.cache_fraction > chosen[key].cache_fraction:
             chosen[key] = r
     if not chosen:
@@ -210,7 +210,8 @@ def bytes_moved_figure(records: Iterable[Record]) -> Figure | None:
             bars = ax.barh(y, r.amplification, color=colors[_series(r, several)])
             ax.bar_label(bars, fmt=lambda v: _short(v) + "x", fontsize=6, padding=2)
         names = [
-            f"{r.mode} {format_fraction(r.cache_fraction)}" if r.cache_fraction else r.mode for r in rows
+            f"{r.variant} {format_fraction(r.cache_fraction)}" if r.cache_fraction else r.variant
+            for r in rows
         ]
         ax.set_yticks(range(len(rows)), names, fontsize=7)
         ax.invert_yaxis()
@@ -230,7 +231,7 @@ def _median_seconds(records: Iterable[Record]) -> dict[tuple[str, str, str, floa
     times: dict[tuple[str, str, str, float, int], list[float]] = {}
     for r in latest_points(records):
         if not r.simulated and r.seconds:
-            key = (r.device, r.workload, r.mode, r.cache_fraction, r.dataset_bytes)
+            key = (r.device, r.workload, r.variant, r.cache_fraction, r.dataset_bytes)
             times.setdefault(key, []).append(r.seconds)
     return {key: statistics.median(values) for key, values in times.items()}
 

@@ -58,6 +58,11 @@ class ResultsError(ValueError):
     """A malformed record; the message starts with file:line."""
 
 
+# Prefixes of the per-object placement fields a graph run may carry (resident_values,
+# migrate_offsets, ...): objects placed otherwise than the mode says make a point of their own.
+OBJECT_PLACEMENT_PREFIXES = ("resident_", "migrate_")
+
+
 @dataclass(frozen=True)
 class Record:
     """One measured (or simulated) point; fields beyond the required ones live in `extra`."""
@@ -89,6 +94,18 @@ class Record:
         """Whether the result was checked correct; None when the record does not say."""
         value = self.extra.get("verified")
         return value if isinstance(value, bool) else None
+
+    @property
+    def variant(self) -> str:
+        """The mode, with what the run changed besides it: a graph frontier walked in arrival
+        order, and objects placed otherwise (`warpvm_auto (arrival order, resident values)`)."""
+        changes = ["arrival order"] if self.extra.get("frontier_vertex_order") == 0 else []
+        changes += [
+            name.replace("_", " ", 1)
+            for name in sorted(self.extra)
+            if name.startswith(OBJECT_PLACEMENT_PREFIXES) and self.extra[name]
+        ]
+        return f"{self.mode} ({', '.join(changes)})" if changes else self.mode
 
     @property
     def amplification(self) -> float | None:
@@ -239,11 +256,6 @@ POINT_FIELDS = (
 )
 
 
-# Prefixes of the per-object placement fields a graph run may carry (resident_values,
-# migrate_offsets, ...): objects placed otherwise than the mode says make a point of their own.
-OBJECT_PLACEMENT_PREFIXES = ("resident_", "migrate_")
-
-
 def latest_points(records: Iterable[Record]) -> list[Record]:
     """The last record of each point: device, suite, workload, mode, policy, cache, size, the
     POINT_FIELDS a record has and the objects it placed otherwise (OBJECT_PLACEMENT_PREFIXES)."""
@@ -366,7 +378,7 @@ def measured_table(records: Iterable[Record], title: str) -> TextTable:
     rows: list[tuple[str, ...]] = [
         (
             row.record.workload,
-            row.record.mode,
+            row.record.variant,
             format_fraction(row.record.cache_fraction),
             row.record.policy,
             _format_gbps(row.record.useful_gbps),

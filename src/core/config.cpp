@@ -60,12 +60,10 @@ void Config::validate() const {
   WARPVM_EXPECTS(cache_bytes == 0 || cache_bytes >= page_bytes, ErrorKind::invalid_config,
                  "cache_bytes = " + std::to_string(cache_bytes) +
                      " is smaller than one page of " + std::to_string(page_bytes) + " B");
-  WARPVM_EXPECTS(cache_bytes / page_bytes < (std::size_t{1} << 32), ErrorKind::invalid_config,
-                 "cache_bytes / page_bytes exceeds 2^32 frames; use larger pages");
-  WARPVM_EXPECTS(resident_bytes / page_bytes < (std::size_t{1} << 31) &&
-                     cache_bytes / page_bytes + resident_bytes / page_bytes < (std::size_t{1} << 32) - 2,
+  // Every frame (the cache's, the scratch frame, the resident ones) has a 32-bit number.
+  WARPVM_EXPECTS(cache_bytes / page_bytes + (resident_bytes + page_bytes - 1) / page_bytes < (std::size_t{1} << 32) - 2,
                  ErrorKind::invalid_config,
-                 "cache_bytes and resident_bytes together exceed 2^32 frames of page_bytes; use larger pages");
+                 "cache_bytes and resident_bytes come to 2^32 frames of page_bytes or more; use larger pages");
   WARPVM_EXPECTS(resident_bytes == 0 || transport == Transport::gpu_initiated, ErrorKind::invalid_config,
                  "resident_bytes needs the gpu_initiated transport: the host_batched one serves migrate objects only");
   WARPVM_EXPECTS(max_pages_held_per_thread >= 1, ErrorKind::invalid_config,
@@ -103,6 +101,7 @@ std::string Config::describe() const {
     out << cache_bytes << " B";
   else
     out << cache_fraction_of_free * 100.0 << "% of free";
+  if (resident_bytes != 0) out << " resident=" << resident_bytes << " B";
   out << " page=" << page_bytes << " B eviction=" << to_string(eviction)
       << " transport=" << to_string(transport);
   if (transport == Transport::host_batched)

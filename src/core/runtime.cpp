@@ -24,12 +24,14 @@ std::string mib(std::uint64_t bytes) {
   return out.str();
 }
 
+/// Config::cache_bytes, or its share of the device memory left free besides the resident frames.
 std::size_t choose_cache_bytes(const Config& config) {
   if (config.cache_bytes != 0) return config.cache_bytes;
   std::size_t free_bytes = 0;
   std::size_t total_bytes = 0;
   WARPVM_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total_bytes));
-  return static_cast<std::size_t>(static_cast<double>(free_bytes) * config.cache_fraction_of_free);
+  const std::size_t shared = free_bytes > config.resident_bytes ? free_bytes - config.resident_bytes : 0;
+  return static_cast<std::size_t>(static_cast<double>(shared) * config.cache_fraction_of_free);
 }
 
 bool is_pinned(const void* p) {
@@ -60,19 +62,21 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
 
   const std::size_t cache_bytes = choose_cache_bytes(config);
   const std::uint64_t frame_count = cache_bytes / config.page_bytes;
-  WARPVM_EXPECTS(frame_count >= 1 && frame_count < (std::uint64_t{1} << 32), ErrorKind::invalid_config,
+  const std::uint64_t resident_count = (config.resident_bytes + config.page_bytes - 1) / config.page_bytes;
+  WARPVM_EXPECTS(frame_count >= 1 && frame_count + resident_count < (std::uint64_t{1} << 32) - 2,
+                 ErrorKind::invalid_config,
                  "a cache of " + std::to_string(cache_bytes) + " B holds " + std::to_string(frame_count) +
-                     " frames of " + std::to_string(config.page_bytes) + " B; need 1 to 2^32-1");
+                     " frames of " + std::to_string(config.page_bytes) + " B (and " + std::to_string(resident_count) +
+                     " resident frames); need at least 1, and fewer than 2^32 - 2 in all");
   frames = static_cast<std::uint32_t>(frame_count);
   config.cache_bytes = std::size_t{frames} * config.page_bytes;
-  const auto resident_count = static_cast<std::uint32_t>((config.resident_bytes + config.page_bytes - 1) / config.page_bytes);
-  config.resident_bytes = std::size_t{resident_count} * config.page_bytes;
+  config.resident_bytes = resident_count * config.page_bytes;
 
   // Past the cache's frames: the scratch frame, never filled, which readers that load before
   // they know whether a page is resident read instead (see peek_resident_unheld); then the frames
   // set aside for resident objects. Eviction cycles through the cache's frames only.
-  all_frames = frames + 1 + resident_count;
-  resident_frames_.emplace(frames + 1, resident_count);
+  all_frames = frames + 1 + static_cast<std::uint32_t>(resident_count);
+  resident_frames_.emplace(frames + 1, static_cast<std::uint32_t>(resident_count));
   frame_data_ = make_device_zeroed<std::byte>(std::size_t{all_frames} * config.page_bytes, "the page cache frames");
   owner_ = make_device_zeroed<std::uint64_t>(all_frames, "frame owners");
   WARPVM_CUDA_TRY(cudaMemset(owner_.get(), 0xff, std::size_t{all_frames} * sizeof(std::uint64_t)));  // empty_page_key
@@ -237,14 +241,31 @@ void RuntimeState::unregister_object(std::uint32_t id) noexcept {
 void RuntimeState::set_placement(std::uint32_t id, Placement placement) {
   ObjectSlot& slot = slots_.at(id);
   if (slot.descriptor.placement == placement) return;
+  // Frames for a resident object are taken first, so that a refusal changes nothing.
+  if (placement == Placement::resident && !slot.resident_first_frame) slot.resident_first_frame = take_resident_frames(slot);
   // Pages stay cached between migrate and automatic; remote objects have none; a resident
-  // object's pages go back to the host before its device memory does.
+  // object's pages go back to the host before its frames do.
   const bool leaves_frames = is_cached(slot.descriptor.placement) && !is_cached(placement);
   if (leaves_frames || slot.descriptor.placement == Placement::resident)
     write_back(id, /*write_back=*/true, /*drop=*/true);
   synchronize();  // running kernels may still use what give_placement zeroes or frees
   give_placement(slot, placement);
   publish_descriptor(id);
+}
+
+std::uint32_t RuntimeState::take_resident_frames(const ObjectSlot& slot) {
+  WARPVM_EXPECTS(config.transport == Transport::gpu_initiated, ErrorKind::invalid_argument,
+                 "object '" + slot.name + "' cannot be resident: the host_batched transport (the uvm preset) "
+                 "serves migrate objects only");
+  const std::uint64_t pages = view_.geometry().pages_for(slot.descriptor.bytes);
+  const std::optional<std::uint32_t> first =
+      pages < (std::uint64_t{1} << 32) ? resident_frames_->take(static_cast<std::uint32_t>(pages)) : std::nullopt;
+  WARPVM_EXPECTS(first.has_value(), ErrorKind::out_of_memory,
+                 "object '" + slot.name + "' cannot be resident: it needs " + std::to_string(pages) + " frames (" +
+                     mib(pages * config.page_bytes) + ") in a row, and Config::resident_bytes (" +
+                     mib(config.resident_bytes) + ") has " + std::to_string(resident_frames_->free_frames()) +
+                     " free, at most " + std::to_string(resident_frames_->largest_run()) + " in a row");
+  return *first;
 }
 
 void RuntimeState::give_placement(ObjectSlot& slot, Placement placement) {
@@ -264,17 +285,7 @@ void RuntimeState::give_placement(ObjectSlot& slot, Placement placement) {
   // A resident object's frames go with the placement: a handle taken while it was resident must
   // not be used after it left (checked mode reports such a stale handle).
   if (placement == Placement::resident && !slot.resident_first_frame) {
-    WARPVM_EXPECTS(config.transport == Transport::gpu_initiated, ErrorKind::invalid_argument,
-                   "object '" + slot.name + "' cannot be resident: the host_batched transport (the uvm preset) "
-                   "serves migrate objects only");
-    const std::optional<std::uint32_t> first =
-        pages < (std::uint64_t{1} << 32) ? resident_frames_->take(static_cast<std::uint32_t>(pages)) : std::nullopt;
-    WARPVM_EXPECTS(first.has_value(), ErrorKind::out_of_memory,
-                   "object '" + slot.name + "' cannot be resident: it needs " + std::to_string(pages) + " frames (" +
-                       mib(pages * config.page_bytes) + ") in a row, and Config::resident_bytes (" +
-                       mib(config.resident_bytes) + ") has " + std::to_string(resident_frames_->free_frames()) +
-                       " free, at most " + std::to_string(resident_frames_->largest_run()) + " in a row");
-    slot.resident_first_frame = first;
+    slot.resident_first_frame = take_resident_frames(slot);
   } else if (placement != Placement::resident && slot.resident_first_frame) {
     resident_frames_->give_back(*slot.resident_first_frame, static_cast<std::uint32_t>(pages));
     slot.resident_first_frame.reset();
@@ -543,7 +554,7 @@ namespace warpvm::detail {
 std::vector<std::uint64_t> frame_owners(const Runtime& runtime) {
   RuntimeState& state = *runtime.state_;
   state.synchronize();
-  std::vector<std::uint64_t> owners(state.frames);
+  std::vector<std::uint64_t> owners(state.all_frames);
   WARPVM_CUDA_TRY(cudaMemcpy(owners.data(), state.view().table.owner, owners.size() * sizeof(std::uint64_t),
                              cudaMemcpyDeviceToHost));
   return owners;

@@ -30,7 +30,7 @@ struct ObjectSlot {
   registration registered;           ///< set when adopt() pinned caller memory itself
   device_ptr<PageEntry> pages;
   device_ptr<std::uint32_t> remote_sectors;  ///< Placement::automatic's per-page counts
-  /// Placement::resident: the object's run of frames (first, pages), while it is resident.
+  /// Placement::resident: the first of the object's frames (one per page), while it is resident.
   std::optional<std::uint32_t> resident_first_frame;
   bool in_use = false;
 };
@@ -47,9 +47,12 @@ class RuntimeState {
   void set_placement(std::uint32_t id, Placement placement);
   /// Sets the slot's placement and gives it what the placement needs: the per-page counts of
   /// Placement::automatic (allocated on first use and kept, zeroed, for the slot's lifetime:
-  /// stale handles must not count into freed memory), the device memory of Placement::resident
-  /// (allocated on entering it, freed on leaving). The device learns it from publish_descriptor().
+  /// stale handles must not count into freed memory), the frames of Placement::resident (taken
+  /// on entering it, given back on leaving). The device learns it from publish_descriptor().
   void give_placement(ObjectSlot& slot, Placement placement);
+  /// A run of free resident frames, one per page of the slot's object: its first frame. Throws
+  /// (out_of_memory) when Config::resident_bytes has no run that long.
+  std::uint32_t take_resident_frames(const ObjectSlot& slot);
 
   /// For the frames of `object_filter` (all objects when all_objects; resident objects' frames
   /// too): with write_back, writes the dirty ones back; with drop, empties them and marks the

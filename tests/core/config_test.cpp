@@ -41,8 +41,9 @@ TEST(Config, ResidentFramesNeedGpuInitiatedTransfersAndFitFrameNumbers) {
   Config uvm = Config::preset(Preset::uvm);
   uvm.resident_bytes = 1u << 20;
   expect_invalid(uvm, "resident_bytes needs the gpu_initiated transport");
-  expect_invalid(Config{.cache_bytes = 1u << 20, .resident_bytes = std::size_t{1} << 43, .page_bytes = 4096},
-                 "exceed 2^32 frames");
+  expect_invalid(Config{.cache_bytes = 1u << 20, .resident_bytes = std::size_t{1} << 44, .page_bytes = 4096},
+                 "come to 2^32 frames");
+  expect_invalid(Config{.cache_bytes = std::size_t{1} << 44, .page_bytes = 4096}, "come to 2^32 frames");
 }
 
 TEST(Config, HoldsAndObjects) {

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -199,14 +200,22 @@ TEST_F(Api, ResidentObjectsStayAndAreExactWhileTheCacheEvicts) {
   for (std::size_t i = 0; i < copy.size(); ++i) ASSERT_EQ(copy.host()[i], initial_value(i, 12)) << i;
   const Stats stats = rt.stats();
   EXPECT_GT(stats.evictions, 0u);
-  // Every resident page was loaded once, into a frame past the cache's, and is still there.
+  // Every resident page is still there, held by nobody, in one frame past the cache's.
   for (const std::uint32_t id : {counts.id(), table.id()})
     for (const std::uint32_t word : detail::page_states(rt, id)) {
       EXPECT_TRUE(detail::page_word::is_resident(word));
       EXPECT_EQ(detail::page_word::holders(word), 0u);
     }
-  for (const std::uint64_t key : detail::frame_owners(rt))
-    EXPECT_TRUE(key == detail::empty_page_key || (detail::key_object(key) != counts.id() && detail::key_object(key) != table.id()));
+  const std::vector<std::uint64_t> owners = detail::frame_owners(rt);
+  std::map<std::uint64_t, std::uint64_t> frame_of_resident_page;
+  for (std::uint64_t f = 0; f < owners.size(); ++f) {
+    if (owners[f] == detail::empty_page_key) continue;
+    const std::uint32_t id = detail::key_object(owners[f]);
+    if (id != counts.id() && id != table.id()) continue;
+    EXPECT_GT(f, rt.frame_count()) << "a resident page in the cache's frame " << f;
+    EXPECT_TRUE(frame_of_resident_page.emplace(owners[f], f).second) << "a resident page in two frames";
+  }
+  EXPECT_EQ(frame_of_resident_page.size(), 4u + 64u);  // counts' pages and table's
 
   // drop_cached() makes host writes visible to a resident object too.
   std::fill(counts.host().begin(), counts.host().end(), 100u);

@@ -9,7 +9,8 @@
 
 namespace warpvm::detail {
 
-/// The page key each frame holds (empty_page_key for free frames). Synchronizes the device.
+/// The page key each frame holds (empty_page_key for free frames): the cache's frames (below
+/// Runtime::frame_count()), the scratch frame, then Config::resident_bytes's. Synchronizes the device.
 std::vector<std::uint64_t> frame_owners(const Runtime& runtime);
 /// The page-state word of every page of object `object_id`. Synchronizes the device.
 std::vector<std::uint32_t> page_states(const Runtime& runtime, std::uint32_t object_id);
