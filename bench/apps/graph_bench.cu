@@ -88,6 +88,9 @@ struct GraphOptions {
   /// --resident-objects: in modes warpvm, warpvm_auto and warpvm_dream these objects are
   /// Placement::resident, their frames set aside out of the cache fraction's memory.
   std::vector<std::string> resident_objects;
+  /// --page-bytes: warpvm's page size in modes warpvm, warpvm_auto and warpvm_dream (the uvm
+  /// preset keeps 4 KB, as UVM does).
+  std::uint64_t page_bytes = 4096;
   [[nodiscard]] bool balanced() const { return balanced_chunk != 0; }
   [[nodiscard]] bool wants(App app) const { return std::find(apps.begin(), apps.end(), app) != apps.end(); }
   [[nodiscard]] bool loaded() const { return !graph_file.empty(); }
@@ -111,7 +114,7 @@ const char* const all_modes =
                "       [--eviction clock|fifo] [--automatic-remote-share 0.0625] [--out file.jsonl] [--commit SHA] [--driver VER] [--suite graph]\n"
                "       [--trace batches.csv] [--uvm-counted-runs 1] [--sssp-reference dijkstra|certified-gpu]\n"
                "       [--balanced CHUNK] [--frontier-order vertex|arrival] [--auto-migrate-objects offsets,values]\n"
-               "       [--resident-objects values]\n"
+               "       [--resident-objects values] [--page-bytes 4096]\n"
                "BFS and SSSP from --sources roots (vertices with a neighbour, drawn from the seed) or from\n"
                "--roots, and CC, over an R-MAT graph of 2^scale vertices and edge-factor x 2^scale undirected\n"
                "edges (--generator uniform: both ends of each edge uniform, no hubs), or over --graph-file:\n"
@@ -133,6 +136,7 @@ const char* const all_modes =
                "--resident-objects: in modes warpvm, warpvm_auto and warpvm_dream the named objects are resident\n"
                "(frames of their own, never evicted, read without holds), taken out of the cache fraction's memory:\n"
                "the cache gets the fraction of the footprint less their pages (records: resident_<object> 1)\n"
+               "--page-bytes: warpvm's page size (512 B..2 MiB) in modes warpvm, warpvm_auto and warpvm_dream\n"
                "--eviction applies to mode warpvm (warpvm_dream is FIFO); --trace writes the fault batches of\n"
                "the warpvm_uvm runs (the uvm preset) as CSV\n",
                message, all_modes);
@@ -182,6 +186,10 @@ GraphOptions parse(int argc, char** argv) {
         const unsigned long chunk = std::stoul(value);
         if (chunk < 1 || chunk > 0xffffffffu) usage("--balanced takes a chunk of at least one edge (32-bit)");
         o.balanced_chunk = static_cast<std::uint32_t>(chunk);
+      } else if (flag == "--page-bytes") {
+        o.page_bytes = tools::parse_bytes(value);
+        if (o.page_bytes < 512 || o.page_bytes > (2u << 20) || (o.page_bytes & (o.page_bytes - 1)) != 0)
+          usage("--page-bytes must be a power of two from 512 B to 2 MiB");
       } else if (flag == "--frontier-order") {
         if (value != "vertex" && value != "arrival") usage("--frontier-order takes vertex or arrival");
         o.frontier_order = value == "vertex" ? apps::FrontierOrder::vertex : apps::FrontierOrder::arrival;
@@ -782,7 +790,8 @@ class GraphBench {
     if (read_mostly) advise_read_mostly(cudaMemAdviseUnsetReadMostly);
   }
 
-  static std::uint64_t pages(std::uint64_t bytes) { return (bytes + 4095) / 4096; }
+  /// Pages of warpvm's page size (--page-bytes) that `bytes` take.
+  std::uint64_t pages(std::uint64_t bytes) const { return (bytes + o_.page_bytes - 1) / o_.page_bytes; }
   /// Bytes of the object `name` (one of graph_object_names) when `app` runs: 0 when it does not
   /// read it.
   std::uint64_t object_bytes(App app, const std::string& name) const {
@@ -814,8 +823,9 @@ class GraphBench {
     const std::uint64_t least = detail::frames_required(apps::graph_block_threads, pages_held(app));
     const auto in_memory = static_cast<std::uint64_t>(fraction * static_cast<double>(footprint_pages(app)));
     const std::uint64_t resident = resident_pages(app);
-    preset.cache_bytes = std::max(least, in_memory > resident ? in_memory - resident : 0) * 4096;
-    preset.resident_bytes = resident * 4096;
+    preset.page_bytes = o_.page_bytes;
+    preset.cache_bytes = std::max(least, in_memory > resident ? in_memory - resident : 0) * o_.page_bytes;
+    preset.resident_bytes = resident * o_.page_bytes;
     preset.max_pages_held_per_thread = pages_held(app);
     return preset;
   }
@@ -899,6 +909,7 @@ class GraphBench {
       rt.synchronize();
       add_paging_stats(rec, rt, o_.common.repeats + 1);  // the warm-up run counts too
       rec.extra["cache_share"] = static_cast<double>(rt.frame_count()) / static_cast<double>(footprint_pages(app));
+      rec.extra["page_bytes"] = static_cast<double>(rt.page_bytes());
       if (!uvm_preset)
         for (const std::string& name : o_.resident_objects)
           if (object_bytes(app, name) != 0) rec.extra["resident_" + name] = 1;

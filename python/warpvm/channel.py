@@ -23,11 +23,13 @@ from warpvm.results import (
 
 SUITE = "channel"
 LIBRARY_MODES = ("channel", "channel_direct")  # the rest are polling baselines
-# A channel run's configuration: latest_points's fields but the BFS root, the frontier order and
-# the access-counter threshold (other suites') and the monitor's CPU (a row of its own within a
-# case, run_label).
+# A channel run's configuration: latest_points's fields but the BFS root, the frontier order, the
+# page size and the access-counter threshold (other suites') and the monitor's CPU (a row of its
+# own within a case, run_label).
 CASE_FIELDS = tuple(
-    f for f in POINT_FIELDS if f not in ("root", "frontier_vertex_order", "counter_threshold", "monitor_cpu")
+    f
+    for f in POINT_FIELDS
+    if f not in ("root", "frontier_vertex_order", "page_bytes", "counter_threshold", "monitor_cpu")
 )
 
 

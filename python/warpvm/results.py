@@ -98,8 +98,12 @@ class Record:
     @property
     def variant(self) -> str:
         """The mode, with what the run changed besides it: a graph frontier walked in arrival
-        order, and objects placed otherwise (`warpvm_auto (arrival order, resident values)`)."""
+        order, pages other than 4 KiB, and objects placed otherwise (`warpvm_auto (arrival order,
+        1 KiB pages, resident values)`)."""
         changes = ["arrival order"] if self.extra.get("frontier_vertex_order") == 0 else []
+        page_bytes = self.extra.get("page_bytes")
+        if isinstance(page_bytes, int | float) and page_bytes != 4096:
+            changes.append(f"{format_bytes(int(page_bytes)).replace('.00 ', ' ')} pages")
         changes += [
             name.replace("_", " ", 1)
             for name in sorted(self.extra)
@@ -236,12 +240,13 @@ def load_csv(path: Path, required: Iterable[str], parse_row: Callable[[dict[Any,
 
 
 # Extra fields that make a point of their own where a record has them: the BFS root, a graph
-# run's frontier order, the GPU count, the access-counter threshold, and a channel run's
+# run's frontier order, warpvm's page size, the GPU count, the access-counter threshold, and a channel run's
 # configuration (its consumer threads, compute work, k-means input, GEMM side, BFS graph scale,
 # keys sorted, ping-pong round trips, and the CPUs its producer and monitor were pinned to).
 POINT_FIELDS = (
     "root",
     "frontier_vertex_order",
+    "page_bytes",
     "gpus",
     "counter_threshold",
     "consumer_threads",
