@@ -52,20 +52,14 @@ const char* to_string(App app) {
 /// same reference.
 bool components(App app) { return app == App::cc || app == App::cc_afforest; }
 
-/// Pages a thread of the app's paged kernels holds at once. Each counts one element access of
-/// the values inside the pages it walks (a level, label, parent or distance); resident values
-/// (--resident-objects values) are read without a hold, so the thread then holds one page fewer,
-/// and the progress bound lets twice as many threads run on a cache of the same size.
-std::uint32_t pages_held(App app, bool values_resident) {
-  const std::uint32_t with_values = [&] {
-    switch (app) {
-      case App::bfs: return apps::bfs_pages_held;
-      case App::cc: return apps::cc_pages_held;
-      case App::cc_afforest: return apps::cc_afforest_pages_held;
-      default: return apps::sssp_pages_held;
-    }
-  }();
-  return values_resident ? with_values - 1 : with_values;
+/// Pages a thread of the app's paged kernel holds at once.
+std::uint32_t pages_held(App app) {
+  switch (app) {
+    case App::bfs: return apps::bfs_pages_held;
+    case App::cc: return apps::cc_pages_held;
+    case App::cc_afforest: return apps::cc_afforest_pages_held;
+    default: return apps::sssp_pages_held;
+  }
 }
 
 struct GraphOptions {
@@ -815,9 +809,6 @@ class GraphBench {
     for (const std::string& name : graph_object_names) total += pages(object_bytes(app, name));
     return total;
   }
-  [[nodiscard]] bool values_resident() const {
-    return std::find(o_.resident_objects.begin(), o_.resident_objects.end(), "values") != o_.resident_objects.end();
-  }
   /// Pages of the app's --resident-objects.
   std::uint64_t resident_pages(App app) const {
     std::uint64_t total = 0;
@@ -829,14 +820,13 @@ class GraphBench {
   /// (1: all of them, nothing ever evicted): the --resident-objects' frames, and the cache the
   /// rest, but at least what one block of its kernel needs.
   Config warpvm_config(App app, Config preset, double fraction) const {
-    const std::uint32_t held = pages_held(app, values_resident());
-    const std::uint64_t least = detail::frames_required(apps::graph_block_threads, held);
+    const std::uint64_t least = detail::frames_required(apps::graph_block_threads, pages_held(app));
     const auto in_memory = static_cast<std::uint64_t>(fraction * static_cast<double>(footprint_pages(app)));
     const std::uint64_t resident = resident_pages(app);
     preset.page_bytes = o_.page_bytes;
     preset.cache_bytes = std::max(least, in_memory > resident ? in_memory - resident : 0) * o_.page_bytes;
     preset.resident_bytes = resident * o_.page_bytes;
-    preset.max_pages_held_per_thread = held;
+    preset.max_pages_held_per_thread = pages_held(app);
     return preset;
   }
 
@@ -920,7 +910,6 @@ class GraphBench {
       add_paging_stats(rec, rt, o_.common.repeats + 1);  // the warm-up run counts too
       rec.extra["cache_share"] = static_cast<double>(rt.frame_count()) / static_cast<double>(footprint_pages(app));
       rec.extra["page_bytes"] = static_cast<double>(rt.page_bytes());
-      rec.extra["pages_held_per_thread"] = rt.config().max_pages_held_per_thread;
       if (!uvm_preset)
         for (const std::string& name : o_.resident_objects)
           if (object_bytes(app, name) != 0) rec.extra["resident_" + name] = 1;
