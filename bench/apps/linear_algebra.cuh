@@ -4,8 +4,11 @@
 // them (one thread per output element, looping over the other index). Two kernels make all three:
 //  - row product     out[i] += sum_j A[i][j] v[j]: each thread walks its own row, so at every step
 //    the 32 lanes of a warp read 32 different rows, N x 4 bytes apart (32 pages at once);
-//  - column product  out[j] += sum_i A[i][j] w[i]: each thread walks its own column; a warp reads
-//    one 128-byte piece of a row per step and then jumps a whole row ahead.
+//  - column product  out[j] += sum_i A[i][j] w[i]: each thread walks its own column over one band
+//    of rows (the rows cut into `bands` equal runs, each thread adding its partial sum atomically);
+//    a warp reads one 128-byte piece of a row per step and then jumps a whole row ahead. PolyBench
+//    has one band: n threads, a few warps per SM, each waiting on one load (or one page fault) at a
+//    time; bands x n threads keep enough of them in flight (linear_column_bands).
 // MVT: x1 += A y1, x2 += A^T y2. ATAX: tmp = A x, then y = A^T tmp. BICG: q = A p, s = A^T r.
 // Each kernel in two versions of one loop: plain pointers (device, pinned host or managed memory)
 // and warpvm::array<float> (the row product through a cursor per thread, which keeps its row's
@@ -84,10 +87,26 @@ __global__ void row_product_raw(const float* a, std::uint64_t n, const double* v
     out[i] += linear_detail::dot([&](std::uint64_t k) { return a[k]; }, i * n, 1, n, v);
 }
 
-/// out[j] += (A^T w)[j] for the columns j of this thread (grid-stride).
-__global__ void column_product_raw(const float* a, std::uint64_t n, const double* w, double* out) {
-  for (std::uint64_t j = linear_detail::thread_index(); j < n; j += linear_detail::thread_count())
-    out[j] += linear_detail::dot([&](std::uint64_t k) { return a[k]; }, j, n, n, w);
+namespace linear_detail {
+/// out[j] += (A^T w)[j]: thread t of n x bands (grid-stride) takes column t % n over the rows of
+/// band t / n and adds its partial sum atomically (exact: integer sums, see the file comment).
+/// Neighbouring threads take neighbouring columns of one band, so a warp's reads stay coalesced.
+template <class At>
+__device__ void column_product(At&& at, std::uint64_t n, std::uint64_t bands, const double* w, double* out) {
+  const std::uint64_t rows_per_band = (n + bands - 1) / bands;
+  for (std::uint64_t t = thread_index(); t < n * bands; t += thread_count()) {
+    const std::uint64_t j = t % n;
+    const std::uint64_t first_row = t / n * rows_per_band;
+    if (first_row >= n) continue;
+    const std::uint64_t rows = rows_per_band < n - first_row ? rows_per_band : n - first_row;
+    atomicAdd(&out[j], dot(at, first_row * n + j, n, rows, w + first_row));
+  }
+}
+}  // namespace linear_detail
+
+/// out += A^T w over `bands` bands of rows (linear_column_bands).
+__global__ void column_product_raw(const float* a, std::uint64_t n, std::uint64_t bands, const double* w, double* out) {
+  linear_detail::column_product([&](std::uint64_t k) { return a[k]; }, n, bands, w, out);
 }
 
 __global__ void row_product_paged(array<float> a, std::uint64_t n, const double* v, double* out) {
@@ -96,15 +115,22 @@ __global__ void row_product_paged(array<float> a, std::uint64_t n, const double*
     out[i] += linear_detail::dot([&](std::uint64_t k) { return row[k]; }, i * n, 1, n, v);
 }
 
-__global__ void column_product_paged(array<float> a, std::uint64_t n, const double* w, double* out) {
-  for (std::uint64_t j = linear_detail::thread_index(); j < n; j += linear_detail::thread_count())
-    out[j] += linear_detail::dot([&](std::uint64_t k) { return a[k]; }, j, n, n, w);
+__global__ void column_product_paged(array<float> a, std::uint64_t n, std::uint64_t bands, const double* w, double* out) {
+  linear_detail::column_product([&](std::uint64_t k) { return a[k]; }, n, bands, w, out);
 }
 
-/// Blocks of linear_block_threads for one thread per output element, at most `max_blocks`.
-inline unsigned linear_grid(std::uint64_t n, std::uint64_t max_blocks) {
-  const std::uint64_t wanted = (n + linear_block_threads - 1) / linear_block_threads;
+/// Blocks of linear_block_threads for one thread per element of `threads` (the row product: n;
+/// the column product: n x bands), at most `max_blocks`.
+inline unsigned linear_grid(std::uint64_t threads, std::uint64_t max_blocks) {
+  const std::uint64_t wanted = (threads + linear_block_threads - 1) / linear_block_threads;
   return static_cast<unsigned>(std::max<std::uint64_t>(1, std::min(wanted, max_blocks)));
+}
+
+/// Bands of rows the column product cuts A into on a GPU of `multiprocessors`: enough that
+/// bands x n threads could fill every SM (2048 threads each), at least 1, at most n.
+inline std::uint64_t linear_column_bands(std::uint64_t n, std::uint64_t multiprocessors) {
+  const std::uint64_t wanted = (multiprocessors * 2048 + n - 1) / n;
+  return std::max<std::uint64_t>(1, std::min(wanted, n));
 }
 
 /// One application's two kernels on `stream`: the row product into out1, then the column

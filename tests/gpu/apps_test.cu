@@ -87,14 +87,18 @@ Stats expect_paged_linear_matches(const Config& config, Placement placement, std
   Runtime rt(config);
   auto a = rt.alloc<float>(n * n, placement, "A");
   std::copy(host_matrix(n).begin(), host_matrix(n).end(), a.host().begin());
-  const unsigned blocks = static_cast<unsigned>(
-      std::min<std::uint64_t>(apps::linear_grid(n, sm_count() * 8), rt.max_resident_threads() / apps::linear_block_threads));
+  const std::uint64_t bands = apps::linear_column_bands(n, sm_count());
+  const std::uint64_t fitting = rt.max_resident_threads() / apps::linear_block_threads;
+  const unsigned blocks = static_cast<unsigned>(std::min<std::uint64_t>(apps::linear_grid(n, sm_count() * 8), fitting));
+  const unsigned column_blocks =
+      static_cast<unsigned>(std::min<std::uint64_t>(apps::linear_grid(n * bands, sm_count() * 8), fitting));
   for (const LinearApp app : all_linear_apps) {
     rt.drop_cached();
     expect_linear_matches(app, n, [&](const double* v, double* out) {
       rt.launch(apps::row_product_paged, dim3(blocks), dim3(apps::linear_block_threads), 0, a.device(), n, v, out);
     }, [&](const double* w, double* out) {
-      rt.launch(apps::column_product_paged, dim3(blocks), dim3(apps::linear_block_threads), 0, a.device(), n, w, out);
+      rt.launch(apps::column_product_paged, dim3(column_blocks), dim3(apps::linear_block_threads), 0, a.device(), n,
+                bands, w, out);
     });
     rt.synchronize();
   }
@@ -122,12 +126,18 @@ TEST_F(LinearApps, RawKernelsOnDeviceMemoryMatchReference) {
   DeviceVector<float> a(matrix_n * matrix_n);
   WARPVM_CUDA_TRY(cudaMemcpy(a.get(), host_matrix().data(), matrix_n * matrix_n * 4, cudaMemcpyHostToDevice));
   const unsigned blocks = apps::linear_grid(matrix_n, sm_count() * 8);
-  for (const LinearApp app : all_linear_apps)
-    expect_linear_matches(app, matrix_n, [&](const double* v, double* out) {
-      apps::row_product_raw<<<blocks, apps::linear_block_threads>>>(a.get(), matrix_n, v, out);
-    }, [&](const double* w, double* out) {
-      apps::column_product_raw<<<blocks, apps::linear_block_threads>>>(a.get(), matrix_n, w, out);
-    });
+  // One band (PolyBench's form), the bands this GPU gets, and 1536 bands of 2 rows (the last 512
+  // empty).
+  for (const std::uint64_t bands : {std::uint64_t{1}, apps::linear_column_bands(matrix_n, sm_count()), matrix_n * 3 / 4}) {
+    SCOPED_TRACE("bands " + std::to_string(bands));
+    const unsigned column_blocks = apps::linear_grid(matrix_n * bands, sm_count() * 8);
+    for (const LinearApp app : all_linear_apps)
+      expect_linear_matches(app, matrix_n, [&](const double* v, double* out) {
+        apps::row_product_raw<<<blocks, apps::linear_block_threads>>>(a.get(), matrix_n, v, out);
+      }, [&](const double* w, double* out) {
+        apps::column_product_raw<<<column_blocks, apps::linear_block_threads>>>(a.get(), matrix_n, bands, w, out);
+      });
+  }
 }
 
 TEST_F(LinearApps, WholeMatrixCached) {
