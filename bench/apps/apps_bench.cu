@@ -369,9 +369,10 @@ class AppsBench {
     }
 
     std::vector<PagedRun> runs = paged_runs({matrix_bytes}, apps::linear_pages_held, apps::linear_block_threads);
-    // All of A remote: zero-copy through warpvm; the cache only has to pass the full grid's
-    // launch check.
-    const std::uint64_t launch_threads = std::max(full_grid, column_grid) * apps::linear_block_threads;
+    // All of A remote: zero-copy through warpvm; the cache only has to pass the row product's
+    // launch check (the banded column product's larger grid is cut to what the cache guarantees
+    // progress for, as in every paged mode: paged_blocks).
+    const std::uint64_t launch_threads = full_grid * apps::linear_block_threads;
     if (o_.common.wants_mode("warpvm_remote"))
       runs.push_back({"warpvm_remote", paged_config(Preset::warpvm, 0, 0, apps::linear_pages_held, launch_threads), 0});
     for (const PagedRun& run : runs) {

@@ -908,7 +908,9 @@ class GraphBench {
       rec.seconds = time_runs(rt.stream(), o_.common.repeats, before, run);
       rt.synchronize();
       add_paging_stats(rec, rt, o_.common.repeats + 1);  // the warm-up run counts too
-      rec.extra["cache_share"] = static_cast<double>(rt.frame_count()) / static_cast<double>(footprint_pages(app));
+      // In bytes: the uvm preset's frames are 4 KiB whatever --page-bytes says.
+      rec.extra["cache_share"] = static_cast<double>(rt.cache_bytes()) /
+                                 static_cast<double>(footprint_pages(app) * o_.page_bytes);
       rec.extra["page_bytes"] = static_cast<double>(rt.page_bytes());
       if (!uvm_preset)
         for (const std::string& name : o_.resident_objects)

@@ -164,13 +164,15 @@ def test_frontier_order_and_object_placements_make_points_of_their_own() -> None
         {"frontier_vertex_order": 1, "migrate_offsets": 1},
         {"frontier_vertex_order": 1, "resident_values": 1},
         {"frontier_vertex_order": 1, "resident_values": 1, "page_bytes": 1024},
+        {"frontier_vertex_order": 1, "resident_values": 1, "page_bytes": 1024, "pages_held_per_thread": 1},
+        {"frontier_vertex_order": 1, "page_bytes": 4096},  # as the third, which does not say
     ]
     raw = [
         record(workload="cc", mode="warpvm_auto", useful_gbps=float(g), **f) for g, f in enumerate(fields, 1)
     ]
     records = [parse_line(json.dumps(r), "x", i) for i, r in enumerate(raw, 1)]
     points = latest_points(records)
-    assert [r.useful_gbps for r in points] == [1.0, 2.0, 3.0, 6.0, 5.0, 7.0]
+    assert [r.useful_gbps for r in points] == [1.0, 2.0, 9.0, 6.0, 5.0, 7.0, 8.0]
     assert [r.variant for r in points] == [
         "warpvm_auto",
         "warpvm_auto (arrival order)",
@@ -178,6 +180,7 @@ def test_frontier_order_and_object_placements_make_points_of_their_own() -> None
         "warpvm_auto (resident values)",
         "warpvm_auto (migrate offsets)",
         "warpvm_auto (1 KiB pages, resident values)",
+        "warpvm_auto (1 KiB pages, 1 held, resident values)",
     ]
     assert "| cc | warpvm_auto (resident values) |" in markdown_summary(records)
 

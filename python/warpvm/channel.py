@@ -29,7 +29,15 @@ LIBRARY_MODES = ("channel", "channel_direct")  # the rest are polling baselines
 CASE_FIELDS = tuple(
     f
     for f in POINT_FIELDS
-    if f not in ("root", "frontier_vertex_order", "page_bytes", "counter_threshold", "monitor_cpu")
+    if f
+    not in (
+        "root",
+        "frontier_vertex_order",
+        "page_bytes",
+        "pages_held_per_thread",
+        "counter_threshold",
+        "monitor_cpu",
+    )
 )
 
 

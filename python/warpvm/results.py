@@ -104,6 +104,9 @@ class Record:
         page_bytes = self.extra.get("page_bytes")
         if isinstance(page_bytes, int | float) and page_bytes != 4096:
             changes.append(f"{format_bytes(int(page_bytes)).replace('.00 ', ' ')} pages")
+        held = self.extra.get("pages_held_per_thread")
+        if isinstance(held, int | float):
+            changes.append(f"{int(held)} held")
         changes += [
             name.replace("_", " ", 1)
             for name in sorted(self.extra)
@@ -240,13 +243,15 @@ def load_csv(path: Path, required: Iterable[str], parse_row: Callable[[dict[Any,
 
 
 # Extra fields that make a point of their own where a record has them: the BFS root, a graph
-# run's frontier order, warpvm's page size, the GPU count, the access-counter threshold, and a channel run's
+# run's frontier order, warpvm's page size (4 KiB where a record does not say: POINT_DEFAULTS)
+# and the pages its threads declared held, the GPU count, the access-counter threshold, and a channel run's
 # configuration (its consumer threads, compute work, k-means input, GEMM side, BFS graph scale,
 # keys sorted, ping-pong round trips, and the CPUs its producer and monitor were pinned to).
 POINT_FIELDS = (
     "root",
     "frontier_vertex_order",
     "page_bytes",
+    "pages_held_per_thread",
     "gpus",
     "counter_threshold",
     "consumer_threads",
@@ -259,6 +264,10 @@ POINT_FIELDS = (
     "producer_cpu",
     "monitor_cpu",
 )
+
+
+# What a record that does not carry a point field ran with.
+POINT_DEFAULTS: dict[str, Any] = {"page_bytes": 4096}
 
 
 def latest_points(records: Iterable[Record]) -> list[Record]:
@@ -274,7 +283,7 @@ def latest_points(records: Iterable[Record]) -> list[Record]:
             r.policy,
             r.cache_fraction,
             r.dataset_bytes,
-            *(r.extra.get(name) for name in POINT_FIELDS),
+            *(r.extra.get(name, POINT_DEFAULTS.get(name)) for name in POINT_FIELDS),
             tuple(sorted(name for name in r.extra if name.startswith(OBJECT_PLACEMENT_PREFIXES))),
         )
         points[key] = r
