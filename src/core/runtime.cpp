@@ -76,7 +76,7 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
   // they know whether a page is resident read instead (see peek_resident_unheld); then the frames
   // set aside for resident objects. Eviction cycles through the cache's frames only.
   all_frames = frames + 1 + static_cast<std::uint32_t>(resident_count);
-  resident_frames_.emplace(frames + 1, static_cast<std::uint32_t>(resident_count));
+  resident_frames_ = FrameRanges(frames + 1, static_cast<std::uint32_t>(resident_count));
   frame_data_ = make_device_zeroed<std::byte>(std::size_t{all_frames} * config.page_bytes, "the page cache frames");
   owner_ = make_device_zeroed<std::uint64_t>(all_frames, "frame owners");
   WARPVM_CUDA_TRY(cudaMemset(owner_.get(), 0xff, std::size_t{all_frames} * sizeof(std::uint64_t)));  // empty_page_key
@@ -180,10 +180,8 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
 }
 
 void RuntimeState::release_slot(std::uint32_t id) noexcept {
-  const ObjectSlot dying = std::exchange(slots_[id], ObjectSlot{});  // freed when this returns
-  if (dying.resident_first_frame)
-    resident_frames_->give_back(*dying.resident_first_frame,
-                                static_cast<std::uint32_t>(view_.geometry().pages_for(dying.descriptor.bytes)));
+  ObjectSlot dying = std::exchange(slots_[id], ObjectSlot{});  // freed when this returns
+  give_back_resident_frames(dying);
   try {
     if (service_) update_served(id, service_->pause());  // set_object forgets the object even if it throws
   } catch (const Error&) {
@@ -259,13 +257,20 @@ std::uint32_t RuntimeState::take_resident_frames(const ObjectSlot& slot) {
                  "serves migrate objects only");
   const std::uint64_t pages = view_.geometry().pages_for(slot.descriptor.bytes);
   const std::optional<std::uint32_t> first =
-      pages < (std::uint64_t{1} << 32) ? resident_frames_->take(static_cast<std::uint32_t>(pages)) : std::nullopt;
+      pages < (std::uint64_t{1} << 32) ? resident_frames_.take(static_cast<std::uint32_t>(pages)) : std::nullopt;
   WARPVM_EXPECTS(first.has_value(), ErrorKind::out_of_memory,
                  "object '" + slot.name + "' cannot be resident: it needs " + std::to_string(pages) + " frames (" +
                      mib(pages * config.page_bytes) + ") in a row, and Config::resident_bytes (" +
-                     mib(config.resident_bytes) + ") has " + std::to_string(resident_frames_->free_frames()) +
-                     " free, at most " + std::to_string(resident_frames_->largest_run()) + " in a row");
+                     mib(config.resident_bytes) + ") has " + std::to_string(resident_frames_.free_frames()) +
+                     " free, at most " + std::to_string(resident_frames_.largest_run()) + " in a row");
   return *first;
+}
+
+void RuntimeState::give_back_resident_frames(ObjectSlot& slot) noexcept {
+  if (!slot.resident_first_frame) return;
+  resident_frames_.give_back(*slot.resident_first_frame,
+                             static_cast<std::uint32_t>(view_.geometry().pages_for(slot.descriptor.bytes)));
+  slot.resident_first_frame.reset();
 }
 
 void RuntimeState::give_placement(ObjectSlot& slot, Placement placement) {
@@ -286,9 +291,8 @@ void RuntimeState::give_placement(ObjectSlot& slot, Placement placement) {
   // not be used after it left (checked mode reports such a stale handle).
   if (placement == Placement::resident && !slot.resident_first_frame) {
     slot.resident_first_frame = take_resident_frames(slot);
-  } else if (placement != Placement::resident && slot.resident_first_frame) {
-    resident_frames_->give_back(*slot.resident_first_frame, static_cast<std::uint32_t>(pages));
-    slot.resident_first_frame.reset();
+  } else if (placement != Placement::resident) {
+    give_back_resident_frames(slot);
   }
   slot.descriptor.placement = placement;
   slot.descriptor.remote_sectors = placement == Placement::automatic ? slot.remote_sectors.get() : nullptr;

@@ -53,6 +53,8 @@ class RuntimeState {
   /// A run of free resident frames, one per page of the slot's object: its first frame. Throws
   /// (out_of_memory) when Config::resident_bytes has no run that long.
   std::uint32_t take_resident_frames(const ObjectSlot& slot);
+  /// Gives the slot's resident frames back, if it has any.
+  void give_back_resident_frames(ObjectSlot& slot) noexcept;
 
   /// For the frames of `object_filter` (all objects when all_objects; resident objects' frames
   /// too): with write_back, writes the dirty ones back; with drop, empties them and marks the
@@ -110,7 +112,7 @@ class RuntimeState {
   stream_ptr stream_;
   CacheView view_{};
   std::vector<ObjectSlot> slots_;
-  std::optional<FrameRanges> resident_frames_;  // the free frames of Config::resident_bytes
+  FrameRanges resident_frames_;  // the free frames of Config::resident_bytes
   std::unique_ptr<HostBatchedService> service_;  // last: its thread stops before the buffers go
 };
 

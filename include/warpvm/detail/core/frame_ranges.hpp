@@ -14,6 +14,8 @@ namespace warpvm::detail {
 
 class FrameRanges {
  public:
+  /// No frames.
+  FrameRanges() = default;
   /// The frames [first, first + count), all free.
   FrameRanges(std::uint32_t first, std::uint32_t count) {
     if (count != 0) free_.emplace(first, count);

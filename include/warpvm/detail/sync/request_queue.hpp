@@ -275,8 +275,8 @@ inline constexpr std::uint32_t waiter_backoff_max_ns = 256;
 /// 1.037 on `tiles` with the 256 ns cap, 1.014 with this one; H200).
 inline constexpr std::uint32_t monitor_waiter_backoff_max_ns = 1024;
 /// Polls of a direct-mode wait after its first that use acquire loads (TagRangeWait): with the
-/// backoff, about the first microsecond of the wait. A short wait then ends at the poll that sees its tags; a longer
-/// one goes on with relaxed polls, which spare the SM's L1.
+/// backoff, about the first microsecond of the wait. A short wait then ends at the poll that sees
+/// its tags; a longer one goes on with relaxed polls, which spare the SM's L1.
 inline constexpr std::uint32_t direct_acquiring_polls = 8;
 
 }  // namespace warpvm::detail
