@@ -11,10 +11,11 @@
 // Frontiers are walked in vertex order by default: the next queue fills in whatever order warps
 // claim vertices, and a radix sort of it before the next iteration puts neighbouring rows (which
 // share column pages) on warps that run at the same time. (With a Balanced CSR the chunk queue
-// keeps that order only per 32 frontier vertices: expand_to_chunks appends a warp's at a time.) Out of core that is what decides how
-// often a page comes back: in arrival order a page of 30 rows is wanted by warps spread over the
-// whole iteration, and a cache smaller than the graph evicts it between them (DREAM's and EMOGI's
-// kernels scan the vertices in order for the same reason).
+// keeps that order only per 32 frontier vertices: expand_to_chunks appends a warp's at a time.)
+// Out of core that is what decides how often a page comes back: in arrival order a page of 30
+// rows is wanted by warps spread over the whole iteration, and a cache smaller than the graph
+// evicts it between them (DREAM's and EMOGI's kernels scan the vertices in order for the same
+// reason).
 
 #include "warpvm/detail/core/cuda_buffers.hpp"
 #include "warpvm/sim/rmat.hpp"

@@ -1971,52 +1971,45 @@ int main(int argc, char** argv) {
   setup.seed = std::random_device{}();
   std::vector<std::string> workloads{"tiles", "cg", "halo"};
   std::vector<std::uint32_t> thread_sweep;
-  try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string flag = argv[i];
-      if (flag == "--help" || flag == "-h") usage("warpvm-channel-bench: CPU-to-GPU and GPU-to-GPU producer/consumer workloads, JSON Lines out");
-      if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
-      const std::string value = argv[++i];
-      if (parse_shared_option(options, flag, value)) continue;  // --modes, --repeats, --out, --commit, --driver
-      if (flag == "--workloads") workloads = warpvm::tools::split_list(value);
-      else if (flag == "--seed") setup.seed = std::stoull(value);
-      else if (flag == "--tiles") setup.tiles = to_u32(flag, value);
-      else if (flag == "--side") setup.side = to_u32(flag, value);
-      else if (flag == "--interval-us") setup.interval_us = std::stod(value);
-      else if (flag == "--consumer-threads") setup.consumer_threads = to_u32(flag, value);
-      else if (flag == "--consumer-threads-sweep")
-        for (const std::string& t : warpvm::tools::split_list(value)) thread_sweep.push_back(to_u32(flag, t));
-      else if (flag == "--compute-blocks") setup.compute_blocks = to_u32(flag, value);
-      else if (flag == "--compute-iters") setup.compute_iters = to_u32(flag, value);
-      else if (flag == "--cg-rows") setup.cg_rows = to_u32(flag, value);
-      else if (flag == "--cg-rows-per-warp") setup.cg_rows_per_warp = to_u32(flag, value);
-      else if (flag == "--cg-iterations") setup.cg_iterations = to_u32(flag, value);
-      else if (flag == "--halo-side") setup.halo_side = to_u32(flag, value);
-      else if (flag == "--halo-iterations") setup.halo_iterations = to_u32(flag, value);
-      else if (flag == "--stencil-side") setup.stencil_side = to_u32(flag, value);
-      else if (flag == "--stencil-iterations") setup.stencil_iterations = to_u32(flag, value);
-      else if (flag == "--stencil-direct-buffer") setup.stencil_direct_buffer_on_consumer = on_consumer(flag, value);
-      else if (flag == "--kmeans-points") setup.kmeans_points = to_u32(flag, value);
-      else if (flag == "--kmeans-k") setup.kmeans_k = to_u32(flag, value);
-      else if (flag == "--kmeans-iterations") setup.kmeans_iterations = to_u32(flag, value);
-      else if (flag == "--kmeans-direct-buffer") setup.kmeans_direct_buffer_on_consumer = on_consumer(flag, value);
-      else if (flag == "--gemm-side") setup.gemm_side = to_u32(flag, value);
-      else if (flag == "--gemm-direct-buffer") setup.gemm_direct_buffer_on_consumer = on_consumer(flag, value);
-      else if (flag == "--bfs-scale") setup.bfs_scale = to_u32(flag, value);
-      else if (flag == "--bfs-edge-factor") setup.bfs_edge_factor = to_u32(flag, value);
-      else if (flag == "--bfs-max-levels") setup.bfs_max_levels = to_u32(flag, value);
-      else if (flag == "--bfs-direct-buffer") setup.bfs_direct_buffer_on_consumer = on_consumer(flag, value);
-      else if (flag == "--bitonic-keys") setup.bitonic_keys = to_u32(flag, value);
-      else if (flag == "--bitonic-direct-buffer") setup.bitonic_direct_buffer_on_consumer = on_consumer(flag, value);
-      else if (flag == "--pingpong-iterations") setup.pingpong_iterations = to_u32(flag, value);
-      else if (flag == "--timeline") setup.timeline_csv = value;
-      else if (flag == "--monitor-cpu") setup.monitor_cpu = host_cpu(flag, value);
-      else if (flag == "--producer-cpu") setup.producer_cpu = host_cpu(flag, value);
-      else usage(("unknown option " + flag).c_str());
-    }
-  } catch (const std::logic_error&) {  // std::stoul and friends
-    usage("an option's value is not a number");
-  }
+  const char* help = "warpvm-channel-bench: CPU-to-GPU and GPU-to-GPU producer/consumer workloads, JSON Lines out";
+  parse_flags(argc, argv, options, help, usage, [&](const std::string& flag, const std::string& value) {
+    if (flag == "--workloads") workloads = warpvm::tools::split_list(value);
+    else if (flag == "--seed") setup.seed = std::stoull(value);
+    else if (flag == "--tiles") setup.tiles = to_u32(flag, value);
+    else if (flag == "--side") setup.side = to_u32(flag, value);
+    else if (flag == "--interval-us") setup.interval_us = std::stod(value);
+    else if (flag == "--consumer-threads") setup.consumer_threads = to_u32(flag, value);
+    else if (flag == "--consumer-threads-sweep")
+      for (const std::string& t : warpvm::tools::split_list(value)) thread_sweep.push_back(to_u32(flag, t));
+    else if (flag == "--compute-blocks") setup.compute_blocks = to_u32(flag, value);
+    else if (flag == "--compute-iters") setup.compute_iters = to_u32(flag, value);
+    else if (flag == "--cg-rows") setup.cg_rows = to_u32(flag, value);
+    else if (flag == "--cg-rows-per-warp") setup.cg_rows_per_warp = to_u32(flag, value);
+    else if (flag == "--cg-iterations") setup.cg_iterations = to_u32(flag, value);
+    else if (flag == "--halo-side") setup.halo_side = to_u32(flag, value);
+    else if (flag == "--halo-iterations") setup.halo_iterations = to_u32(flag, value);
+    else if (flag == "--stencil-side") setup.stencil_side = to_u32(flag, value);
+    else if (flag == "--stencil-iterations") setup.stencil_iterations = to_u32(flag, value);
+    else if (flag == "--stencil-direct-buffer") setup.stencil_direct_buffer_on_consumer = on_consumer(flag, value);
+    else if (flag == "--kmeans-points") setup.kmeans_points = to_u32(flag, value);
+    else if (flag == "--kmeans-k") setup.kmeans_k = to_u32(flag, value);
+    else if (flag == "--kmeans-iterations") setup.kmeans_iterations = to_u32(flag, value);
+    else if (flag == "--kmeans-direct-buffer") setup.kmeans_direct_buffer_on_consumer = on_consumer(flag, value);
+    else if (flag == "--gemm-side") setup.gemm_side = to_u32(flag, value);
+    else if (flag == "--gemm-direct-buffer") setup.gemm_direct_buffer_on_consumer = on_consumer(flag, value);
+    else if (flag == "--bfs-scale") setup.bfs_scale = to_u32(flag, value);
+    else if (flag == "--bfs-edge-factor") setup.bfs_edge_factor = to_u32(flag, value);
+    else if (flag == "--bfs-max-levels") setup.bfs_max_levels = to_u32(flag, value);
+    else if (flag == "--bfs-direct-buffer") setup.bfs_direct_buffer_on_consumer = on_consumer(flag, value);
+    else if (flag == "--bitonic-keys") setup.bitonic_keys = to_u32(flag, value);
+    else if (flag == "--bitonic-direct-buffer") setup.bitonic_direct_buffer_on_consumer = on_consumer(flag, value);
+    else if (flag == "--pingpong-iterations") setup.pingpong_iterations = to_u32(flag, value);
+    else if (flag == "--timeline") setup.timeline_csv = value;
+    else if (flag == "--monitor-cpu") setup.monitor_cpu = host_cpu(flag, value);
+    else if (flag == "--producer-cpu") setup.producer_cpu = host_cpu(flag, value);
+    else return false;
+    return true;
+  });
   if (options.repeats < 1) usage("--repeats must be at least 1");
   if (setup.side < 2 || setup.side % 2 != 0 || setup.tiles == 0) usage("tiles: --side must be even and >= 2, --tiles >= 1");
   if (setup.cg_rows_per_warp == 0 || setup.cg_rows % (setup.cg_rows_per_warp * warpvm::channel_workloads::block_warps) != 0 ||

@@ -248,21 +248,13 @@ int main(int argc, char** argv) {
   options.repeats = 5;
   Setup setup;
   setup.seed = std::random_device{}();
-  try {
-    for (int i = 1; i < argc; ++i) {
-      const std::string flag = argv[i];
-      if (flag == "--help" || flag == "-h") usage("warpvm-stencil-nvshmem");
-      if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
-      const std::string value = argv[++i];
-      if (parse_shared_option(options, flag, value)) continue;  // --repeats, --out, --commit, --driver
-      if (flag == "--stencil-side") setup.side = static_cast<std::uint32_t>(std::stoul(value));
-      else if (flag == "--stencil-iterations") setup.iterations = static_cast<std::uint32_t>(std::stoul(value));
-      else if (flag == "--seed") setup.seed = std::stoull(value);
-      else usage(("unknown option " + flag).c_str());
-    }
-  } catch (const std::logic_error&) {
-    usage("an option's value is not a number");
-  }
+  parse_flags(argc, argv, options, "warpvm-stencil-nvshmem", usage, [&](const std::string& flag, const std::string& value) {
+    if (flag == "--stencil-side") setup.side = static_cast<std::uint32_t>(std::stoul(value));
+    else if (flag == "--stencil-iterations") setup.iterations = static_cast<std::uint32_t>(std::stoul(value));
+    else if (flag == "--seed") setup.seed = std::stoull(value);
+    else return false;
+    return true;
+  });
   if (!cw::stencil_side_runs(setup.side) || setup.iterations == 0 || options.repeats < 1)
     usage((std::string(cw::stencil_side_rule) + ", --stencil-iterations and --repeats >= 1").c_str());
 

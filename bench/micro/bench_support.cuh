@@ -12,6 +12,7 @@
 #include <functional>
 #include <initializer_list>
 #include <map>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,25 @@ Options parse_options(int argc, char** argv);
 /// --eviction, --out, --commit, --driver, --suite, --trace); false when `flag` is none of them.
 /// @throws std::logic_error (std::stoi and friends) on a value that is not a number.
 bool parse_shared_option(Options& o, const std::string& flag, const std::string& value);
+
+/// Walks a tool's "--flag value" pairs: --help (or -h) calls usage(help); a flag without a value
+/// calls usage saying so; the shared options (parse_shared_option) go into `o`; the rest go to
+/// on_option(flag, value), which returns false for a flag it does not know (usage then names it).
+/// A value that does not parse (std::logic_error, from std::stoul and friends) calls usage too.
+template <class Usage, class OnOption>
+void parse_flags(int argc, char** argv, Options& o, const char* help, Usage&& usage, OnOption&& on_option) {
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string flag = argv[i];
+      if (flag == "--help" || flag == "-h") usage(help);
+      if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
+      const std::string value = argv[++i];
+      if (!parse_shared_option(o, flag, value) && !on_option(flag, value)) usage(("unknown option " + flag).c_str());
+    }
+  } catch (const std::logic_error&) {
+    usage("an option's value is not a number");
+  }
+}
 
 /// --automatic-remote-share, for the benchmarks with a warpvm_auto mode (warpvm-bench, the graph
 /// and apps benches); false when `flag` is another.
