@@ -34,6 +34,7 @@ struct AppsOptions {
   std::uint64_t seed = 1;
   std::uint64_t chunk_rows = 1ull << 28;   ///< bulk copy (explicit): rows per chunk of each column
   std::uint64_t page_bytes = 4096;         ///< warpvm, warpvm_dream, warpvm_remote (the uvm preset keeps 4 KB)
+  apps::ColumnProduct column_product = apps::ColumnProduct::tiles;
 };
 
 const char* const all_workloads = "mvt, atax, bicg, query";
@@ -45,11 +46,13 @@ const char* const all_modes =
                "%s\nusage: warpvm-apps-bench [--workloads mvt,atax,bicg,query] [--size 32768] [--rows 1000000000]\n"
                "       [--seed 1] [--chunk-rows 268435456] [--page-bytes 4096] [--modes m,n] [--cache-fractions 1,0.5,0.25] [--repeats 3]\n"
                "       [--eviction clock|fifo] [--out file.jsonl] [--commit SHA] [--driver VER] [--suite apps]\n"
-               "       [--trace batches.csv] [--automatic-remote-share 0.0625]\n"
+               "       [--trace batches.csv] [--automatic-remote-share 0.0625] [--column-product tiles|bands]\n"
                "mvt, atax, bicg: an N x N float matrix (--size N); query: a trip table of --rows rows.\n"
                "workloads: %s\nmodes: %s\n"
                "--chunk-rows: rows per chunk of each column in the query's bulk copy (explicit)\n"
                "--page-bytes: warpvm's page size (512 B..2 MiB) in modes warpvm, warpvm_dream, warpvm_remote\n"
+               "--column-product: A^T w by warp tiles taken from the right (the default) or PolyBench's thread\n"
+               "  per column over bands of rows\n"
                "--trace writes the fault batches of the warpvm_uvm runs (the uvm preset) as CSV\n",
                message, all_workloads, all_modes);
   std::exit(2);
@@ -72,6 +75,10 @@ AppsOptions parse(int argc, char** argv) {
       else if (flag == "--seed") o.seed = std::stoull(value);
       else if (flag == "--chunk-rows") o.chunk_rows = std::stoull(value);
       else if (flag == "--page-bytes") o.page_bytes = tools::parse_bytes(value);
+      else if (flag == "--column-product") {
+        if (value != "tiles" && value != "bands") usage("--column-product takes tiles or bands");
+        o.column_product = value == "tiles" ? apps::ColumnProduct::tiles : apps::ColumnProduct::bands;
+      }
       else usage(("unknown option " + flag).c_str());
     } catch (const std::logic_error&) {  // stoull and friends
       usage(("cannot read the value of " + flag + ": " + value).c_str());
@@ -325,8 +332,10 @@ class AppsBench {
       return diff.empty();
     };
     const std::uint64_t full_grid = apps::linear_grid(n, raw_blocks());
+    const apps::ColumnProduct form = o_.column_product;
+    const bool tiles = form == apps::ColumnProduct::tiles;
     const std::uint64_t bands = apps::linear_column_bands(n, static_cast<std::uint64_t>(sms_));
-    const std::uint64_t column_grid = apps::linear_grid(n * bands, raw_blocks());
+    const std::uint64_t column_grid = apps::linear_grid(apps::column_threads(form, n, bands), raw_blocks());
     auto run_raw = [&](const float* a) {
       apps::run_linear(app, row_input.data, column_input.data, out1.data, out2.data,
                        [&](const double* v, double* out) {
@@ -334,8 +343,11 @@ class AppsBench {
                                                  stream_>>>(a, n, v, out);
                        },
                        [&](const double* w, double* out) {
-                         apps::column_product_raw<<<static_cast<unsigned>(column_grid), apps::linear_block_threads, 0,
-                                                    stream_>>>(a, n, bands, w, out);
+                         const auto grid = static_cast<unsigned>(column_grid);
+                         if (tiles)
+                           apps::column_tiles_raw<<<grid, apps::linear_block_threads, 0, stream_>>>(a, n, w, out);
+                         else
+                           apps::column_bands_raw<<<grid, apps::linear_block_threads, 0, stream_>>>(a, n, bands, w, out);
                        });
     };
     auto base = [&](const std::string& mode) {
@@ -345,7 +357,8 @@ class AppsBench {
       r.dataset_bytes = matrix_bytes;
       r.useful_bytes = matrix_bytes;  // every entry is needed; reading it twice is the kernels' choice
       r.extra["n"] = static_cast<double>(n);
-      r.extra["column_bands"] = static_cast<double>(bands);
+      r.extra["column_tiles"] = tiles ? 1 : 0;
+      if (!tiles) r.extra["column_bands"] = static_cast<double>(bands);
       return r;
     };
 
@@ -370,7 +383,7 @@ class AppsBench {
 
     std::vector<PagedRun> runs = paged_runs({matrix_bytes}, apps::linear_pages_held, apps::linear_block_threads);
     // All of A remote: zero-copy through warpvm; the cache only has to pass the row product's
-    // launch check (the banded column product's larger grid is cut to what the cache guarantees
+    // launch check (the column product's larger grid is cut to what the cache guarantees
     // progress for, as in every paged mode: paged_blocks).
     const std::uint64_t launch_threads = full_grid * apps::linear_block_threads;
     if (o_.common.wants_mode("warpvm_remote"))
@@ -388,8 +401,12 @@ class AppsBench {
                                      a.device(), n, v, out);
                          },
                          [&](const double* w, double* out) {
-                           rt.launch(apps::column_product_paged, dim3(column_blocks), dim3(apps::linear_block_threads),
-                                     0, a.device(), n, bands, w, out);
+                           if (tiles)
+                             rt.launch(apps::column_tiles_paged, dim3(column_blocks), dim3(apps::linear_block_threads),
+                                       0, a.device(), n, w, out);
+                           else
+                             rt.launch(apps::column_bands_paged, dim3(column_blocks), dim3(apps::linear_block_threads),
+                                       0, a.device(), n, bands, w, out);
                          });
       };
       Record r = paged_point(base(run.mode), rt, run, remote ? 0 : matrix_bytes, reset_outputs, launch, verify);

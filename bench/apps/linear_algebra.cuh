@@ -1,18 +1,23 @@
 #pragma once
 // Polybench's MVT, ATAX and BICG on the GPU: linear algebra that reads an N x N row-major float
-// matrix A twice, once along its rows and once down its columns, written as PolyBench/GPU writes
-// them (one thread per output element, looping over the other index). Two kernels make all three:
-//  - row product     out[i] += sum_j A[i][j] v[j]: each thread walks its own row, so at every step
-//    the 32 lanes of a warp read 32 different rows, N x 4 bytes apart (32 pages at once);
-//  - column product  out[j] += sum_i A[i][j] w[i]: each thread walks its own column over one band
-//    of rows (the rows cut into `bands` equal runs, each thread adding its partial sum atomically);
-//    a warp reads one 128-byte piece of a row per step and then jumps a whole row ahead. PolyBench
-//    has one band: n threads, a few warps per SM, each waiting on one load (or one page fault) at a
-//    time; bands x n threads keep enough of them in flight (linear_column_bands).
+// matrix A twice, once along its rows and once down its columns. Two kernels make all three:
+//  - row product     out[i] += sum_j A[i][j] v[j], as PolyBench/GPU writes it: each thread walks
+//    its own row left to right, so at every step the 32 lanes of a warp read 32 different rows,
+//    N x 4 bytes apart (32 pages at once);
+//  - column product  out[j] += sum_i A[i][j] w[i], in one of two forms (ColumnProduct):
+//    - tiles (the default): a warp sums 256 neighbouring columns over 32 rows (column_tiles.hpp),
+//      each lane 8 columns 32 apart, reading 1 KiB of a row per step, the strips of columns
+//      taken from the right, where the row product left its last pages; one atomic add per column
+//      and tile;
+//    - bands: PolyBench's thread per column, over one band of rows (the rows cut into `bands`
+//      equal runs, each thread adding its partial sum atomically); a warp reads one 128-byte
+//      piece of a row per step and then jumps a whole row ahead. PolyBench has one band: n
+//      threads, a few warps per SM, each waiting on one load (or one page fault) at a time;
+//      bands x n threads keep enough of them in flight (linear_column_bands).
 // MVT: x1 += A y1, x2 += A^T y2. ATAX: tmp = A x, then y = A^T tmp. BICG: q = A p, s = A^T r.
 // Each kernel in two versions of one loop: plain pointers (device, pinned host or managed memory)
-// and warpvm::array<float> (the row product through a cursor per thread, which keeps its row's
-// current page; the column product through element access, a new page every step).
+// and warpvm::array<float> (the row product and the tiles through a cursor per thread, which
+// keeps its current page; the bands through element access, a new page every step).
 //
 // Exact results: A's entries and the vectors' are small integers (1..16), the vectors and sums
 // are doubles, so every product and partial sum is an integer below 2^53 (N <= linear_max_n) and
@@ -20,6 +25,7 @@
 // Used by warpvm-apps-bench and the GPU tests (tests/gpu/apps_test.cu); docs/benchmarks.md
 // describes the workloads.
 
+#include "column_tiles.hpp"
 #include "warpvm/sim/rmat.hpp"
 #include "warpvm/warpvm.hpp"
 
@@ -42,6 +48,11 @@ inline constexpr std::uint32_t linear_pages_held = 1;
 inline constexpr std::uint64_t linear_max_n = 1u << 20;
 
 enum class LinearApp : std::uint8_t { mvt, atax, bicg };
+
+/// The column product's form (see the file comment).
+enum class ColumnProduct : std::uint8_t { tiles, bands };
+
+inline const char* to_string(ColumnProduct form) { return form == ColumnProduct::tiles ? "tiles" : "bands"; }
 
 inline const char* to_string(LinearApp app) {
   switch (app) {
@@ -92,7 +103,7 @@ namespace linear_detail {
 /// band t / n and adds its partial sum atomically (exact: integer sums, see the file comment).
 /// Neighbouring threads take neighbouring columns of one band, so a warp's reads stay coalesced.
 template <class At>
-__device__ void column_product(At&& at, std::uint64_t n, std::uint64_t bands, const double* w, double* out) {
+__device__ void column_bands(At&& at, std::uint64_t n, std::uint64_t bands, const double* w, double* out) {
   const std::uint64_t rows_per_band = (n + bands - 1) / bands;
   for (std::uint64_t t = thread_index(); t < n * bands; t += thread_count()) {
     const std::uint64_t j = t % n;
@@ -102,11 +113,47 @@ __device__ void column_product(At&& at, std::uint64_t n, std::uint64_t bands, co
     atomicAdd(&out[j], dot(at, first_row * n + j, n, rows, w + first_row));
   }
 }
+
+/// out[j] += (A^T w)[j] by the warp tiles of ColumnTiling, grid-stride over them in its order:
+/// each lane sums column_tile_lane_columns columns of its warp's tile, 32 apart, with a row's
+/// loads all issued before any is used, and adds each sum atomically once per tile (exact:
+/// integer sums). Needs blocks of whole warps.
+template <class At>
+__device__ void column_tiles(At&& at, std::uint64_t n, const double* w, double* out) {
+  constexpr std::uint32_t columns = column_tile_lane_columns;
+  const ColumnTiling tiling{n};
+  const std::uint32_t lane = threadIdx.x % 32;
+  const std::uint64_t warps = thread_count() / 32;
+  for (std::uint64_t t = thread_index() / 32; t < tiling.count(); t += warps) {
+    const ColumnTile tile = tiling.tile(t);
+    const std::uint64_t first_column = tile.first_column + lane;
+    double sum[columns] = {};
+    for (std::uint64_t i = tile.first_row; i < tile.end_row; ++i) {
+      float a[columns];
+#pragma unroll
+      for (std::uint32_t u = 0; u < columns; ++u) {
+        const std::uint64_t j = first_column + 32 * u;
+        a[u] = j < n ? at(i * n + j) : 0.0f;
+      }
+      const double wi = w[i];
+#pragma unroll
+      for (std::uint32_t u = 0; u < columns; ++u) sum[u] += static_cast<double>(a[u]) * wi;
+    }
+#pragma unroll
+    for (std::uint32_t u = 0; u < columns; ++u)
+      if (first_column + 32 * u < n) atomicAdd(&out[first_column + 32 * u], sum[u]);
+  }
+}
 }  // namespace linear_detail
 
+/// out += A^T w by warp tiles (ColumnTiling).
+__global__ void column_tiles_raw(const float* a, std::uint64_t n, const double* w, double* out) {
+  linear_detail::column_tiles([&](std::uint64_t k) { return a[k]; }, n, w, out);
+}
+
 /// out += A^T w over `bands` bands of rows (linear_column_bands).
-__global__ void column_product_raw(const float* a, std::uint64_t n, std::uint64_t bands, const double* w, double* out) {
-  linear_detail::column_product([&](std::uint64_t k) { return a[k]; }, n, bands, w, out);
+__global__ void column_bands_raw(const float* a, std::uint64_t n, std::uint64_t bands, const double* w, double* out) {
+  linear_detail::column_bands([&](std::uint64_t k) { return a[k]; }, n, bands, w, out);
 }
 
 __global__ void row_product_paged(array<float> a, std::uint64_t n, const double* v, double* out) {
@@ -115,18 +162,28 @@ __global__ void row_product_paged(array<float> a, std::uint64_t n, const double*
     out[i] += linear_detail::dot([&](std::uint64_t k) { return row[k]; }, i * n, 1, n, v);
 }
 
-__global__ void column_product_paged(array<float> a, std::uint64_t n, std::uint64_t bands, const double* w, double* out) {
-  linear_detail::column_product([&](std::uint64_t k) { return a[k]; }, n, bands, w, out);
+__global__ void column_bands_paged(array<float> a, std::uint64_t n, std::uint64_t bands, const double* w, double* out) {
+  linear_detail::column_bands([&](std::uint64_t k) { return a[k]; }, n, bands, w, out);
+}
+
+__global__ void column_tiles_paged(array<float> a, std::uint64_t n, const double* w, double* out) {
+  cursor<float> tile_row(a);
+  linear_detail::column_tiles([&](std::uint64_t k) { return tile_row[k]; }, n, w, out);
 }
 
 /// Blocks of linear_block_threads for one thread per element of `threads` (the row product: n;
-/// the column product: n x bands), at most `max_blocks`.
+/// the banded column product: n x bands; the tiled one: 32 per tile), at most `max_blocks`.
 inline unsigned linear_grid(std::uint64_t threads, std::uint64_t max_blocks) {
   const std::uint64_t wanted = (threads + linear_block_threads - 1) / linear_block_threads;
   return static_cast<unsigned>(std::max<std::uint64_t>(1, std::min(wanted, max_blocks)));
 }
 
-/// Bands of rows the column product cuts A into on a GPU of `multiprocessors`: enough that
+/// Threads the column product of `form` has work for: 32 per tile, or one per column and band.
+inline std::uint64_t column_threads(ColumnProduct form, std::uint64_t n, std::uint64_t bands) {
+  return form == ColumnProduct::tiles ? ColumnTiling{n}.count() * 32 : n * bands;
+}
+
+/// Bands of rows the banded column product cuts A into on a GPU of `multiprocessors`: enough that
 /// bands x n threads could fill every SM (2048 threads each), at least 1, at most n.
 inline std::uint64_t linear_column_bands(std::uint64_t n, std::uint64_t multiprocessors) {
   const std::uint64_t wanted = (multiprocessors * 2048 + n - 1) / n;

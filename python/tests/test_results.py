@@ -185,6 +185,17 @@ def test_frontier_order_and_object_placements_make_points_of_their_own() -> None
     assert "| cc | warpvm_auto (resident values) |" in markdown_summary(records)
 
 
+def test_column_tiles_make_points_of_their_own_and_bands_are_the_default() -> None:
+    fields: list[dict[str, int]] = [
+        {},  # before the tiles: the bands
+        {"column_tiles": 0, "column_bands": 9},  # the same point, saying so
+        {"column_tiles": 1},
+    ]
+    raw = [record(workload="mvt", mode="warpvm", useful_gbps=float(g), **f) for g, f in enumerate(fields, 1)]
+    points = latest_points([parse_line(json.dumps(r), "x", i) for i, r in enumerate(raw, 1)])
+    assert [(r.variant, r.useful_gbps) for r in points] == [("warpvm", 2.0), ("warpvm (column tiles)", 3.0)]
+
+
 def test_each_bfs_root_is_a_point_with_its_teps() -> None:
     raw = [
         record(workload="bfs", mode="warpvm", useful_gbps=g, root=root, teps=t)

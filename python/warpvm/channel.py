@@ -24,8 +24,8 @@ from warpvm.results import (
 SUITE = "channel"
 LIBRARY_MODES = ("channel", "channel_direct")  # the rest are polling baselines
 # A channel run's configuration: latest_points's fields but the BFS root, the frontier order, the
-# page size and the access-counter threshold (other suites') and the monitor's CPU (a row of its
-# own within a case, run_label).
+# column product, the page size and the access-counter threshold (other suites') and the
+# monitor's CPU (a row of its own within a case, run_label).
 CASE_FIELDS = tuple(
     f
     for f in POINT_FIELDS
@@ -33,6 +33,7 @@ CASE_FIELDS = tuple(
     not in (
         "root",
         "frontier_vertex_order",
+        "column_tiles",
         "page_bytes",
         "pages_held_per_thread",
         "counter_threshold",

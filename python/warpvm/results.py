@@ -98,9 +98,11 @@ class Record:
     @property
     def variant(self) -> str:
         """The mode, with what the run changed besides it: a graph frontier walked in arrival
-        order, pages other than 4 KiB, and objects placed otherwise (`warpvm_auto (arrival order,
-        1 KiB pages, resident values)`)."""
+        order, a matrix app's column product by tiles, pages other than 4 KiB, and objects placed
+        otherwise (`warpvm_auto (arrival order, 1 KiB pages, resident values)`)."""
         changes = ["arrival order"] if self.extra.get("frontier_vertex_order") == 0 else []
+        if self.extra.get("column_tiles") == 1:
+            changes.append("column tiles")
         page_bytes = self.extra.get("page_bytes")
         if isinstance(page_bytes, int | float) and page_bytes != 4096:
             changes.append(f"{format_bytes(int(page_bytes)).replace('.00 ', ' ')} pages")
@@ -243,13 +245,15 @@ def load_csv(path: Path, required: Iterable[str], parse_row: Callable[[dict[Any,
 
 
 # Extra fields that make a point of their own where a record has them: the BFS root, a graph
-# run's frontier order, warpvm's page size (4 KiB where a record does not say: POINT_DEFAULTS)
+# run's frontier order, a matrix app's column product (bands where a record does not say),
+# warpvm's page size (4 KiB where a record does not say: POINT_DEFAULTS)
 # and the pages its threads declared held, the GPU count, the access-counter threshold, and a channel run's
 # configuration (its consumer threads, compute work, k-means input, GEMM side, BFS graph scale,
 # keys sorted, ping-pong round trips, and the CPUs its producer and monitor were pinned to).
 POINT_FIELDS = (
     "root",
     "frontier_vertex_order",
+    "column_tiles",
     "page_bytes",
     "pages_held_per_thread",
     "gpus",
@@ -267,7 +271,7 @@ POINT_FIELDS = (
 
 
 # What a record that does not carry a point field ran with.
-POINT_DEFAULTS: dict[str, Any] = {"page_bytes": 4096}
+POINT_DEFAULTS: dict[str, Any] = {"page_bytes": 4096, "column_tiles": 0}
 
 
 def latest_points(records: Iterable[Record]) -> list[Record]:

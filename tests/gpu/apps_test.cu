@@ -1,4 +1,5 @@
-// Polybench's MVT, ATAX, BICG (bench/apps/linear_algebra.cuh) and the filter-aggregate query
+// Polybench's MVT, ATAX, BICG (bench/apps/linear_algebra.cuh; both forms of the column product,
+// tiles and bands) and the filter-aggregate query
 // (bench/apps/query.cuh) against their CPU references, which they must match exactly: through
 // warpvm with everything cached, with a cache small enough to evict (warpvm's default and DREAM's
 // preset; also an odd matrix size whose rows straddle pages), with remote placement, and the plain-pointer kernels the benchmark's other modes use
@@ -82,7 +83,7 @@ void expect_linear_matches(LinearApp app, std::uint64_t n, LaunchRow&& row, Laun
 }
 
 /// Every application through warpvm on a runtime of `config`, the n x n matrix A allocated with
-/// `placement`; returns the runtime's stats.
+/// `placement`, with each form of the column product; returns the runtime's stats.
 Stats expect_paged_linear_matches(const Config& config, Placement placement, std::uint64_t n = matrix_n) {
   Runtime rt(config);
   auto a = rt.alloc<float>(n * n, placement, "A");
@@ -90,17 +91,24 @@ Stats expect_paged_linear_matches(const Config& config, Placement placement, std
   const std::uint64_t bands = apps::linear_column_bands(n, sm_count());
   const std::uint64_t fitting = rt.max_resident_threads() / apps::linear_block_threads;
   const unsigned blocks = static_cast<unsigned>(std::min<std::uint64_t>(apps::linear_grid(n, sm_count() * 8), fitting));
-  const unsigned column_blocks =
-      static_cast<unsigned>(std::min<std::uint64_t>(apps::linear_grid(n * bands, sm_count() * 8), fitting));
-  for (const LinearApp app : all_linear_apps) {
-    rt.drop_cached();
-    expect_linear_matches(app, n, [&](const double* v, double* out) {
-      rt.launch(apps::row_product_paged, dim3(blocks), dim3(apps::linear_block_threads), 0, a.device(), n, v, out);
-    }, [&](const double* w, double* out) {
-      rt.launch(apps::column_product_paged, dim3(column_blocks), dim3(apps::linear_block_threads), 0, a.device(), n,
-                bands, w, out);
-    });
-    rt.synchronize();
+  for (const apps::ColumnProduct form : {apps::ColumnProduct::tiles, apps::ColumnProduct::bands}) {
+    SCOPED_TRACE(apps::to_string(form));
+    const unsigned column_blocks = static_cast<unsigned>(
+        std::min<std::uint64_t>(apps::linear_grid(apps::column_threads(form, n, bands), sm_count() * 8), fitting));
+    for (const LinearApp app : all_linear_apps) {
+      rt.drop_cached();
+      expect_linear_matches(app, n, [&](const double* v, double* out) {
+        rt.launch(apps::row_product_paged, dim3(blocks), dim3(apps::linear_block_threads), 0, a.device(), n, v, out);
+      }, [&](const double* w, double* out) {
+        if (form == apps::ColumnProduct::tiles)
+          rt.launch(apps::column_tiles_paged, dim3(column_blocks), dim3(apps::linear_block_threads), 0, a.device(), n, w,
+                    out);
+        else
+          rt.launch(apps::column_bands_paged, dim3(column_blocks), dim3(apps::linear_block_threads), 0, a.device(), n,
+                    bands, w, out);
+      });
+      rt.synchronize();
+    }
   }
   return rt.stats();
 }
@@ -126,8 +134,8 @@ TEST_F(LinearApps, RawKernelsOnDeviceMemoryMatchReference) {
   DeviceVector<float> a(matrix_n * matrix_n);
   WARPVM_CUDA_TRY(cudaMemcpy(a.get(), host_matrix().data(), matrix_n * matrix_n * 4, cudaMemcpyHostToDevice));
   const unsigned blocks = apps::linear_grid(matrix_n, sm_count() * 8);
-  // One band (PolyBench's form), the bands this GPU gets, and 1536 bands of 2 rows (the last 512
-  // empty).
+  // Bands: one (PolyBench's form), the bands this GPU gets, and 1536 bands of 2 rows (the last
+  // 512 empty).
   for (const std::uint64_t bands : {std::uint64_t{1}, apps::linear_column_bands(matrix_n, sm_count()), matrix_n * 3 / 4}) {
     SCOPED_TRACE("bands " + std::to_string(bands));
     const unsigned column_blocks = apps::linear_grid(matrix_n * bands, sm_count() * 8);
@@ -135,9 +143,37 @@ TEST_F(LinearApps, RawKernelsOnDeviceMemoryMatchReference) {
       expect_linear_matches(app, matrix_n, [&](const double* v, double* out) {
         apps::row_product_raw<<<blocks, apps::linear_block_threads>>>(a.get(), matrix_n, v, out);
       }, [&](const double* w, double* out) {
-        apps::column_product_raw<<<column_blocks, apps::linear_block_threads>>>(a.get(), matrix_n, bands, w, out);
+        apps::column_bands_raw<<<column_blocks, apps::linear_block_threads>>>(a.get(), matrix_n, bands, w, out);
       });
   }
+  // Tiles: one block (each warp walks 64 tiles), the grid the bench gives, and more warps than
+  // tiles (the last ones idle).
+  const std::uint64_t tile_threads = apps::column_threads(apps::ColumnProduct::tiles, matrix_n, 0);
+  for (const unsigned column_blocks : {1u, apps::linear_grid(tile_threads, sm_count() * 8),
+                                       static_cast<unsigned>(tile_threads / apps::linear_block_threads + 3)}) {
+    SCOPED_TRACE("tiles over " + std::to_string(column_blocks) + " blocks");
+    for (const LinearApp app : all_linear_apps)
+      expect_linear_matches(app, matrix_n, [&](const double* v, double* out) {
+        apps::row_product_raw<<<blocks, apps::linear_block_threads>>>(a.get(), matrix_n, v, out);
+      }, [&](const double* w, double* out) {
+        apps::column_tiles_raw<<<column_blocks, apps::linear_block_threads>>>(a.get(), matrix_n, w, out);
+      });
+  }
+}
+
+TEST_F(LinearApps, RawTilesOfAnUnalignedSizeMatchReference) {
+  DeviceVector<float> a(unaligned_n * unaligned_n);
+  WARPVM_CUDA_TRY(
+      cudaMemcpy(a.get(), host_matrix(unaligned_n).data(), unaligned_n * unaligned_n * 4, cudaMemcpyHostToDevice));
+  const unsigned blocks = apps::linear_grid(unaligned_n, sm_count() * 8);
+  const unsigned column_blocks =
+      apps::linear_grid(apps::column_threads(apps::ColumnProduct::tiles, unaligned_n, 0), sm_count() * 8);
+  for (const LinearApp app : all_linear_apps)
+    expect_linear_matches(app, unaligned_n, [&](const double* v, double* out) {
+      apps::row_product_raw<<<blocks, apps::linear_block_threads>>>(a.get(), unaligned_n, v, out);
+    }, [&](const double* w, double* out) {
+      apps::column_tiles_raw<<<column_blocks, apps::linear_block_threads>>>(a.get(), unaligned_n, w, out);
+    });
 }
 
 TEST_F(LinearApps, WholeMatrixCached) {
