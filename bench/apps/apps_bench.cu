@@ -332,10 +332,12 @@ class AppsBench {
       return diff.empty();
     };
     const std::uint64_t full_grid = apps::linear_grid(n, raw_blocks());
-    const apps::ColumnProduct form = o_.column_product;
-    const bool tiles = form == apps::ColumnProduct::tiles;
+    const bool tiles = o_.column_product == apps::ColumnProduct::tiles;
     const std::uint64_t bands = apps::linear_column_bands(n, static_cast<std::uint64_t>(sms_));
-    const std::uint64_t column_grid = apps::linear_grid(apps::column_threads(form, n, bands), raw_blocks());
+    const auto bands_grid = static_cast<unsigned>(apps::linear_grid(n * bands, raw_blocks()));
+    // The tiles' grids: what is resident at once (column_tiles_grid says why).
+    const unsigned raw_tiles_grid = apps::column_tiles_grid(apps::column_tiles_raw, n, static_cast<std::uint64_t>(sms_));
+    const unsigned paged_tiles_grid = apps::column_tiles_grid(apps::column_tiles_paged, n, static_cast<std::uint64_t>(sms_));
     auto run_raw = [&](const float* a) {
       apps::run_linear(app, row_input.data, column_input.data, out1.data, out2.data,
                        [&](const double* v, double* out) {
@@ -343,11 +345,12 @@ class AppsBench {
                                                  stream_>>>(a, n, v, out);
                        },
                        [&](const double* w, double* out) {
-                         const auto grid = static_cast<unsigned>(column_grid);
                          if (tiles)
-                           apps::column_tiles_raw<<<grid, apps::linear_block_threads, 0, stream_>>>(a, n, w, out);
+                           apps::column_tiles_raw<<<raw_tiles_grid, apps::linear_block_threads, 0, stream_>>>(a, n, w,
+                                                                                                               out);
                          else
-                           apps::column_bands_raw<<<grid, apps::linear_block_threads, 0, stream_>>>(a, n, bands, w, out);
+                           apps::column_bands_raw<<<bands_grid, apps::linear_block_threads, 0, stream_>>>(a, n, bands,
+                                                                                                          w, out);
                        });
     };
     auto base = [&](const std::string& mode) {
@@ -359,6 +362,7 @@ class AppsBench {
       r.extra["n"] = static_cast<double>(n);
       r.extra["column_tiles"] = tiles ? 1 : 0;
       if (!tiles) r.extra["column_bands"] = static_cast<double>(bands);
+      r.extra["column_blocks"] = tiles ? raw_tiles_grid : bands_grid;  // the paged modes' own below
       return r;
     };
 
@@ -393,7 +397,8 @@ class AppsBench {
       Runtime rt(run.config);
       auto a = rt.adopt(host_matrix, n * n, remote ? Placement::remote : run.placement, "A");
       const auto blocks = static_cast<unsigned>(paged_blocks(rt, full_grid, apps::linear_block_threads));
-      const auto column_blocks = static_cast<unsigned>(paged_blocks(rt, column_grid, apps::linear_block_threads));
+      const auto column_blocks =
+          static_cast<unsigned>(paged_blocks(rt, tiles ? paged_tiles_grid : bands_grid, apps::linear_block_threads));
       auto launch = [&] {
         apps::run_linear(app, row_input.data, column_input.data, out1.data, out2.data,
                          [&](const double* v, double* out) {

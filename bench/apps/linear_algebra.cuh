@@ -183,6 +183,22 @@ inline std::uint64_t column_threads(ColumnProduct form, std::uint64_t n, std::ui
   return form == ColumnProduct::tiles ? ColumnTiling{n}.count() * 32 : n * bands;
 }
 
+/// The tiled column product's grid on a GPU of `multiprocessors`: no more blocks of `kernel` than
+/// are resident at once, so that the grid-stride loop walks the tiles in waves, in their order.
+/// A larger grid runs its later blocks only after the first ones have swept the whole matrix,
+/// each page's tiles far apart in time: at 25% cache that moved A twice in the column pass alone.
+template <class Kernel>
+unsigned column_tiles_grid(Kernel kernel, std::uint64_t n, std::uint64_t multiprocessors) {
+  int per_multiprocessor = 0;
+  const cudaError_t status =
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_multiprocessor, kernel, linear_block_threads, 0);
+  if (status != cudaSuccess || per_multiprocessor < 1)
+    throw std::runtime_error(std::string("column tiles: cannot tell the kernel's occupancy: ") +
+                             cudaGetErrorString(status));
+  return linear_grid(column_threads(ColumnProduct::tiles, n, 0),
+                     static_cast<std::uint64_t>(per_multiprocessor) * multiprocessors);
+}
+
 /// Bands of rows the banded column product cuts A into on a GPU of `multiprocessors`: enough that
 /// bands x n threads could fill every SM (2048 threads each), at least 1, at most n.
 inline std::uint64_t linear_column_bands(std::uint64_t n, std::uint64_t multiprocessors) {

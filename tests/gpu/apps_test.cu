@@ -93,8 +93,10 @@ Stats expect_paged_linear_matches(const Config& config, Placement placement, std
   const unsigned blocks = static_cast<unsigned>(std::min<std::uint64_t>(apps::linear_grid(n, sm_count() * 8), fitting));
   for (const apps::ColumnProduct form : {apps::ColumnProduct::tiles, apps::ColumnProduct::bands}) {
     SCOPED_TRACE(apps::to_string(form));
-    const unsigned column_blocks = static_cast<unsigned>(
-        std::min<std::uint64_t>(apps::linear_grid(apps::column_threads(form, n, bands), sm_count() * 8), fitting));
+    const std::uint64_t column_grid = form == apps::ColumnProduct::tiles
+                                          ? apps::column_tiles_grid(apps::column_tiles_paged, n, sm_count())
+                                          : apps::linear_grid(n * bands, sm_count() * 8);
+    const auto column_blocks = static_cast<unsigned>(std::min(column_grid, fitting));
     for (const LinearApp app : all_linear_apps) {
       rt.drop_cached();
       expect_linear_matches(app, n, [&](const double* v, double* out) {
@@ -149,7 +151,7 @@ TEST_F(LinearApps, RawKernelsOnDeviceMemoryMatchReference) {
   // Tiles: one block (each warp walks 64 tiles), the grid the bench gives, and more warps than
   // tiles (the last ones idle).
   const std::uint64_t tile_threads = apps::column_threads(apps::ColumnProduct::tiles, matrix_n, 0);
-  for (const unsigned column_blocks : {1u, apps::linear_grid(tile_threads, sm_count() * 8),
+  for (const unsigned column_blocks : {1u, apps::column_tiles_grid(apps::column_tiles_raw, matrix_n, sm_count()),
                                        static_cast<unsigned>(tile_threads / apps::linear_block_threads + 3)}) {
     SCOPED_TRACE("tiles over " + std::to_string(column_blocks) + " blocks");
     for (const LinearApp app : all_linear_apps)
@@ -166,8 +168,7 @@ TEST_F(LinearApps, RawTilesOfAnUnalignedSizeMatchReference) {
   WARPVM_CUDA_TRY(
       cudaMemcpy(a.get(), host_matrix(unaligned_n).data(), unaligned_n * unaligned_n * 4, cudaMemcpyHostToDevice));
   const unsigned blocks = apps::linear_grid(unaligned_n, sm_count() * 8);
-  const unsigned column_blocks =
-      apps::linear_grid(apps::column_threads(apps::ColumnProduct::tiles, unaligned_n, 0), sm_count() * 8);
+  const unsigned column_blocks = apps::column_tiles_grid(apps::column_tiles_raw, unaligned_n, sm_count());
   for (const LinearApp app : all_linear_apps)
     expect_linear_matches(app, unaligned_n, [&](const double* v, double* out) {
       apps::row_product_raw<<<blocks, apps::linear_block_threads>>>(a.get(), unaligned_n, v, out);
