@@ -66,18 +66,21 @@ struct WalkOptions {
   std::uint64_t heap_bytes = 0;   ///< 0: sized from the graph (heap_capacity)
   std::uint64_t cache_bytes = 0;  ///< warpvm modes' cache (0: the heap's capacity)
   bool cold_walk = true;          ///< empty the cache between the phases
+  Placement heap_placement = Placement::migrate;  ///< the default-config warpvm modes' heap
 };
 
 [[noreturn]] void usage(const char* message) {
   std::fprintf(stderr,
                "%s\nusage: warpvm-walk-bench [--generator rmat|uniform] [--scale 16] [--edge-factor 16] [--seed 1]\n"
                "       [--walkers 1000] [--steps 1000] [--modes m,n] [--heap BYTES] [--cache BYTES] [--warm-walk]\n"
-               "       [--repeats 3] [--out file.jsonl] [--commit SHA] [--driver VER]\n"
+               "       [--heap-placement migrate|automatic|remote] [--repeats 3] [--out file.jsonl] [--commit SHA]\n"
+               "       [--driver VER]\n"
                "W walkers (one thread each) build their pieces of a graph of 2^scale vertices and edge-factor x\n"
                "2^scale undirected edges with device-side allocation, then walk it; --heap: warpvm heap capacity\n"
                "(default: 16 x the edge bytes + 64 MiB); --cache: the cache of the default-config warpvm modes\n"
                "(default: the heap's capacity; the uvm modes cache the whole heap, as that preset needs);\n"
-               "--warm-walk keeps the pieces cached between the phases.\n"
+               "--warm-walk keeps the pieces cached between the phases; --heap-placement: the placement of the\n"
+               "default-config warpvm modes' heap (HeapOptions::placement; the policy field says so when not migrate).\n"
                "modes: %s\n",
                message, all_modes);
   std::exit(2);
@@ -106,7 +109,13 @@ WalkOptions parse(int argc, char** argv) {
       else if (flag == "--steps") steps = std::stoull(value);
       else if (flag == "--heap") o.heap_bytes = tools::parse_bytes(value);
       else if (flag == "--cache") o.cache_bytes = tools::parse_bytes(value);
-      else usage(("unknown option " + flag).c_str());
+      else if (flag == "--heap-placement") {
+        if (value != "migrate" && value != "automatic" && value != "remote")
+          usage("--heap-placement takes migrate, automatic or remote");
+        o.heap_placement = value == "migrate" ? Placement::migrate
+                           : value == "automatic" ? Placement::automatic
+                                                  : Placement::remote;
+      } else usage(("unknown option " + flag).c_str());
     } catch (const std::logic_error&) {  // stoul and friends
       usage(("cannot read the value of " + flag + ": " + value).c_str());
     }
@@ -380,7 +389,8 @@ class WalkBench {
                                : Config{.cache_bytes = o_.cache_bytes != 0 ? o_.cache_bytes : capacity};
     config.max_pages_held_per_thread = 1;  // an element access at a time
     Runtime rt(config);
-    Heap heap(rt, HeapOptions{.capacity_bytes = capacity, .layout = layout});
+    const Placement placement = uvm_preset ? Placement::migrate : o_.heap_placement;
+    Heap heap(rt, HeapOptions{.capacity_bytes = capacity, .layout = layout, .placement = placement});
     const HeapPieces pieces{heap.device()};
     for (const void* kernel : {reinterpret_cast<const void*>(build_pieces<HeapPieces>),
                                reinterpret_cast<const void*>(walk_pieces<HeapPieces>),
@@ -408,7 +418,8 @@ class WalkBench {
     const HeapStats hs = heap.stats();
     const double runs = o_.common.repeats + 1;  // the warm-up counts too
     r.policy = (uvm_preset ? uvm_policy(config) : to_string(config.eviction)) +
-               (layout == HeapLayout::aligned ? "-aligned" : "-contiguous");
+               (layout == HeapLayout::aligned ? "-aligned" : "-contiguous") +
+               (placement == Placement::migrate ? "" : std::string("-") + to_string(placement));
     r.cache_fraction = static_cast<double>(rt.cache_bytes()) / static_cast<double>(capacity);
     r.faults = static_cast<std::int64_t>(walk.misses / runs);
     r.bytes_moved = static_cast<std::int64_t>((walk.bytes_in + walk.bytes_out) / runs);

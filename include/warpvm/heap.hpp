@@ -48,6 +48,10 @@ struct HeapOptions {
   /// Bytes of the heap, rounded up to 2 MiB. Pinned host memory; may exceed GPU memory.
   std::size_t capacity_bytes = std::size_t{1} << 30;
   HeapLayout layout = HeapLayout::aligned;
+  /// The placement of the backing object (Placement): migrate copies each touched page in, as
+  /// UVM does; automatic reads an absent page's sparse elements over the link until it proves
+  /// dense; remote never caches. Allocation is the same in all; writes migrate under automatic.
+  Placement placement = Placement::migrate;
   /// Aligned layout: the order of the lanes' tiles in a row (detail::LaneOrder).
   detail::LaneOrder lane_order = detail::LaneOrder::lane_id;
   /// Bytes of the PortionSpace, where regions under 2 MiB go (rounded down to 2 MiB; 0: half of

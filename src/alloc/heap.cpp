@@ -102,7 +102,7 @@ Heap::Heap(Runtime& runtime, HeapOptions options) : state_(std::make_unique<Stat
   State& s = *state_;
   s.options = options;
   s.device = runtime.config().device;
-  s.backing = runtime.alloc<std::uint64_t>(options.capacity_bytes / sizeof(std::uint64_t), Placement::migrate,
+  s.backing = runtime.alloc<std::uint64_t>(options.capacity_bytes / sizeof(std::uint64_t), options.placement,
                                            "warpvm heap");
   const detail::DeviceGuard on_device(s.device);
   const std::uint64_t blocks = options.capacity_bytes / detail::basic_block_bytes;

@@ -3,7 +3,8 @@
 // allocations of 2.5x the cache verify, running out of memory returns null without hanging,
 // divergent callers, 256K threads, and checked mode's invalid frees raised on the host; the
 // host path alone (fast_path off) and the small-request fast path (on: 16 B-8 KB from slabs, 1M
-// threads, mixed with host requests in one warp, its small area running out).
+// threads, mixed with host requests in one warp, its small area running out); the backing
+// object under each placement.
 
 #include "gpu_test_support.cuh"
 
@@ -343,6 +344,35 @@ TEST_P(HeapTest, SmallAndLargeRequestsInOneWarp) {
   EXPECT_EQ(stats.failed_allocations, 0u);
   EXPECT_EQ(stats.reserved_bytes, 0u);
   EXPECT_EQ(stats.small_live_blocks, 0u);
+}
+
+TEST_P(HeapTest, PiecesReadTheSameUnderEveryPlacement) {
+  // HeapOptions::placement: pieces written whole, the cache emptied, then each read at its first
+  // and last word. Migrate copies the pages in; automatic reads sparse pages over the link and so
+  // copies no more; remote copies nothing.
+  constexpr std::uint64_t threads = 4096, seed = 7;
+  std::uint64_t migrated = 0;
+  for (const Placement placement : {Placement::migrate, Placement::automatic, Placement::remote}) {
+    SCOPED_TRACE(to_string(placement));
+    Runtime rt(config());
+    Heap heap(rt, {.capacity_bytes = 256ull << 20, .layout = GetParam(), .placement = placement});
+    EXPECT_EQ(heap.backing().placement(), placement);
+    DeviceVector<heap_ptr> ptrs(threads);
+    EXPECT_EQ(count_null(allocate(rt, heap, ptrs, threads, allocate_and_write, seed, 2048, 8192, true)), 0u);
+    rt.drop_cached();
+    rt.reset_stats();
+    const Counts c = verify(rt, heap, ptrs, threads, seed, false, true);
+    EXPECT_EQ(c.mismatches, 0u);
+    const std::uint64_t misses = rt.stats().misses;
+    switch (placement) {
+      case Placement::migrate:
+        migrated = misses;
+        EXPECT_GT(misses, 0u);
+        break;
+      case Placement::automatic: EXPECT_LE(misses, migrated); break;
+      default: EXPECT_EQ(misses, 0u);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, HeapTest, ::testing::Values(HeapLayout::contiguous, HeapLayout::aligned),
