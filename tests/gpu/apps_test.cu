@@ -115,6 +115,18 @@ Stats expect_paged_linear_matches(const Config& config, Placement placement, std
   return rt.stats();
 }
 
+/// Every application on the plain-pointer kernels over the n x n matrix `a` in device memory, the
+/// column product by tiles over `column_blocks` blocks.
+void expect_raw_tiles_match(const float* a, std::uint64_t n, unsigned column_blocks) {
+  const unsigned blocks = apps::linear_grid(n, sm_count() * 8);
+  for (const LinearApp app : all_linear_apps)
+    expect_linear_matches(app, n, [&](const double* v, double* out) {
+      apps::row_product_raw<<<blocks, apps::linear_block_threads>>>(a, n, v, out);
+    }, [&](const double* w, double* out) {
+      apps::column_tiles_raw<<<column_blocks, apps::linear_block_threads>>>(a, n, w, out);
+    });
+}
+
 class LinearApps : public GpuTest {};
 
 // Runs without a GPU too: the inputs the GPU tests use are the small integers the exactness
@@ -154,12 +166,7 @@ TEST_F(LinearApps, RawKernelsOnDeviceMemoryMatchReference) {
   for (const unsigned column_blocks : {1u, apps::column_tiles_grid(apps::column_tiles_raw, matrix_n, sm_count()),
                                        static_cast<unsigned>(tile_threads / apps::linear_block_threads + 3)}) {
     SCOPED_TRACE("tiles over " + std::to_string(column_blocks) + " blocks");
-    for (const LinearApp app : all_linear_apps)
-      expect_linear_matches(app, matrix_n, [&](const double* v, double* out) {
-        apps::row_product_raw<<<blocks, apps::linear_block_threads>>>(a.get(), matrix_n, v, out);
-      }, [&](const double* w, double* out) {
-        apps::column_tiles_raw<<<column_blocks, apps::linear_block_threads>>>(a.get(), matrix_n, w, out);
-      });
+    expect_raw_tiles_match(a.get(), matrix_n, column_blocks);
   }
 }
 
@@ -167,14 +174,7 @@ TEST_F(LinearApps, RawTilesOfAnUnalignedSizeMatchReference) {
   DeviceVector<float> a(unaligned_n * unaligned_n);
   WARPVM_CUDA_TRY(
       cudaMemcpy(a.get(), host_matrix(unaligned_n).data(), unaligned_n * unaligned_n * 4, cudaMemcpyHostToDevice));
-  const unsigned blocks = apps::linear_grid(unaligned_n, sm_count() * 8);
-  const unsigned column_blocks = apps::column_tiles_grid(apps::column_tiles_raw, unaligned_n, sm_count());
-  for (const LinearApp app : all_linear_apps)
-    expect_linear_matches(app, unaligned_n, [&](const double* v, double* out) {
-      apps::row_product_raw<<<blocks, apps::linear_block_threads>>>(a.get(), unaligned_n, v, out);
-    }, [&](const double* w, double* out) {
-      apps::column_tiles_raw<<<column_blocks, apps::linear_block_threads>>>(a.get(), unaligned_n, w, out);
-    });
+  expect_raw_tiles_match(a.get(), unaligned_n, apps::column_tiles_grid(apps::column_tiles_raw, unaligned_n, sm_count()));
 }
 
 TEST_F(LinearApps, WholeMatrixCached) {
