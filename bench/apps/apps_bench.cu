@@ -58,6 +58,12 @@ const char* const all_modes =
   std::exit(2);
 }
 
+apps::ColumnProduct parse_column_product(const std::string& value) {
+  for (const apps::ColumnProduct form : {apps::ColumnProduct::tiles, apps::ColumnProduct::bands})
+    if (value == apps::to_string(form)) return form;
+  usage("--column-product takes tiles or bands");
+}
+
 AppsOptions parse(int argc, char** argv) {
   AppsOptions o;
   o.common.suite = "apps";
@@ -75,10 +81,7 @@ AppsOptions parse(int argc, char** argv) {
       else if (flag == "--seed") o.seed = std::stoull(value);
       else if (flag == "--chunk-rows") o.chunk_rows = std::stoull(value);
       else if (flag == "--page-bytes") o.page_bytes = tools::parse_bytes(value);
-      else if (flag == "--column-product") {
-        if (value != "tiles" && value != "bands") usage("--column-product takes tiles or bands");
-        o.column_product = value == "tiles" ? apps::ColumnProduct::tiles : apps::ColumnProduct::bands;
-      }
+      else if (flag == "--column-product") o.column_product = parse_column_product(value);
       else usage(("unknown option " + flag).c_str());
     } catch (const std::logic_error&) {  // stoull and friends
       usage(("cannot read the value of " + flag + ": " + value).c_str());
@@ -336,8 +339,9 @@ class AppsBench {
     const std::uint64_t bands = apps::linear_column_bands(n, static_cast<std::uint64_t>(sms_));
     const auto bands_grid = static_cast<unsigned>(apps::linear_grid(n * bands, raw_blocks()));
     // The tiles' grids: what is resident at once (column_tiles_grid says why).
-    const unsigned raw_tiles_grid = apps::column_tiles_grid(apps::column_tiles_raw, n, static_cast<std::uint64_t>(sms_));
-    const unsigned paged_tiles_grid = apps::column_tiles_grid(apps::column_tiles_paged, n, static_cast<std::uint64_t>(sms_));
+    const auto multiprocessors = static_cast<std::uint64_t>(sms_);
+    const unsigned raw_tiles_grid = tiles ? apps::column_tiles_grid(apps::column_tiles_raw, n, multiprocessors) : 0;
+    const unsigned paged_tiles_grid = tiles ? apps::column_tiles_grid(apps::column_tiles_paged, n, multiprocessors) : 0;
     auto run_raw = [&](const float* a) {
       apps::run_linear(app, row_input.data, column_input.data, out1.data, out2.data,
                        [&](const double* v, double* out) {

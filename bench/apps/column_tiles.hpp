@@ -5,8 +5,9 @@
 //
 // A tile is column_tile_height rows of column_tile_width neighbouring columns (1 KiB of each
 // row), so the warp that owns it reads whole 128-byte lines of a page and holds the page once per
-// 1 KiB of a row; PolyBench's column product instead reads 128 bytes of a row per warp and jumps
-// a row, which under eviction costs a page acquire per 128 bytes.
+// 1 KiB of a row (when rows start on page boundaries and pages hold at least 1 KiB; otherwise a
+// row's 1 KiB may take two pages); PolyBench's column product instead reads 128 bytes of a row per
+// warp and jumps a row, which under eviction costs a page acquire per 128 bytes.
 //
 // The strips of columns are taken from the right. The row product before it walks every row left
 // to right, so a cache smaller than A ends that pass holding the rows' right-hand pages: starting

@@ -41,8 +41,8 @@ namespace warpvm::apps {
 
 /// Threads per block of the matrix kernels.
 inline constexpr unsigned linear_block_threads = 256;
-/// Pages a thread of the paged kernels holds at once: the row product's cursor, or the column
-/// product's one element access (Config::max_pages_held_per_thread).
+/// Pages a thread of the paged kernels holds at once: the row product's and the column tiles'
+/// cursor, or the column bands' one element access (Config::max_pages_held_per_thread).
 inline constexpr std::uint32_t linear_pages_held = 1;
 /// Largest N with exact sums: ATAX's y reaches 16 x N x (16 + 256 N) < 2^53.
 inline constexpr std::uint64_t linear_max_n = 1u << 20;
@@ -178,10 +178,8 @@ inline unsigned linear_grid(std::uint64_t threads, std::uint64_t max_blocks) {
   return static_cast<unsigned>(std::max<std::uint64_t>(1, std::min(wanted, max_blocks)));
 }
 
-/// Threads the column product of `form` has work for: 32 per tile, or one per column and band.
-inline std::uint64_t column_threads(ColumnProduct form, std::uint64_t n, std::uint64_t bands) {
-  return form == ColumnProduct::tiles ? ColumnTiling{n}.count() * 32 : n * bands;
-}
+/// Threads the tiled column product has work for: a warp per tile.
+inline std::uint64_t column_tiles_threads(std::uint64_t n) { return ColumnTiling{n}.count() * 32; }
 
 /// The tiled column product's grid on a GPU of `multiprocessors`: no more blocks of `kernel` than
 /// are resident at once, so that the grid-stride loop walks the tiles in waves, in their order.
@@ -195,7 +193,7 @@ unsigned column_tiles_grid(Kernel kernel, std::uint64_t n, std::uint64_t multipr
   if (status != cudaSuccess || per_multiprocessor < 1)
     throw std::runtime_error(std::string("column tiles: cannot tell the kernel's occupancy: ") +
                              cudaGetErrorString(status));
-  return linear_grid(column_threads(ColumnProduct::tiles, n, 0),
+  return linear_grid(column_tiles_threads(n),
                      static_cast<std::uint64_t>(per_multiprocessor) * multiprocessors);
 }
 

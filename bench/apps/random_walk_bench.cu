@@ -86,6 +86,12 @@ struct WalkOptions {
   std::exit(2);
 }
 
+Placement parse_heap_placement(const std::string& value) {
+  for (const Placement p : {Placement::migrate, Placement::automatic, Placement::remote})
+    if (value == to_string(p)) return p;
+  usage("--heap-placement takes migrate, automatic or remote");
+}
+
 WalkOptions parse(int argc, char** argv) {
   WalkOptions o;
   o.common.suite = "walk";
@@ -109,13 +115,8 @@ WalkOptions parse(int argc, char** argv) {
       else if (flag == "--steps") steps = std::stoull(value);
       else if (flag == "--heap") o.heap_bytes = tools::parse_bytes(value);
       else if (flag == "--cache") o.cache_bytes = tools::parse_bytes(value);
-      else if (flag == "--heap-placement") {
-        if (value != "migrate" && value != "automatic" && value != "remote")
-          usage("--heap-placement takes migrate, automatic or remote");
-        o.heap_placement = value == "migrate" ? Placement::migrate
-                           : value == "automatic" ? Placement::automatic
-                                                  : Placement::remote;
-      } else usage(("unknown option " + flag).c_str());
+      else if (flag == "--heap-placement") o.heap_placement = parse_heap_placement(value);
+      else usage(("unknown option " + flag).c_str());
     } catch (const std::logic_error&) {  // stoul and friends
       usage(("cannot read the value of " + flag + ": " + value).c_str());
     }

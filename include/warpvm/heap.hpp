@@ -50,7 +50,8 @@ struct HeapOptions {
   HeapLayout layout = HeapLayout::aligned;
   /// The placement of the backing object (Placement): migrate copies each touched page in, as
   /// UVM does; automatic reads an absent page's sparse elements over the link until it proves
-  /// dense; remote never caches. Allocation is the same in all; writes migrate under automatic.
+  /// dense; remote never caches; resident needs Config::resident_bytes for the whole capacity.
+  /// Allocation is the same in all; writes migrate under automatic.
   Placement placement = Placement::migrate;
   /// Aligned layout: the order of the lanes' tiles in a row (detail::LaneOrder).
   detail::LaneOrder lane_order = detail::LaneOrder::lane_id;

@@ -185,15 +185,37 @@ def test_frontier_order_and_object_placements_make_points_of_their_own() -> None
     assert "| cc | warpvm_auto (resident values) |" in markdown_summary(records)
 
 
-def test_column_tiles_make_points_of_their_own_and_bands_are_the_default() -> None:
+def test_column_products_make_points_of_their_own_and_uvm_baselines_run_the_same_kernels() -> None:
     fields: list[dict[str, int]] = [
-        {},  # before the tiles: the bands
+        {},  # before c10dedb: one band
+        {"column_bands": 9},  # c10dedb
         {"column_tiles": 0, "column_bands": 9},  # the same point, saying so
         {"column_tiles": 1},
     ]
-    raw = [record(workload="mvt", mode="warpvm", useful_gbps=float(g), **f) for g, f in enumerate(fields, 1)]
+    raw = [
+        record(workload="mvt", mode=mode, useful_gbps=float(g), **f)
+        for mode in ("uvm", "warpvm")
+        for g, f in enumerate(fields, 1)
+    ]
     points = latest_points([parse_line(json.dumps(r), "x", i) for i, r in enumerate(raw, 1)])
-    assert [(r.variant, r.useful_gbps) for r in points] == [("warpvm", 2.0), ("warpvm (column tiles)", 3.0)]
+    assert [(r.variant, r.useful_gbps) for r in points if r.mode == "warpvm"] == [
+        ("warpvm", 1.0),
+        ("warpvm (9 bands)", 3.0),
+        ("warpvm (column tiles)", 4.0),
+    ]
+    # Each warpvm point over the uvm run of its own kernels: the same rate, so 1x each.
+    assert [row.speedup_vs_uvm for row in measured_rows(points) if row.record.mode == "warpvm"] == [
+        1.0,
+        1.0,
+        1.0,
+    ]
+
+
+def test_latest_points_keeps_the_newest_record_whatever_the_file_order() -> None:
+    newer = record(mode="warpvm", useful_gbps=2.0, date="2026-11-28T15:54:00Z")
+    older = record(mode="warpvm", useful_gbps=1.0, date="2026-11-28T15:40:00Z")
+    records = [parse_line(json.dumps(r), "x", i) for i, r in enumerate([newer, older], 1)]
+    assert [r.useful_gbps for r in latest_points(records)] == [2.0]
 
 
 def test_each_bfs_root_is_a_point_with_its_teps() -> None:

@@ -34,6 +34,7 @@ CASE_FIELDS = tuple(
         "root",
         "frontier_vertex_order",
         "column_tiles",
+        "column_bands",
         "page_bytes",
         "pages_held_per_thread",
         "counter_threshold",

@@ -17,7 +17,7 @@ from matplotlib.typing import ColorType
 
 from warpvm.channel import channel_cases
 from warpvm.placement import POLICIES, UVM_POLICIES, placement_cases
-from warpvm.results import Record, format_fraction, latest_points
+from warpvm.results import Record, format_fraction, kernel_of, latest_points
 
 Key = TypeVar("Key", bound=Hashable)
 
@@ -240,11 +240,22 @@ def speedup_figure(records: Iterable[Record]) -> Figure | None:
     """Speed-up over real UVM (time of `uvm` / time of the mode) per workload and mode, each mode
     at its largest cache; None without a workload timed both in `uvm` and in another mode."""
     seconds = _median_seconds(records)
-    uvm = {(d, w, size): t for (d, w, mode, _, size), t in seconds.items() if mode == "uvm"}
+    # Each variant's kernels, and which variants are real UVM: a mode is compared with the UVM run
+    # of the same kernels (KERNEL_FIELDS).
+    points = latest_points(records)
+    kernels = {(r.device, r.workload, r.variant, r.dataset_bytes): kernel_of(r) for r in points}
+    uvm_variants = {(r.device, r.workload, r.variant, r.dataset_bytes) for r in points if r.mode == "uvm"}
+    uvm = {
+        (d, w, size, kernels[(d, w, variant, size)]): t
+        for (d, w, variant, _, size), t in seconds.items()
+        if (d, w, variant, size) in uvm_variants
+    }
     best: dict[tuple[str, str, str, int], tuple[float, float]] = {}  # -> (cache, speed-up)
     for (device, workload, mode, cache, size), t in seconds.items():
-        baseline = uvm.get((device, workload, size))
-        if mode == "uvm" or baseline is None:
+        if (device, workload, mode, size) in uvm_variants:
+            continue
+        baseline = uvm.get((device, workload, size, kernels[(device, workload, mode, size)]))
+        if baseline is None:
             continue
         key = (device, workload, mode, size)
         if key not in best or cache > best[key][0]:

@@ -98,11 +98,14 @@ class Record:
     @property
     def variant(self) -> str:
         """The mode, with what the run changed besides it: a graph frontier walked in arrival
-        order, a matrix app's column product by tiles, pages other than 4 KiB, and objects placed
+        order, a matrix app's column product by tiles or bands, pages other than 4 KiB, and objects placed
         otherwise (`warpvm_auto (arrival order, 1 KiB pages, resident values)`)."""
         changes = ["arrival order"] if self.extra.get("frontier_vertex_order") == 0 else []
+        bands = self.extra.get("column_bands")
         if self.extra.get("column_tiles") == 1:
             changes.append("column tiles")
+        elif isinstance(bands, int | float) and bands > 1:
+            changes.append(f"{int(bands)} bands")
         page_bytes = self.extra.get("page_bytes")
         if isinstance(page_bytes, int | float) and page_bytes != 4096:
             changes.append(f"{format_bytes(int(page_bytes)).replace('.00 ', ' ')} pages")
@@ -245,8 +248,8 @@ def load_csv(path: Path, required: Iterable[str], parse_row: Callable[[dict[Any,
 
 
 # Extra fields that make a point of their own where a record has them: the BFS root, a graph
-# run's frontier order, a matrix app's column product (bands where a record does not say),
-# warpvm's page size (4 KiB where a record does not say: POINT_DEFAULTS)
+# run's frontier order, a matrix app's column product (tiles, or how many bands: one where a
+# record does not say), warpvm's page size (4 KiB where a record does not say: POINT_DEFAULTS)
 # and the pages its threads declared held, the GPU count, the access-counter threshold, and a channel run's
 # configuration (its consumer threads, compute work, k-means input, GEMM side, BFS graph scale,
 # keys sorted, ping-pong round trips, and the CPUs its producer and monitor were pinned to).
@@ -254,6 +257,7 @@ POINT_FIELDS = (
     "root",
     "frontier_vertex_order",
     "column_tiles",
+    "column_bands",
     "page_bytes",
     "pages_held_per_thread",
     "gpus",
@@ -270,15 +274,27 @@ POINT_FIELDS = (
 )
 
 
-# What a record that does not carry a point field ran with.
-POINT_DEFAULTS: dict[str, Any] = {"page_bytes": 4096, "column_tiles": 0}
+# What a record that does not carry a point field ran with (a matrix app's column product before
+# c10dedb had one band).
+POINT_DEFAULTS: dict[str, Any] = {"page_bytes": 4096, "column_tiles": 0, "column_bands": 1}
+
+# Point fields that change the kernels every mode of a run executes (a graph's frontier order, a
+# matrix app's column product): a point's speed-up over UVM is taken against the UVM run of the
+# same kernels.
+KERNEL_FIELDS = ("frontier_vertex_order", "column_tiles", "column_bands")
+
+
+def kernel_of(r: Record) -> tuple[Any, ...]:
+    """The record's KERNEL_FIELDS (POINT_DEFAULTS where it does not say)."""
+    return tuple(r.extra.get(name, POINT_DEFAULTS.get(name)) for name in KERNEL_FIELDS)
 
 
 def latest_points(records: Iterable[Record]) -> list[Record]:
-    """The last record of each point: device, suite, workload, mode, policy, cache, size, the
-    POINT_FIELDS a record has and the objects it placed otherwise (OBJECT_PLACEMENT_PREFIXES)."""
+    """The latest record (by date; of equal dates, the last given) of each point: device, suite,
+    workload, mode, policy, cache, size, the POINT_FIELDS a record has and the objects it placed
+    otherwise (OBJECT_PLACEMENT_PREFIXES)."""
     points: dict[tuple[Any, ...], Record] = {}
-    for r in records:
+    for r in sorted(records, key=lambda r: r.date):
         key = (
             r.device,
             r.suite,
@@ -332,12 +348,13 @@ def by_workload(records: Iterable[Record]) -> list[Record]:
 
 
 def measured_rows(records: Iterable[Record]) -> list[MeasuredRow]:
-    """Timed records grouped by workload, each warpvm mode with its speed-up over `uvm`."""
+    """Timed records grouped by workload, each warpvm mode with its speed-up over `uvm` running
+    the same kernels (KERNEL_FIELDS)."""
     timed = by_workload(r for r in records if not r.simulated)
-    uvm = {(r.device, r.workload, r.dataset_bytes): r for r in timed if r.mode == "uvm"}
+    uvm = {(r.device, r.workload, r.dataset_bytes, kernel_of(r)): r for r in timed if r.mode == "uvm"}
     rows = []
     for r in timed:
-        baseline = uvm.get((r.device, r.workload, r.dataset_bytes))
+        baseline = uvm.get((r.device, r.workload, r.dataset_bytes, kernel_of(r)))
         speedup = None
         if r.mode.startswith("warpvm") and baseline and baseline.useful_gbps and r.useful_gbps is not None:
             speedup = r.useful_gbps / baseline.useful_gbps

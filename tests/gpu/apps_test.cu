@@ -162,7 +162,7 @@ TEST_F(LinearApps, RawKernelsOnDeviceMemoryMatchReference) {
   }
   // Tiles: one block (each warp walks 64 tiles), the grid the bench gives, and more warps than
   // tiles (the last ones idle).
-  const std::uint64_t tile_threads = apps::column_threads(apps::ColumnProduct::tiles, matrix_n, 0);
+  const std::uint64_t tile_threads = apps::column_tiles_threads(matrix_n);
   for (const unsigned column_blocks : {1u, apps::column_tiles_grid(apps::column_tiles_raw, matrix_n, sm_count()),
                                        static_cast<unsigned>(tile_threads / apps::linear_block_threads + 3)}) {
     SCOPED_TRACE("tiles over " + std::to_string(column_blocks) + " blocks");

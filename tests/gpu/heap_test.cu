@@ -349,7 +349,7 @@ TEST_P(HeapTest, SmallAndLargeRequestsInOneWarp) {
 TEST_P(HeapTest, PiecesReadTheSameUnderEveryPlacement) {
   // HeapOptions::placement: pieces written whole, the cache emptied, then each read at its first
   // and last word. Migrate copies the pages in; automatic reads sparse pages over the link and so
-  // copies no more; remote copies nothing.
+  // copies fewer; remote copies nothing.
   constexpr std::uint64_t threads = 4096, seed = 7;
   std::uint64_t migrated = 0;
   for (const Placement placement : {Placement::migrate, Placement::automatic, Placement::remote}) {
@@ -369,7 +369,7 @@ TEST_P(HeapTest, PiecesReadTheSameUnderEveryPlacement) {
         migrated = misses;
         EXPECT_GT(misses, 0u);
         break;
-      case Placement::automatic: EXPECT_LE(misses, migrated); break;
+      case Placement::automatic: EXPECT_LT(misses, migrated); break;
       default: EXPECT_EQ(misses, 0u);
     }
   }
