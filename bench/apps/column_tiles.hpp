@@ -21,7 +21,7 @@
 namespace warpvm::apps {
 
 /// Columns of a tile each lane sums, 32 apart (a warp load is 128 contiguous bytes). 8 keeps the
-/// paged kernel at 124 registers, two blocks of 256 per SM; 16 takes it to 164 (one block), or
+/// paged kernel at 122 registers, two blocks of 256 per SM; 16 takes it to 164 (one block), or
 /// to 128 with spills under launch bounds.
 inline constexpr std::uint32_t column_tile_lane_columns = 8;
 /// Columns of a tile: 256 floats, 1 KiB of a row (a quarter of a 4 KiB page).

@@ -122,11 +122,10 @@ template <class At>
 __device__ void column_tiles(At&& at, std::uint64_t n, const double* w, double* out) {
   constexpr std::uint32_t columns = column_tile_lane_columns;
   const ColumnTiling tiling{n};
-  const std::uint32_t lane = threadIdx.x % 32;
   const std::uint64_t warps = thread_count() / 32;
   for (std::uint64_t t = thread_index() / 32; t < tiling.count(); t += warps) {
     const ColumnTile tile = tiling.tile(t);
-    const std::uint64_t first_column = tile.first_column + lane;
+    const std::uint64_t first_column = tile.first_column + detail::lane_id();
     double sum[columns] = {};
     for (std::uint64_t i = tile.first_row; i < tile.end_row; ++i) {
       float a[columns];
@@ -140,8 +139,10 @@ __device__ void column_tiles(At&& at, std::uint64_t n, const double* w, double* 
       for (std::uint32_t u = 0; u < columns; ++u) sum[u] += static_cast<double>(a[u]) * wi;
     }
 #pragma unroll
-    for (std::uint32_t u = 0; u < columns; ++u)
-      if (first_column + 32 * u < n) atomicAdd(&out[first_column + 32 * u], sum[u]);
+    for (std::uint32_t u = 0; u < columns; ++u) {
+      const std::uint64_t j = first_column + 32 * u;
+      if (j < n) atomicAdd(&out[j], sum[u]);
+    }
   }
 }
 }  // namespace linear_detail
