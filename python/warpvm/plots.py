@@ -239,10 +239,10 @@ def _median_seconds(records: Iterable[Record]) -> dict[tuple[str, str, str, floa
 def speedup_figure(records: Iterable[Record]) -> Figure | None:
     """Speed-up over real UVM (time of `uvm` / time of the mode) per workload and mode, each mode
     at its largest cache; None without a workload timed both in `uvm` and in another mode."""
-    seconds = _median_seconds(records)
     # Each variant's kernels, and which variants are real UVM: a mode is compared with the UVM run
     # of the same kernels (KERNEL_FIELDS).
     points = latest_points(records)
+    seconds = _median_seconds(points)
     kernels = {(r.device, r.workload, r.variant, r.dataset_bytes): kernel_of(r) for r in points}
     uvm_variants = {(r.device, r.workload, r.variant, r.dataset_bytes) for r in points if r.mode == "uvm"}
     uvm = {
