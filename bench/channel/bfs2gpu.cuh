@@ -157,6 +157,7 @@ __global__ void __launch_bounds__(block_threads) bfs2gpu_kernel(Bfs2Gpu m) {
     if (stop) break;
   }
   m.stamps.life(warp, started, exchange_block);
+  peer_block_done(m.exchange);
 }
 
 }  // namespace warpvm::channel_workloads

@@ -119,6 +119,7 @@ __global__ void __launch_bounds__(block_threads) bitonic2gpu_kernel(Bitonic2Gpu 
     }
   }
   m.stamps.life(blockIdx.x * block_warps + threadIdx.x / 32, started, true);
+  peer_block_done(m.exchange);
 }
 
 }  // namespace warpvm::channel_workloads

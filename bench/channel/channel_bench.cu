@@ -7,7 +7,7 @@
 //   halo   a 3D cube whose six face halos the host produces every iteration (channel_workloads.cuh)
 //   stencil2gpu  GPU to GPU: a 2D stencil on a grid split between GPUs 0 and 1, each GPU producing
 //          its boundary row for the other every iteration (channel_workloads.cuh; its own runner
-//          below, with the modes channel, channel_direct, peer_flag, naive and atomic_wait)
+//          below, with the modes channel, channel_direct, channel_warp, peer_flag, naive and atomic_wait)
 //   kmeans2gpu  GPU to GPU: k-means (integer points, 4 dimensions) over points split between GPUs 0
 //          and 1, each GPU producing its per-centroid partial sums for the other every iteration
 //          (channel_workloads.cuh; a runner on the same GpuPair as stencil2gpu, the same modes)
@@ -41,7 +41,9 @@
 // GPU's memory over NVLink, then a flag there, on which lane 0 of each consumer warp spins; and
 // channel_direct is the channel in direct mode: consumer warps poll the device availability map
 // in their own GPU's memory and read the row in place (by default their own GPU's memory, which
-// the producer's stores fill over NVLink), no host monitor involved.
+// the producer's stores fill over NVLink), no host monitor involved; channel_warp is the channel
+// with a monitor warp: consumer warps post requests and park, and a one-warp kernel beside the
+// workload's polls the map and wakes them (data in place, as channel_direct).
 //
 // JSON Lines (bench/micro's Recorder), one record per workload, mode and consumer count; the
 // metrics (overlap_efficiency, wait_share, monitor shares) are defined in docs/channels.md.
@@ -99,6 +101,7 @@ const char* mode_name(WaitMode m) {
     case WaitMode::atomic_wait: return "atomic_wait";
     case WaitMode::peer_flag: return "peer_flag";
     case WaitMode::channel_direct: return "channel_direct";
+    case WaitMode::channel_warp: return "channel_warp";
   }
   return "?";
 }
@@ -745,7 +748,7 @@ void add_speedups(std::vector<Record>& records) {
   for (const Record& r : records) {
     const double sec = median(r.seconds);
     if (r.mode == "naive") naive = sec;
-    const bool channel_mode = r.mode == "channel" || r.mode == "channel_direct";
+    const bool channel_mode = r.mode == "channel" || r.mode == "channel_direct" || r.mode == "channel_warp";
     if (!channel_mode) best_baseline = best_baseline == 0 ? sec : std::min(best_baseline, sec);
   }
   for (Record& r : records) {
@@ -833,7 +836,7 @@ std::vector<Record> measure(Workload& w, const Setup& setup, int sms, const std:
 
 // ---- GPU to GPU: stencil2gpu, kmeans2gpu (their own runners: the harness above is one GPU's) ---
 
-constexpr WaitMode gpu_pair_modes[] = {WaitMode::channel, WaitMode::channel_direct, WaitMode::peer_flag,
+constexpr WaitMode gpu_pair_modes[] = {WaitMode::channel, WaitMode::channel_direct, WaitMode::channel_warp, WaitMode::peer_flag,
                                        WaitMode::naive, WaitMode::atomic_wait};
 constexpr int pair_gpus = 2;
 /// The host gives up on a run after this long: past the kernels' own watchdogs (10 s for the
@@ -899,6 +902,7 @@ class GpuPair {
   };
 
   GpuPair(const Shape& shape, const std::vector<WaitMode>& modes) : shape_(shape) {
+    const bool monitor_warp = std::find(modes.begin(), modes.end(), WaitMode::channel_warp) != modes.end();
     for (int g = 0; g < pair_gpus; ++g) {
       Gpu& gpu = gpus_[g];
       gpu.device = g;
@@ -912,9 +916,16 @@ class GpuPair {
             "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
       // Blocks wait for each other and for the other GPU: all must be resident at once.
       gpu.blocks = std::min(shape.max_blocks, static_cast<std::uint32_t>(per_sm * sms));
+      // channel_warp's monitor warp runs beside the persistent kernel: where that fills every
+      // SM, one block fewer leaves it room (in every mode of the run, to compare like with like).
+      if (monitor_warp && gpu.blocks == static_cast<std::uint32_t>(per_sm * sms)) --gpu.blocks;
+      cudaFuncAttributes loaded{};  // loads the monitor kernel before any kernel waits (lazy loading)
+      check(cudaFuncGetAttributes(&loaded, cw::pair_monitor_kernel), "cudaFuncGetAttributes");
       if (gpu.blocks == 0)
         throw std::runtime_error(std::string(shape.workload) + ": the kernel does not fit on GPU " + std::to_string(g));
       check(cudaMalloc(&gpu.published, 4), "cudaMalloc peer flag");
+      check(cudaMalloc(&gpu.blocks_done, sizeof(unsigned)), "cudaMalloc blocks done");
+      check(cudaStreamCreateWithFlags(&gpu.monitor_stream, cudaStreamNonBlocking), "cudaStreamCreate");
       const std::uint64_t warps = std::uint64_t{gpu.blocks} * block_warps;
       gpu.stamps = std::make_unique<DeviceStamps>(warps, shape.every_warp_waits ? warps : block_warps, shape.iterations);
       check(cudaStreamCreateWithFlags(&gpu.stream, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -937,8 +948,9 @@ class GpuPair {
             .watchdog_seconds = static_cast<double>(cw::peer_watchdog_ns) / 1e9,
             .device = g,
             .device_producers = true,
-            .buffer_device = mode == WaitMode::channel_direct && shape.direct_buffer_on_consumer ? g : 1 - g,
-            .direct = mode == WaitMode::channel_direct});
+            .buffer_device = reads_in_place(mode) && shape.direct_buffer_on_consumer ? g : 1 - g,
+            .direct = mode == WaitMode::channel_direct,
+            .monitor_warp = mode == WaitMode::channel_warp});
       for (int g = 0; g < pair_gpus; ++g) gpus_[g].to_neighbour[kind] = gpus_[1 - g].ch[kind]->producer(g);
     }
   }
@@ -947,6 +959,8 @@ class GpuPair {
       for (auto& ch : gpu.ch) ch.reset();  // the monitors first: they copy from the other GPU's memory
       const OnDevice on(gpu.device);
       cudaFree(gpu.published);
+      cudaFree(gpu.blocks_done);
+      cudaStreamDestroy(gpu.monitor_stream);
       gpu.stamps.reset();
       cudaEventDestroy(gpu.begin);
       cudaEventDestroy(gpu.end);
@@ -963,6 +977,7 @@ class GpuPair {
   /// Before a run in `mode`, both GPUs idle (the previous run ended on both): the mode's channels
   /// reset and their buffers poisoned, the flags cleared, the stamps cleared.
   void prepare(WaitMode mode) {
+    mode_ = mode;
     for (Gpu& gpu : gpus_) {
       if (cw::uses_channel(mode)) {
         channel& ch = *gpu.ch[channel_kind(mode)];
@@ -971,6 +986,7 @@ class GpuPair {
       }
       const OnDevice on(gpu.device);
       check(cudaMemset(gpu.published, 0, 4), "cudaMemset peer flag");
+      check(cudaMemset(gpu.blocks_done, 0, sizeof(unsigned)), "cudaMemset blocks done");
       gpu.stamps->clear();
       *gpu.managed_published->as<std::uint32_t>() = 0;
     }
@@ -993,13 +1009,18 @@ class GpuPair {
     return {mode, channel_mode ? gpu.ch[kind]->device() : channel_handle{},
             channel_mode ? gpu.to_neighbour[kind] : channel_producer{},
             naive ? gpu.managed_published->as<std::uint32_t>() : gpu.published,
-            naive ? other.managed_published->as<std::uint32_t>() : other.published};
+            naive ? other.managed_published->as<std::uint32_t>() : other.published, gpu.blocks_done};
   }
 
   /// Launches GPU g's kernel (`launch` on the stream it is given) between its events.
   void launch(int g, const std::function<void(cudaStream_t)>& launch) {
     Gpu& gpu = gpus_[g];
     const OnDevice on(gpu.device);
+    if (mode_ == WaitMode::channel_warp) {  // untimed, on its own stream: until the kernel's blocks all ended
+      cw::pair_monitor_kernel<<<1, 32, 0, gpu.monitor_stream>>>(gpu.ch[channel_kind(mode_)]->device(), gpu.blocks_done,
+                                                                 gpu.blocks);
+      check(cudaGetLastError(), "monitor warp launch");
+    }
     check(cudaEventRecord(gpu.begin, gpu.stream), "cudaEventRecord");
     launch(gpu.stream);
     check(cudaGetLastError(), (std::string(shape_.workload) + " launch").c_str());
@@ -1059,17 +1080,27 @@ class GpuPair {
     int device = 0;
     std::uint32_t blocks = 0;
     std::uint32_t* published = nullptr;  ///< peer_flag, atomic_wait
+    unsigned* blocks_done = nullptr;     ///< channel_warp: the kernel's blocks that ended
+    cudaStream_t monitor_stream = nullptr;  ///< channel_warp: the monitor warp's kernel
     std::unique_ptr<Managed> managed_published;  ///< naive: the flag this GPU polls
     std::unique_ptr<DeviceStamps> stamps;
     cudaStream_t stream = nullptr;
     cudaEvent_t begin = nullptr, end = nullptr;
-    /// Consumers on this GPU (buffer: see the class); by channel_kind: host monitor, direct mode.
-    std::unique_ptr<channel> ch[2];
-    channel_producer to_neighbour[2];  ///< the other GPU's channels, for this GPU's kernel
+    /// Consumers on this GPU (buffer: see the class); by channel_kind: host monitor, direct
+    /// mode, monitor warp.
+    std::unique_ptr<channel> ch[3];
+    channel_producer to_neighbour[3];  ///< the other GPU's channels, for this GPU's kernel
   };
 
   /// Index into Gpu::ch of a channel mode.
-  static int channel_kind(WaitMode mode) { return mode == WaitMode::channel_direct ? 1 : 0; }
+  static int channel_kind(WaitMode mode) {
+    return mode == WaitMode::channel_direct ? 1 : mode == WaitMode::channel_warp ? 2 : 0;
+  }
+  /// Whether the mode's consumers read the channel's buffer in place (its place: Shape).
+  static bool reads_in_place(WaitMode mode) {
+    return mode == WaitMode::channel_direct || mode == WaitMode::channel_warp;
+  }
+  WaitMode mode_ = WaitMode::channel;  ///< the mode prepared last
 
   /// Until both kernels ended, failed or not (the caller's checks report a failure): when one
   /// fails, the other stops at its watchdog. Past the deadline a kernel may spin forever, and
@@ -1194,6 +1225,12 @@ std::vector<Record> measure_gpu_pair(const char* workload, const Setup& setup, c
       describe_monitor(r, served, kernel_seconds * pair_gpus);
       r.extra["map_polls_per_request"] =
           static_cast<double>(served.map_polls) / static_cast<double>(std::max<std::uint64_t>(served.requests, 1));
+    } else if (mode == WaitMode::channel_warp) {  // the monitor warps' counters
+      r.extra["requests"] = static_cast<double>(served.requests);
+      r.extra["monitor_wake_passes"] = static_cast<double>(served.passes);
+      r.extra["map_polls_per_request"] =
+          static_cast<double>(served.map_polls) / static_cast<double>(std::max<std::uint64_t>(served.requests, 1));
+      r.extra["direct_buffer_on_consumer"] = gpus.shape().direct_buffer_on_consumer ? 1 : 0;
     } else if (mode == WaitMode::channel_direct) {  // no monitor: the warps' own counters
       r.extra["direct_acquires"] = static_cast<double>(served.direct_acquires);
       r.extra["direct_buffer_on_consumer"] = gpus.shape().direct_buffer_on_consumer ? 1 : 0;
@@ -1906,7 +1943,7 @@ class Pingpong2GpuRunner final : public PairRunner<PingpongBuffers> {
   std::fprintf(stderr,
                "%s\nusage: warpvm-channel-bench [--workloads tiles,cg,halo (or any of tiles,cg,halo,stencil2gpu,kmeans2gpu,"
                "gemm2gpu,bfs2gpu,bitonic2gpu,pingpong2gpu)]\n"
-               "  [--modes channel,channel_direct,pinned_flag,peer_flag,naive,atomic_wait (each workload runs those it "
+               "  [--modes channel,channel_direct,channel_warp,pinned_flag,peer_flag,naive,atomic_wait (each workload runs those it "
                "has)]\n"
                "  [--seed N (default: random)]\n"
                "  [--compute-blocks 0 (two per SM)] [--compute-iters 500000] [--repeats 5] [--out file.jsonl]\n"
@@ -1917,9 +1954,11 @@ class Pingpong2GpuRunner final : public PairRunner<PingpongBuffers> {
                "         [--consumer-threads-sweep 64,1024,16384,262144,1048576]\n"
                "  cg:    [--cg-rows 131072] [--cg-rows-per-warp 256] [--cg-iterations 50]\n"
                "  halo:  [--halo-side 64] [--halo-iterations 100]\n"
-               "  stencil2gpu (GPU to GPU, GPUs 0 and 1; modes channel, channel_direct, peer_flag, naive, atomic_wait):\n"
+               "  stencil2gpu (GPU to GPU, GPUs 0 and 1; modes channel, channel_direct, channel_warp, peer_flag, naive, "
+               "atomic_wait):\n"
                "         [--stencil-side 4096 (a multiple of 64)] [--stencil-iterations 300]\n"
-               "         [--stencil-direct-buffer consumer (channel_direct: the rows in the consuming GPU's memory) | "
+               "         [--stencil-direct-buffer consumer (channel_direct, channel_warp: the rows in the consuming GPU's "
+               "memory) | "
                "producer (in the producing GPU's, as channel)]\n"
                "  kmeans2gpu (GPU to GPU, GPUs 0 and 1; the same modes): [--kmeans-points 4194304 (even, at least 2 k, "
                "at most 2^26; half per GPU)]\n"
@@ -1966,7 +2005,7 @@ int main(int argc, char** argv) {
   Options options;
   options.suite = "channel";
   options.repeats = 5;
-  options.modes = {"channel", "channel_direct", "pinned_flag", "peer_flag", "naive", "atomic_wait"};
+  options.modes = {"channel", "channel_direct", "channel_warp", "pinned_flag", "peer_flag", "naive", "atomic_wait"};
   Setup setup;
   setup.seed = std::random_device{}();
   std::vector<std::string> workloads{"tiles", "cg", "halo"};

@@ -40,11 +40,14 @@ enum class WaitMode : std::uint32_t {
   atomic_wait,  ///< lane 0 calls cuda::atomic_ref<..., thread_scope_system>::wait on each flag
   peer_flag,    ///< GPU to GPU: lane 0 of each warp spins on a flag in its GPU's memory that the peer stores
   channel_direct,  ///< GPU to GPU: warpvm::channel in direct mode: acquire polls the device map, reads in place
+  /// GPU to GPU: warpvm::channel with a monitor warp (a one-warp kernel beside the workload's):
+  /// acquire posts a request and parks, the monitor warp polls the map and wakes; reads in place
+  channel_warp,
 };
 
-/// Whether the mode meets the data through a warpvm::channel (host monitor or direct).
+/// Whether the mode meets the data through a warpvm::channel (host monitor, direct or monitor warp).
 __host__ __device__ constexpr bool uses_channel(WaitMode mode) {
-  return mode == WaitMode::channel || mode == WaitMode::channel_direct;
+  return mode == WaitMode::channel || mode == WaitMode::channel_direct || mode == WaitMode::channel_warp;
 }
 
 /// Per-warp stamps for the waiting metrics; a null `lives` records nothing.
@@ -541,7 +544,25 @@ struct PeerExchange {
   channel_producer to_neighbour;  ///< the neighbour's channel (its buffer: this GPU's memory for channel; for channel_direct the neighbour's by default)
   std::uint32_t* published;            ///< this GPU's memory; naive: managed memory
   std::uint32_t* neighbour_published;  ///< the neighbour's `published`
+  unsigned* blocks_done;               ///< channel_warp: this GPU's blocks that ended (its monitor warp stops at all)
 };
+
+/// Block-collective, the last thing every block of a GPU-to-GPU kernel does: in channel_warp
+/// mode, counts the block off, after all its warps' acquires.
+__device__ inline void peer_block_done(const PeerExchange& x) {
+  if (x.mode != WaitMode::channel_warp) return;
+  __syncthreads();
+  if (threadIdx.x == 0) atomicAdd(x.blocks_done, 1u);
+}
+
+/// channel_warp: the monitor warp of one GPU's channel (one block of 32 threads, on a stream of
+/// its own), until all `blocks` of that GPU's workload kernel have ended.
+__global__ void pair_monitor_kernel(channel_handle ch, const unsigned* blocks_done, unsigned blocks) {
+  ch.monitor([&] {
+    return cuda::atomic_ref<const unsigned, cuda::thread_scope_device>(*blocks_done).load(cuda::std::memory_order_relaxed) >=
+           blocks;
+  });
+}
 
 /// One thread: waits until the neighbour has announced `count` steps (acquire, system scope: the
 /// neighbour's release store follows its data's peer stores).
@@ -799,7 +820,10 @@ __device__ void stencil_run(const StencilHalf& s, const Exchange& exchange) {
   s.stamps.life(b * block_warps + warp_in_block, started, cut_block);
 }
 
-__global__ void __launch_bounds__(block_threads) stencil2gpu_kernel(Stencil2Gpu s) { stencil_run(s.grid, s); }
+__global__ void __launch_bounds__(block_threads) stencil2gpu_kernel(Stencil2Gpu s) {
+  stencil_run(s.grid, s);
+  peer_block_done(s.exchange);
+}
 
 // ---------------------------------------------------------------------------------------------
 // k-means across two GPUs (GPU to GPU).
@@ -950,6 +974,7 @@ __global__ void __launch_bounds__(block_threads) kmeans2gpu_kernel(Kmeans2Gpu m)
     load_centroids(i + 1);
   }
   m.stamps.life(warp, started, exchange_block);
+  peer_block_done(m.exchange);
 }
 
 }  // namespace warpvm::channel_workloads

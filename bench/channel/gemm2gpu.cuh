@@ -193,6 +193,7 @@ __global__ void __launch_bounds__(block_threads) gemm2gpu_kernel(Gemm2Gpu m) {
   // every warp is a consumer: the exchange block of the other GPU's panels, the tile blocks of
   // whole panels (their waits, for this GPU's or the other's, are waits for data to consume)
   m.stamps.life(blockIdx.x * block_warps + threadIdx.x / 32, started, true);
+  peer_block_done(m.exchange);
 }
 
 }  // namespace warpvm::channel_workloads

@@ -63,6 +63,7 @@ __global__ void __launch_bounds__(block_threads) pingpong2gpu_kernel(Pingpong2Gp
     __syncthreads();  // the block's next send follows every warp's receive
   }
   m.stamps.life(threadIdx.x / 32, started, true);
+  peer_block_done(m.exchange);
 }
 
 }  // namespace warpvm::channel_workloads

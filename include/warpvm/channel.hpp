@@ -40,6 +40,9 @@
 /// @endcode
 /// With `.direct = true` too, consumer warps poll that map themselves and read the buffer in
 /// place: no host work on the critical path (docs/channels.md, "Direct mode").
+/// With `.monitor_warp = true` instead, one warp of a running kernel is the monitor
+/// (channel_handle::monitor): consumer warps post requests and park, and it wakes them once their
+/// tags are set; the data is read in place (docs/channels.md, "The monitor warp").
 
 #include "warpvm/detail/sync/availability.hpp"
 #include "warpvm/detail/sync/channel_view.hpp"
@@ -81,6 +84,13 @@ struct ChannelConfig {
   /// at every load, where a consumer that reads its data many times may prefer the local copy
   /// the monitor makes; and it leaves the monitor path measurable on the same workload.
   bool direct = false;
+  /// Monitor-warp mode (docs/channels.md, "The monitor warp"): needs `device_producers` and a
+  /// buffer in GPU memory, as `direct` does, and excludes it. Consumer warps post requests and
+  /// park on their waiter words as with the host monitor, but the monitor is one warp of a kernel
+  /// running on `device` (channel_handle::monitor): it takes the requests from a queue in device
+  /// memory, polls the device map's words that they wait on and wakes their warps. The data is
+  /// read in place, as in direct mode. No monitor thread, no staging; host publish is refused.
+  bool monitor_warp = false;
   /// The host CPU the monitor thread runs on: -1 leaves it to the OS. Where the OS put it, the
   /// host producer of a producer-bound run was slower: on the lent H200 host the channel was
   /// 9-22% behind the best polling baseline on `tiles` with both threads placed by the OS, and
@@ -106,6 +116,9 @@ struct ChannelStats {
   double answer_stall_seconds = 0;  ///< of which waiting for an answer slot (see answer_stalls)
   std::uint64_t map_polls = 0;      ///< copies of the device-side availability map (device_producers)
   std::uint64_t map_tags = 0;       ///< tags the monitor learnt from them
+  // Monitor-warp mode: `requests`, `passes` (the monitor warp's passes that woke warps),
+  // `map_polls` (map words it loaded) and `map_tags` (tags it saw arrive) are kept in device
+  // memory and copied like the direct-mode counters below; the rest stay zero.
   // Direct mode: the monitor's counters above stay zero; these are kept by the consumer warps in
   // device memory, and stats() copies them (a snapshot while a kernel runs).
   std::uint64_t direct_acquires = 0;  ///< acquires served in place
@@ -155,7 +168,8 @@ class channel_handle {
   /// before the call: lanes that arrive apart acquire as two groups, two requests of one warp at
   /// once, which the channel refuses (an error naming the warp). Returns, once tags
   /// [first_tag, first_tag + tag_count) are all published, `bytes` of the producers' buffer from
-  /// `source_offset`, copied into device memory (direct mode: in place in the producers' buffer).
+  /// `source_offset`, copied into device memory (direct and monitor-warp modes: in place in the
+  /// producers' buffer).
   /// Parks the warp (not spinning) meanwhile. A warp
   /// holds one acquisition at a time: release() it before acquiring again. Past the channel's
   /// watchdog, or on bad arguments, records an error and traps (channel::synchronize raises it).
@@ -163,6 +177,20 @@ class channel_handle {
                                   std::uint64_t source_offset) const {
     const detail::ChannelGrant grant = detail::channel_acquire(view_, first_tag, tag_count, bytes, source_offset);
     return channel_data(grant.data, grant.released, bytes, grant.seq);
+  }
+
+  /// Monitor-warp mode (ChannelConfig::monitor_warp): a whole warp (32 lanes, converged) of a
+  /// kernel on the consumers' GPU serves the channel's requests until `done()` returns true.
+  /// `done` is called by one lane, only when a pass of the monitor found nothing to do; it says
+  /// that no consumer will acquire any more (say, a count of finished consumer warps reached
+  /// theirs). One monitor warp per channel at a time, resident while any consumer waits: in the
+  /// consumers' own kernel (every block resident, or the monitor in a block that starts first)
+  /// or in a kernel of its own on another stream. On another channel, records an error and traps.
+  template <class Done>
+  __device__ void monitor(Done&& done) const {
+    if (view_.monitor.nodes == nullptr)
+      detail::channel_fail(view_, detail::ChannelFault::not_monitor_warp, detail::global_warp_index(), 0, 0, 0);
+    detail::channel_monitor(view_, done);
   }
 #endif
 

@@ -8,6 +8,7 @@
 #include "warpvm/detail/sync/availability.hpp"
 #include "warpvm/detail/sync/request_queue.hpp"
 #include "warpvm/detail/sync/segment_tree.hpp"
+#include "warpvm/detail/sync/waiting_lists.hpp"
 #include "warpvm/error.hpp"
 
 #include <algorithm>
@@ -85,6 +86,8 @@ class ChannelState {
   [[nodiscard]] std::string take_device_error(ErrorKind& kind);
   void expect_host_publishing() const;
   void pin_monitor(int cpu);
+  void open_monitor_warp(std::uint32_t queue_capacity);
+  void clear_monitor_warp();
 
   stream_ptr stream_;
   pinned_ptr<std::byte> host_buffer_;    // buffer_device < 0
@@ -106,6 +109,17 @@ class ChannelState {
   event_ptr answer_copied_[answer_slots];
   std::uint32_t next_answer_slot_ = 0;
   device_ptr<std::uint64_t> direct_counts_;  // direct mode: ChannelView::direct_counts
+  // Monitor-warp mode: the queue's slots in device memory (and the image they are reset from),
+  // and the monitor warp's tables (WarpMonitorTables).
+  device_ptr<RequestSlot> device_slots_;
+  std::vector<RequestSlot> empty_slots_;
+  device_ptr<std::uint32_t> waiting_heads_;
+  device_ptr<WaitingNode> waiting_nodes_;
+  device_ptr<std::uint32_t> taken_device_;
+  device_ptr<std::uint64_t> seen_words_;
+  device_ptr<std::uint32_t> word_waiters_;
+  device_ptr<WaitingSpan> waiting_span_;
+  device_ptr<std::uint64_t> monitor_counts_;
   pinned_ptr<ChannelErrorRecord> error_;
   device_ptr<std::uint32_t> error_claim_;
   std::vector<StagingTreeNode> tree_nodes_;
@@ -133,7 +147,7 @@ class ChannelState {
 
 ChannelState::ChannelState(const ChannelConfig& cfg)
     : config(cfg),
-      dab_(cfg.direct ? 0 : cfg.tag_count),
+      dab_(cfg.direct || cfg.monitor_warp ? 0 : cfg.tag_count),
       queue_(nullptr, nullptr, 2),
       tree_nodes_(StagingPageTree::nodes_required(std::max(cfg.staging_pages, 1u))),
       tree_(tree_nodes_.data(), std::max(cfg.staging_pages, 1u)) {
@@ -155,6 +169,11 @@ ChannelState::ChannelState(const ChannelConfig& cfg)
   WARPVM_EXPECTS(!cfg.direct || (cfg.device_producers && cfg.buffer_device >= 0), ErrorKind::invalid_config,
                  "ChannelConfig::direct needs device_producers and the producers' buffer in GPU memory "
                  "(buffer_device >= 0): the consumers poll the device map and read the buffer in place");
+  WARPVM_EXPECTS(!cfg.monitor_warp || (cfg.device_producers && cfg.buffer_device >= 0 && !cfg.direct),
+                 ErrorKind::invalid_config,
+                 "ChannelConfig::monitor_warp needs device_producers and the producers' buffer in GPU memory "
+                 "(buffer_device >= 0), and not direct: the monitor warp polls the device map, the consumers read "
+                 "the buffer in place");
   const DeviceGuard on_device_guard(cfg.device);
 
   stream_ = make_stream();
@@ -169,7 +188,7 @@ ChannelState::ChannelState(const ChannelConfig& cfg)
       device_buffer_ = make_device_zeroed<std::byte>(cfg.buffer_bytes, "the channel's producer buffer");
     }
     buffer = device_buffer_.get();
-    if (!cfg.direct) upload_stream_ = make_stream();  // direct mode: kernels publish, host publish is refused
+    if (!cfg.direct && !cfg.monitor_warp) upload_stream_ = make_stream();  // else kernels publish, host publish is refused
     // The monitor's copies (direct mode: the consumers) read the buffer over NVLink, not through host memory.
     if (cfg.buffer_device != cfg.device) enable_peer_access(cfg.device, cfg.buffer_device, "channel (buffer_device)");
   }
@@ -196,6 +215,11 @@ ChannelState::ChannelState(const ChannelConfig& cfg)
     return;
   }
   const std::uint32_t capacity = std::max(2u, std::bit_ceil(cfg.max_warps));  // a warp posts one request at a time
+  if (cfg.monitor_warp) {
+    open_monitor_warp(capacity);
+    WARPVM_CUDA_TRY(cudaDeviceSynchronize());  // the fills are done before any kernel reads them
+    return;  // no monitor thread
+  }
   slots_ = make_pinned_zeroed<RequestSlot>(capacity, cudaHostAllocMapped, "the channel's request queue");
   device_cursors_ = make_device_zeroed<RequestQueueCursors>(1, "the channel's queue cursors");
   queue_ = RequestQueue<>(&host_cursors_, slots_.get(), capacity);
@@ -232,6 +256,50 @@ ChannelState::ChannelState(const ChannelConfig& cfg)
   if (cfg.monitor_cpu >= 0) pin_monitor(cfg.monitor_cpu);
 }
 
+void ChannelState::open_monitor_warp(std::uint32_t queue_capacity) {
+  const std::uint32_t words = AvailabilityBitmap<>::words_required(config.tag_count);
+  device_slots_ = make_device_zeroed<RequestSlot>(queue_capacity, "the channel's request queue");
+  empty_slots_.assign(queue_capacity, RequestSlot{});
+  for (std::uint32_t i = 0; i < queue_capacity; ++i) empty_slots_[i].turn = i;  // RequestQueue::reset's turns
+  device_cursors_ = make_device_zeroed<RequestQueueCursors>(1, "the channel's queue cursors");
+  served_ = make_device_zeroed<std::uint32_t>(config.max_warps, "the channel's waiter words");
+  waiting_heads_ = make_device_zeroed<std::uint32_t>(config.tag_count, "the monitor warp's waiting lists");
+  waiting_nodes_ = make_device_zeroed<WaitingNode>(config.max_warps, "the monitor warp's waiting entries");
+  taken_device_ = make_device_zeroed<std::uint32_t>(config.max_warps, "the monitor warp's taken counts");
+  seen_words_ = make_device_zeroed<std::uint64_t>(words, "the monitor warp's copy of the map");
+  word_waiters_ = make_device_zeroed<std::uint32_t>(words, "the monitor warp's waiters per map word");
+  waiting_span_ = make_device_zeroed<WaitingSpan>(1, "the monitor warp's span");
+  monitor_counts_ = make_device_zeroed<std::uint64_t>(monitor_count_slots, "the monitor warp's counters");
+  clear_monitor_warp();
+  view.slots = device_slots_.get();
+  view.cursors = device_cursors_.get();
+  view.served = served_.get();
+  view.queue_capacity = queue_capacity;
+  view.waiters = config.max_warps;
+  view.direct_buffer = device_buffer_.get();
+  view.monitor_map = device_map_.get();
+  view.monitor = WarpMonitorTables{waiting_heads_.get(), waiting_nodes_.get(), taken_device_.get(), seen_words_.get(),
+                                   word_waiters_.get(), waiting_span_.get(), monitor_counts_.get()};
+}
+
+/// Monitor-warp mode, no kernel running: an empty queue, no waiting lists, nothing seen of the
+/// map. Requests left in the queue are forgotten, as the host monitor's are in reset(): a warp's
+/// next request counts on from its served ones (taken := served).
+void ChannelState::clear_monitor_warp() {
+  const std::uint32_t words = AvailabilityBitmap<>::words_required(config.tag_count);
+  WARPVM_CUDA_TRY(cudaMemcpyAsync(device_slots_.get(), empty_slots_.data(), empty_slots_.size() * sizeof(RequestSlot),
+                                  cudaMemcpyHostToDevice, stream_.get()));
+  WARPVM_CUDA_TRY(cudaMemsetAsync(device_cursors_.get(), 0, sizeof(RequestQueueCursors), stream_.get()));
+  WARPVM_CUDA_TRY(cudaMemsetAsync(waiting_heads_.get(), 0xff, std::size_t{config.tag_count} * sizeof(std::uint32_t),
+                                  stream_.get()));  // no_waiter everywhere
+  WARPVM_CUDA_TRY(cudaMemcpyAsync(taken_device_.get(), served_.get(), std::size_t{config.max_warps} * sizeof(std::uint32_t),
+                                  cudaMemcpyDeviceToDevice, stream_.get()));
+  WARPVM_CUDA_TRY(cudaMemsetAsync(seen_words_.get(), 0, std::size_t{words} * sizeof(std::uint64_t), stream_.get()));
+  WARPVM_CUDA_TRY(cudaMemsetAsync(word_waiters_.get(), 0, std::size_t{words} * sizeof(std::uint32_t), stream_.get()));
+  WARPVM_CUDA_TRY(cudaMemsetAsync(waiting_span_.get(), 0, sizeof(WaitingSpan), stream_.get()));
+  WARPVM_CUDA_TRY(cudaStreamSynchronize(stream_.get()));
+}
+
 void ChannelState::pin_monitor(int cpu) {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
@@ -253,9 +321,9 @@ ChannelState::~ChannelState() {
 }
 
 void ChannelState::expect_host_publishing() const {
-  WARPVM_EXPECTS(!config.direct, ErrorKind::invalid_config,
-                 "channel::publish: a direct-mode channel's tags are published by kernels (channel::producer), "
-                 "into the map its consumers poll");
+  WARPVM_EXPECTS(!config.direct && !config.monitor_warp, ErrorKind::invalid_config,
+                 std::string("channel::publish: a ") + (config.direct ? "direct-mode" : "monitor-warp") +
+                     " channel's tags are published by kernels (channel::producer), into the device map");
 }
 
 void ChannelState::publish(std::uint32_t first_tag, std::uint32_t tag_count) {
@@ -545,6 +613,17 @@ ChannelStats ChannelState::stats() const {
     const std::lock_guard lock(mutex_);
     stats = stats_;
   }
+  if (monitor_counts_) {
+    // As the direct-mode counters below: a snapshot on the channel's own stream.
+    std::uint64_t counts[monitor_count_slots] = {};
+    const DeviceGuard on_device_guard(config.device);
+    WARPVM_CUDA_TRY(cudaMemcpyAsync(counts, monitor_counts_.get(), sizeof(counts), cudaMemcpyDeviceToHost, stream_.get()));
+    WARPVM_CUDA_TRY(cudaStreamSynchronize(stream_.get()));
+    stats.requests = counts[monitor_count_requests];
+    stats.passes = counts[monitor_count_wakes];
+    stats.map_polls = counts[monitor_count_polls];
+    stats.map_tags = counts[monitor_count_tags];
+  }
   if (direct_counts_) {
     // On the channel's own non-blocking stream: a snapshot even while consumers run.
     std::uint64_t counts[direct_count_slots] = {};
@@ -604,7 +683,8 @@ std::string ChannelState::take_device_error(ErrorKind& kind) {
       kind = ErrorKind::no_progress;
       what << "channel: for " << config.watchdog_seconds << " s warp " << warp << " waited for tags [" << first_tag
            << ", " << first_tag + value << "), never all published";
-      if (!config.direct) what << " (or the monitor stopped)";  // direct mode has no monitor
+      if (config.monitor_warp) what << " (or no monitor warp served the channel: channel_handle::monitor)";
+      else if (!config.direct) what << " (or the monitor stopped)";  // direct mode has no monitor
       break;
     case ChannelFault::post_timeout:
       kind = ErrorKind::no_progress;
@@ -619,7 +699,7 @@ std::string ChannelState::take_device_error(ErrorKind& kind) {
       what << "channel: warp " << warp << " asked for tags from " << first_tag << ", " << value << " bytes at offset "
            << source_offset << ": out of range (" << config.tag_count << " tags, buffer " << config.buffer_bytes
            << " B, ";
-      if (!config.direct) what << "staging " << view.staging_bytes << " B, ";
+      if (!config.direct && !config.monitor_warp) what << "staging " << view.staging_bytes << " B, ";
       what << "at least 1 byte)";
       break;
     case ChannelFault::not_uniform:
@@ -631,6 +711,16 @@ std::string ChannelState::take_device_error(ErrorKind& kind) {
            << "): two acquisitions of one warp at once (its lanes acquired apart: reconverge them with "
               "__syncwarp() before acquire)";
       break;
+    case ChannelFault::split_request:
+      what << "channel: the monitor warp took request number " << value << " of warp " << warp << " (tag " << first_tag
+           << ", offset " << source_offset
+           << ") while another of its requests was pending: two acquisitions of one warp at once, refused (its "
+              "lanes acquired apart: reconverge them with __syncwarp() before acquire)";
+      break;
+    case ChannelFault::not_monitor_warp:
+      what << "channel: warp " << warp
+           << " called channel_handle::monitor on a channel made without ChannelConfig::monitor_warp";
+      break;
     default:
       what << "channel: unknown device failure " << static_cast<std::uint32_t>(fault);
   }
@@ -641,7 +731,8 @@ void ChannelState::reset() {
   synchronize();
   const DeviceGuard on_device_guard(config.device);
   const std::lock_guard lock(mutex_);
-  if (!config.direct)  // direct mode has no queue
+  if (config.monitor_warp) clear_monitor_warp();
+  if (!config.direct && !config.monitor_warp)  // direct mode has no queue, the monitor warp's is cleared above
     for (Request r{}; queue_.try_take(r);) {
     }
   // Forgotten requests are never served: their warps' next requests count on from the served ones.

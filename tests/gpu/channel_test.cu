@@ -5,7 +5,8 @@
 // one on the consumers' GPU (buffer in host or device memory, across a reset), one on a peer
 // GPU (skipped without two peer GPUs with native peer atomics), and the producer handle's refusals.
 // Direct mode (consumers poll the device map and read the buffer in place): a producer on the
-// consumers' GPU and on a peer, across a reset, its watchdog, and its refusals. A warp whose
+// consumers' GPU and on a peer, across a reset, its watchdog, and its refusals. Monitor-warp
+// mode (a monitor warp wakes parked consumers) the same ways, and its refusals. A warp whose
 // lanes acquire apart (two requests of one warp at once) is refused, not served stale data.
 
 #include "gpu_test_support.cuh"
@@ -57,10 +58,11 @@ __device__ std::uint64_t warp_sum(std::uint64_t v) {
 
 /// Each warp w takes groups g = w, w + warps, ...; group g is tags [g * tags_per_group, +tags_per_group),
 /// `group_words` words at g * group_words * 4 in the buffer. The warp checksums its group
-/// twice, a pause in between (a run reused under a reader would change), into sums[g].
+/// twice, a pause in between (a run reused under a reader would change), into sums[g]. Each warp
+/// adds one to `*finished` at its end, when given (a monitor warp waits for all of them).
 __global__ void consume_groups(channel_handle ch, std::uint32_t groups, std::uint32_t tags_per_group,
                                std::uint32_t group_words, std::uint32_t reread_pause_ns, unsigned long long* sums,
-                               unsigned long long* mismatches) {
+                               unsigned long long* mismatches, unsigned* finished = nullptr) {
   const std::uint32_t warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const std::uint32_t warps = gridDim.x * blockDim.x / 32;
   const std::uint32_t lane = threadIdx.x % 32;
@@ -81,6 +83,15 @@ __global__ void consume_groups(channel_handle ch, std::uint32_t groups, std::uin
     data.release();
     if (lane == 0) sums[g] = s;
   }
+  if (finished != nullptr && lane == 0) atomicAdd(finished, 1u);
+}
+
+/// Monitor-warp mode: one warp serves `ch` until `consumers` warps have finished.
+__global__ void monitor_until_finished(channel_handle ch, const unsigned* finished, unsigned consumers) {
+  ch.monitor([&] {
+    return cuda::atomic_ref<const unsigned, cuda::thread_scope_device>(*finished).load(cuda::std::memory_order_relaxed) >=
+           consumers;
+  });
 }
 
 /// One lane per warp active (the rest exit at once): acquire works for partial warps.
@@ -381,6 +392,7 @@ INSTANTIATE_TEST_SUITE_P(WaitModes, ChannelWorkloads,
                              case cw::WaitMode::atomic_wait: return std::string("atomic_wait");
                              case cw::WaitMode::peer_flag: return std::string("peer_flag");  // GPU to GPU only
                              case cw::WaitMode::channel_direct: return std::string("channel_direct");  // GPU to GPU only
+                             case cw::WaitMode::channel_warp: return std::string("channel_warp");  // GPU to GPU only
                            }
                            return std::string("unknown");
                          });
@@ -419,7 +431,7 @@ constexpr ChannelConfig failing_channel{.buffer_bytes = 1 << 20, .tag_count = 64
 [[noreturn]] void expect_error(void (*launch)(channel&), ErrorKind kind, const ChannelConfig& config = failing_channel) {
   try {
     channel ch(config);
-    if (!config.direct) ch.publish(0, 1);  // direct mode: only kernels publish
+    if (!config.direct && !config.monitor_warp) ch.publish(0, 1);  // else only kernels publish
     launch(ch);
     ch.synchronize();
   } catch (const Error& e) {
@@ -450,6 +462,67 @@ TEST_F(Channel, LanesAskingForDifferentTagsAreRefused) {
   EXPECT_EXIT(expect_error([](channel& ch) { acquire_per_lane_tag<<<1, 32>>>(ch.device()); },
                            ErrorKind::invalid_argument),
               ::testing::ExitedWithCode(0), "different arguments");
+}
+
+/// A non-blocking stream, left to the process's end (these run in a child that exits).
+cudaStream_t side_stream() {
+  cudaStream_t stream = nullptr;
+  WARPVM_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  return stream;
+}
+
+/// A monitor warp that serves `ch` until the kernel traps (no consumer counts itself finished),
+/// on a stream of its own, beside the consumers'.
+__device__ unsigned consumers_never_finished;
+void launch_endless_monitor(channel& ch) {
+  unsigned* never = nullptr;
+  WARPVM_CUDA_TRY(cudaGetSymbolAddress(reinterpret_cast<void**>(&never), consumers_never_finished));
+  monitor_until_finished<<<1, 32, 0, side_stream()>>>(ch.device(), never, 1);
+}
+
+constexpr ChannelConfig failing_monitor_warp_channel{.buffer_bytes = 1 << 20,
+                                                     .tag_count = 64,
+                                                     .max_warps = 64,
+                                                     .watchdog_seconds = 0.5,
+                                                     .device = 0,
+                                                     .device_producers = true,
+                                                     .buffer_device = 0,
+                                                     .monitor_warp = true};
+
+TEST_F(Channel, MonitorWarpWatchdogTurnsANeverPublishedTagIntoAnError) {
+  EXPECT_EXIT(expect_error(
+                  [](channel& ch) {
+                    launch_endless_monitor(ch);
+                    acquire_tag<<<1, 32, 0, side_stream()>>>(ch.device(), 5, 64);
+                  },
+                  ErrorKind::no_progress, failing_monitor_warp_channel),
+              ::testing::ExitedWithCode(0), "waited for tags \\[5, 6\\), never all published");
+}
+
+TEST_F(Channel, MonitorWarpRefusesAWarpAcquiringAsTwoGroups) {
+  EXPECT_EXIT(expect_error(
+                  [](channel& ch) {
+                    launch_endless_monitor(ch);
+                    acquire_as_two_groups<<<1, 32, 0, side_stream()>>>(ch.device(), 5);
+                  },
+                  ErrorKind::invalid_argument, failing_monitor_warp_channel),
+              ::testing::ExitedWithCode(0), "two acquisitions of one warp at once");
+}
+
+/// A monitor warp that stops at once, on `ch`.
+__global__ void monitor_once(channel_handle ch) {
+  ch.monitor([] { return true; });
+}
+
+TEST_F(Channel, MonitorOnAChannelWithoutMonitorWarpIsAClearError) {
+  EXPECT_EXIT(expect_error([](channel& ch) { monitor_once<<<1, 32>>>(ch.device()); }, ErrorKind::invalid_argument,
+                           ChannelConfig{.buffer_bytes = 1 << 20,
+                                         .tag_count = 64,
+                                         .device = 0,
+                                         .device_producers = true,
+                                         .buffer_device = 0,
+                                         .direct = true}),
+              ::testing::ExitedWithCode(0), "without ChannelConfig::monitor_warp");
 }
 
 TEST_F(Channel, MoreWarpsThanConfiguredAreRefused) {
@@ -580,7 +653,9 @@ void run_with_kernel_producer(channel& ch, int producer_device, const Workload& 
   const channel_producer producer = ch.producer(producer_device);
   DeviceVector<unsigned long long> sums(w.groups);
   DeviceVector<unsigned long long> mismatches(1);
+  DeviceVector<unsigned> finished(1);
   TestStream consumer_stream;
+  TestStream monitor_stream;
   CurrentDevice on_producer_device(producer_device);
   const DeviceVector device_order(order);
   DeviceVector<unsigned long long> refused(1);
@@ -591,8 +666,11 @@ void run_with_kernel_producer(channel& ch, int producer_device, const Workload& 
   WARPVM_CUDA_TRY(cudaFuncGetAttributes(&loaded, produce_tags));
   {
     const CurrentDevice on_consumer_device(ch.config().device);
-    consume_groups<<<32, 256, 0, consumer_stream.get()>>>(ch.device(), w.groups, w.tags_per_group, w.group_words, 0,
-                                                           sums.get(), mismatches.get());
+    constexpr unsigned consumer_blocks = 32, consumer_warps = consumer_blocks * 256 / 32;
+    if (ch.config().monitor_warp)  // first: a consumer may wait before its own kernel's last block starts
+      monitor_until_finished<<<1, 32, 0, monitor_stream.get()>>>(ch.device(), finished.get(), consumer_warps);
+    consume_groups<<<consumer_blocks, 256, 0, consumer_stream.get()>>>(
+        ch.device(), w.groups, w.tags_per_group, w.group_words, 0, sums.get(), mismatches.get(), finished.get());
     WARPVM_CUDA_TRY(cudaGetLastError());
   }
   produce_tags<<<16, 256, 0, producer_stream.get()>>>(producer, device_order.get(), tags, w.group_words / w.tags_per_group,
@@ -608,6 +686,10 @@ void run_with_kernel_producer(channel& ch, int producer_device, const Workload& 
     EXPECT_LE(after.direct_parked - before.direct_parked, w.groups);
     EXPECT_EQ(after.requests, before.requests);
     EXPECT_EQ(after.map_polls, before.map_polls);
+  } else if (ch.config().monitor_warp) {  // every request through the monitor warp, each tag seen once
+    EXPECT_EQ(after.requests - before.requests, w.groups);
+    EXPECT_LE(after.map_tags - before.map_tags, tags);
+    EXPECT_GE(after.passes - before.passes, 1u);
   } else {
     EXPECT_EQ(after.map_tags - before.map_tags, tags);  // each tag learnt once
   }
@@ -712,6 +794,60 @@ TEST_F(Channel, DirectModeRefusesOtherBuffersAndHostPublishing) {
   const ChannelStats stats = ch.stats();
   EXPECT_EQ(stats.direct_acquires, 0u);
   EXPECT_EQ(stats.requests, 0u);
+}
+
+/// A monitor-warp channel for consumers on GPU 0 with its buffer on `buffer_device`.
+channel monitor_warp_channel(const Workload& w, int buffer_device) {
+  return channel({.buffer_bytes = std::uint64_t{w.groups} * w.group_words * 4,
+                  .tag_count = w.groups * w.tags_per_group,
+                  .max_warps = 32 * 256 / 32,
+                  .device = 0,
+                  .device_producers = true,
+                  .buffer_device = buffer_device,
+                  .monitor_warp = true});
+}
+
+TEST_F(Channel, MonitorWarpWithAProducerOnTheConsumersGpuIsExactAcrossAReset) {
+  const Workload w{2048, 4, 1024};  // 8192 tags of 1 KiB, four per acquire: requests wait across tags
+  channel ch = monitor_warp_channel(w, 0);
+  run_with_kernel_producer(ch, 0, w);
+  ch.reset();  // clears the map and the monitor's lists; the second run's data lands where the first's was
+  run_with_kernel_producer(ch, 0, w);
+  const ChannelStats stats = ch.stats();
+  EXPECT_EQ(stats.requests, 2u * w.groups);
+  EXPECT_EQ(stats.direct_acquires, 0u);
+}
+
+class ChannelMonitorWarpPeer : public GpuTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(ChannelMonitorWarpPeer, ProducerOnGpu1ConsumersOnGpu0IsExactAcrossAReset) {
+  if (!peer_pair_ready()) GTEST_SKIP() << "needs GPUs 0 and 1 with peer access both ways and native peer atomics";
+  const Workload w{2048, 4, 1024};
+  channel ch = monitor_warp_channel(w, GetParam());
+  run_with_kernel_producer(ch, 1, w);
+  ch.reset();
+  run_with_kernel_producer(ch, 1, w);
+  EXPECT_EQ(ch.stats().requests, 2u * w.groups);
+}
+
+INSTANTIATE_TEST_SUITE_P(BufferIn, ChannelMonitorWarpPeer, ::testing::Values(0, 1), buffer_place);
+
+TEST_F(Channel, MonitorWarpRefusesOtherBuffersDirectModeAndHostPublishing) {
+  EXPECT_THROW(channel({.buffer_bytes = 4096, .tag_count = 100, .monitor_warp = true}), Error);  // no device map
+  EXPECT_THROW(channel({.buffer_bytes = 4096, .tag_count = 100, .device_producers = true, .monitor_warp = true}),
+               Error);  // the buffer in pinned host memory
+  EXPECT_THROW(channel({.buffer_bytes = 4096,
+                        .tag_count = 100,
+                        .device_producers = true,
+                        .buffer_device = 0,
+                        .direct = true,
+                        .monitor_warp = true}),
+               Error);
+  channel ch({.buffer_bytes = 4096, .tag_count = 100, .device_producers = true, .buffer_device = 0, .monitor_warp = true});
+  const std::uint32_t word = 7;
+  EXPECT_THROW(ch.publish(0, 1), Error);
+  EXPECT_THROW(ch.publish(0, 1, 0, &word, sizeof(word)), Error);
+  EXPECT_EQ(ch.stats().requests, 0u);
 }
 
 /// Publishes `first_tag`, `count` tags from one thread; whether it was accepted goes to *accepted.

@@ -137,6 +137,13 @@ class AvailabilityBitmap {
   [[nodiscard]] WARPVM_HD bool is_available(std::uint32_t tag) const { return all_available(tag, 1); }
   [[nodiscard]] WARPVM_HD std::uint32_t tag_count() const { return tag_count_; }
 
+  /// Word w (tags [64 w, 64 w + 64)) whole: for an agent that polls many tags at once (the
+  /// monitor warp). Acquire: the data of every set bit is visible.
+  [[nodiscard]] WARPVM_HD std::uint64_t load_word(std::uint32_t w,
+                                                  cuda::std::memory_order order = cuda::std::memory_order_acquire) const {
+    return word(w).load(order);
+  }
+
  private:
   using word_atomic = cuda::atomic_ref<std::uint64_t, Scope>;
 

@@ -87,6 +87,48 @@ __device__ inline ChannelGrant channel_acquire_direct(const ChannelView& view, u
   return ChannelGrant{view.direct_buffer + source_offset, nullptr, 0};
 }
 
+/// The leader lane of an acquiring warp: posts `request` into the queue (the host monitor's slots
+/// are in mapped pinned memory, the monitor warp's in device memory: system scope serves both, and
+/// one inlined copy of this keeps the consumers' kernels at their registers) and parks on the
+/// warp's waiter word until its answer comes, sleeping at most `park_backoff_max_ns` between
+/// polls. Traps on the watchdog.
+__device__ inline void channel_post_and_park(const ChannelView& view, const Request& request,
+                                             std::uint32_t park_backoff_max_ns) {
+  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device> served(view.served[request.waiter]);
+  const RequestQueue<cuda::thread_scope_system> queue(view.cursors, view.slots, view.queue_capacity);
+  const std::uint64_t started = global_timer_ns();
+  std::uint32_t backoff_ns = waiter_backoff_min_ns;
+  // At most one request per warp is outstanding and the queue holds max_warps or more, so the
+  // claimed cell is free at once (RequestQueue::claim): one read of the turn per post, where
+  // try_post's CAS loop re-reads a turn for every lost race (for the host monitor a PCIe read:
+  // docs/channels.md, GPU reads of pinned memory slow the monitor's copies on the H200).
+  const std::uint64_t position = queue.claim();
+  while (!queue.try_fill(position, request)) {
+    if (global_timer_ns() - started > view.watchdog_ns)
+      channel_fail(view, ChannelFault::post_timeout, request.waiter, request.first_tag, request.tag_count,
+                   request.source_offset);
+    __nanosleep(backoff_ns);
+    backoff_ns = backoff_ns * 2 < waiter_backoff_max_ns ? backoff_ns * 2 : waiter_backoff_max_ns;
+  }
+  // Park: relaxed device-scope loads are served by L2 (where the copy engine's and the monitor
+  // warp's writes land) and leave L1 alone for the warps that compute meanwhile.
+  backoff_ns = waiter_backoff_min_ns;
+  std::uint32_t polls = 0;
+  std::uint32_t answered = served.load(cuda::std::memory_order_relaxed);
+  while (!channel_seq_reached(answered, request.seq)) {
+    if ((++polls & 63u) == 0 && global_timer_ns() - started > view.watchdog_ns)
+      channel_fail(view, ChannelFault::wait_timeout, request.waiter, request.first_tag, request.tag_count,
+                   request.source_offset);
+    __nanosleep(backoff_ns);
+    backoff_ns = backoff_ns * 2 < park_backoff_max_ns ? backoff_ns * 2 : park_backoff_max_ns;
+    answered = served.load(cuda::std::memory_order_relaxed);
+  }
+  // Exactly this request's answer: a count past it means a second request of this warp was
+  // served too, and offsets[warp] may name that one's data.
+  if (answered != request.seq)
+    channel_fail(view, ChannelFault::served_ahead, request.waiter, request.first_tag, answered, request.source_offset);
+}
+
 /// Warp-collective: every active lane calls with the same arguments. One lane posts one request
 /// for the warp and parks; the others wait for it at the shuffle (taking no issue slots).
 __device__ inline ChannelGrant channel_acquire(const ChannelView& view, std::uint32_t first_tag,
@@ -100,9 +142,10 @@ __device__ inline ChannelGrant channel_acquire(const ChannelView& view, std::uin
                              (std::uint64_t{bytes} << 17),
                    &uniform);
   if (!uniform) channel_fail(view, ChannelFault::not_uniform, warp, first_tag, bytes, source_offset);
-  const bool direct = view.direct_map != nullptr;  // no waiter words, no staging
+  const bool direct = view.direct_map != nullptr;       // no waiter words, no staging
+  const bool warp_monitor = view.monitor.nodes != nullptr;  // waiter words, data in place
   if (!direct && warp >= view.waiters) channel_fail(view, ChannelFault::bad_warp, warp, first_tag, warp, source_offset);
-  if (bytes == 0 || (!direct && bytes > view.staging_bytes) || source_offset > view.buffer_bytes ||
+  if (bytes == 0 || (!direct && !warp_monitor && bytes > view.staging_bytes) || source_offset > view.buffer_bytes ||
       bytes > view.buffer_bytes - source_offset || first_tag > view.tag_count || tag_count > view.tag_count - first_tag)
     channel_fail(view, ChannelFault::bad_request, warp, first_tag, bytes, source_offset);
   if (direct) return channel_acquire_direct(view, mask, warp, first_tag, tag_count, source_offset);
@@ -113,36 +156,9 @@ __device__ inline ChannelGrant channel_acquire(const ChannelView& view, std::uin
     // The warp's previous request (if any) was served before it could ask again, so this is the
     // count the monitor will write when it serves this one.
     seq = served.load(cuda::std::memory_order_relaxed) + 1;
-    const RequestQueue<cuda::thread_scope_system> queue(view.cursors, view.slots, view.queue_capacity);
     const Request request{first_tag, tag_count, warp, bytes, source_offset, seq};
-    const std::uint64_t started = global_timer_ns();
-    std::uint32_t backoff_ns = waiter_backoff_min_ns;
-    // At most one request per warp is outstanding and the queue holds max_warps or more, so the
-    // claimed cell is free at once (RequestQueue::claim): one pinned-memory read per post, where
-    // try_post's CAS loop re-reads a turn over PCIe for every lost race (docs/channels.md: GPU
-    // reads of pinned memory slow the monitor's copies on the H200).
-    const std::uint64_t position = queue.claim();
-    while (!queue.try_fill(position, request)) {
-      if (global_timer_ns() - started > view.watchdog_ns)
-        channel_fail(view, ChannelFault::post_timeout, warp, first_tag, tag_count, source_offset);
-      __nanosleep(backoff_ns);
-      backoff_ns = backoff_ns * 2 < waiter_backoff_max_ns ? backoff_ns * 2 : waiter_backoff_max_ns;
-    }
-    // Park: relaxed device-scope loads are served by L2 (the copy engine's writes land there) and
-    // leave L1 alone for the warps that compute meanwhile.
-    backoff_ns = waiter_backoff_min_ns;
-    std::uint32_t polls = 0;
-    std::uint32_t answered = served.load(cuda::std::memory_order_relaxed);
-    while (!channel_seq_reached(answered, seq)) {
-      if ((++polls & 63u) == 0 && global_timer_ns() - started > view.watchdog_ns)
-        channel_fail(view, ChannelFault::wait_timeout, warp, first_tag, tag_count, source_offset);
-      __nanosleep(backoff_ns);
-      backoff_ns = backoff_ns * 2 < monitor_waiter_backoff_max_ns ? backoff_ns * 2 : monitor_waiter_backoff_max_ns;
-      answered = served.load(cuda::std::memory_order_relaxed);
-    }
-    // Exactly this request's answer: a count past it means a second request of this warp was
-    // served too, and offsets[warp] may name that one's data.
-    if (answered != seq) channel_fail(view, ChannelFault::served_ahead, warp, first_tag, answered, source_offset);
+    // The monitor warp answers within a pass, the host monitor in tens of microseconds.
+    channel_post_and_park(view, request, warp_monitor ? waiter_backoff_max_ns : monitor_waiter_backoff_max_ns);
   }
   seq = __shfl_sync(mask, seq, static_cast<int>(leader));
   // Every lane acquires on the waiter word itself, and waits until it sees the served count the
@@ -158,8 +174,85 @@ __device__ inline ChannelGrant channel_acquire(const ChannelView& view, std::uin
     __nanosleep(waiter_backoff_min_ns);
   }
   cuda::atomic_thread_fence(cuda::std::memory_order_acquire, cuda::thread_scope_device);
+  // The monitor warp's answer is the served count alone: the data is read in place.
+  if (warp_monitor) return ChannelGrant{view.direct_buffer + source_offset, nullptr, 0};
   const std::uint64_t offset = __ldcg(view.offsets + warp);
   return ChannelGrant{view.staging + offset, view.released + warp, seq};
+}
+
+/// The monitor warp (channel_handle::monitor): warp-collective over a whole warp. Until `done()`
+/// (evaluated by lane 0 when a pass found nothing to do) returns true, it takes requests from the
+/// queue (lane 0), polls the words of the device map that waiting requests need (every lane a
+/// word, acquire loads at system scope: producers on peers publish there) and wakes each warp
+/// whose tags are all set, with a release store of its served count. Lane 0 keeps the waiting
+/// lists (waiting_lists.hpp); lanes hand it the words they saw through `seen` and a __syncwarp,
+/// then lane 0 fences (acquire), so its release continues the chain from the producers' release
+/// ORs to the woken warp's acquire (docs/channels.md, "The monitor warp"). One monitor warp per
+/// channel at a time, resident while any consumer waits.
+template <class Done>
+__device__ void channel_monitor(const ChannelView& view, Done&& done) {
+  constexpr unsigned all_lanes = 0xffffffffu;
+  const std::uint32_t lane = lane_id();
+  const WaitingLists lists(view.monitor, view.tag_count);
+  const AvailabilityBitmap<cuda::thread_scope_system> map(view.monitor_map, view.tag_count);
+  const RequestQueue<cuda::thread_scope_device> queue(view.cursors, view.slots, view.queue_capacity);
+  std::uint64_t* counts = view.monitor.counts;
+  auto wake = [&](std::uint32_t waiter, std::uint32_t seq) {
+    cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(view.served[waiter]).store(seq, cuda::std::memory_order_release);
+  };
+  std::uint32_t backoff_ns = waiter_backoff_min_ns;
+  for (;;) {
+    bool busy = false;
+    if (lane == 0) {
+      std::uint32_t taken = 0;
+      for (Request r{}; queue.try_take(r); ++taken) {
+        const std::uint32_t served = cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(view.served[r.waiter])
+                                         .load(cuda::std::memory_order_relaxed);
+        const Admission admitted =
+            r.waiter < view.waiters ? lists.admit(r, served) : Admission::refused;
+        if (admitted == Admission::refused)
+          channel_fail(view, ChannelFault::split_request, r.waiter, r.first_tag, r.seq, r.source_offset);
+        if (admitted == Admission::ready) wake(r.waiter, r.seq);
+      }
+      counts[monitor_count_requests] += taken;
+      busy = taken != 0;
+    }
+    __syncwarp();  // lane 0's lists and span before the lanes read the span
+    const WaitingSpan span = lists.span();
+    for (std::uint32_t base = span.low; base < span.high; base += 32) {
+      const std::uint32_t word = base + lane;
+      std::uint64_t arrived = 0;
+      if (word < span.high) arrived = lists.absorb(word, map.load_word(word, cuda::std::memory_order_acquire));
+      const unsigned carrying = __ballot_sync(all_lanes, arrived != 0);
+      if (lane == 0) counts[monitor_count_polls] += min(32u, span.high - base);
+      if (carrying == 0) continue;
+      __syncwarp();  // every lane's absorb before lane 0 reads `seen`
+      // Every bit of `seen` came in this way, so lane 0 has acquired the producers' writes of each
+      // before it wakes a warp on it (here, or when a later request is admitted ready).
+      if (lane == 0) cuda::atomic_thread_fence(cuda::std::memory_order_acquire, cuda::thread_scope_system);
+      for (unsigned left = carrying; left != 0; left &= left - 1) {
+        const int from = __ffs(left) - 1;
+        const std::uint32_t w = __shfl_sync(all_lanes, word, from);
+        const std::uint64_t bits = __shfl_sync(all_lanes, arrived, from);
+        if (lane == 0) {
+          counts[monitor_count_tags] += static_cast<std::uint32_t>(__popcll(bits));
+          if (lists.tags_arrived(w, bits, wake) != 0) ++counts[monitor_count_wakes];
+        }
+      }
+      busy = true;
+      __syncwarp();  // lane 0's lists before the next words' absorbs
+    }
+    busy = __shfl_sync(all_lanes, busy, 0);
+    if (busy) {
+      backoff_ns = waiter_backoff_min_ns;
+      continue;
+    }
+    bool finished = false;
+    if (lane == 0) finished = done();
+    if (__shfl_sync(all_lanes, finished, 0)) return;
+    __nanosleep(backoff_ns);
+    backoff_ns = backoff_ns * 2 < waiter_backoff_max_ns ? backoff_ns * 2 : waiter_backoff_max_ns;
+  }
 }
 
 /// Warp-collective: every lane that acquired has finished reading. One release store per warp,

@@ -18,9 +18,16 @@
 /// Direct mode (ChannelConfig::direct; `direct_map` set): none of the above is used. A warp
 /// polls the device availability map in its own GPU's memory for its tags and reads the data in
 /// place in the producers' buffer (`direct_buffer`, in GPU memory, local or an NVLink peer's).
+///
+/// Monitor-warp mode (ChannelConfig::monitor_warp; `monitor.nodes` set): the queue's slots are in
+/// the consumers' GPU memory, a warp parks on `served[w]` as above, and a monitor warp of a
+/// running kernel (channel_handle::monitor) takes the requests, polls the device map
+/// (`monitor_map`) and wakes the warps; the data is read in place (`direct_buffer`), so there is
+/// no staging, `offsets` or `released`.
 
 #include "warpvm/detail/host_device.hpp"
 #include "warpvm/detail/sync/request_queue.hpp"
+#include "warpvm/detail/sync/waiting_lists.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -36,6 +43,8 @@ enum class ChannelFault : std::uint32_t {
   bad_request = 4,   ///< tags, offset or bytes out of range (first_tag, value: bytes)
   not_uniform = 5,   ///< the lanes of a warp passed different arguments to acquire
   served_ahead = 6,  ///< a woken warp found its served count past the request it posted (value: the count)
+  split_request = 7,  ///< the monitor warp took a request that does not follow the warp's last (value: its number)
+  not_monitor_warp = 8,  ///< channel_handle::monitor on a channel made without ChannelConfig::monitor_warp
 };
 
 /// First device-side failure of a channel, in mapped pinned host memory so that the host reads it
@@ -73,6 +82,9 @@ struct ChannelView {
   std::uint64_t* direct_map;         ///< device memory of the consumers' GPU: the kernel producers' map
   const std::byte* direct_buffer;    ///< the producers' buffer, addressable from the consumers' GPU
   std::uint64_t* direct_counts;      ///< device memory: [0] acquires, [1] of which found a tag missing
+  // Monitor-warp mode only (null otherwise; `direct_buffer` is set too, `direct_map` is not):
+  std::uint64_t* monitor_map;        ///< device memory of the consumers' GPU: the kernel producers' map
+  WarpMonitorTables monitor;         ///< device memory: the monitor warp's own state
 };
 
 /// Indices into ChannelView::direct_counts.
