@@ -919,6 +919,9 @@ class GpuPair {
       // channel_warp's monitor warp runs beside the persistent kernel: where that fills every
       // SM, one block fewer leaves it room (in every mode of the run, to compare like with like).
       if (monitor_warp && gpu.blocks == static_cast<std::uint32_t>(per_sm * sms)) --gpu.blocks;
+      int optin = 0;
+      check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, g), "cudaDeviceGetAttribute");
+      gpu.shared_optin = static_cast<std::size_t>(optin);
       cudaFuncAttributes loaded{};  // loads the monitor kernel before any kernel waits (lazy loading)
       check(cudaFuncGetAttributes(&loaded, cw::pair_monitor_kernel), "cudaFuncGetAttributes");
       if (gpu.blocks == 0)
@@ -1017,8 +1020,13 @@ class GpuPair {
     Gpu& gpu = gpus_[g];
     const OnDevice on(gpu.device);
     if (mode_ == WaitMode::channel_warp) {  // untimed, on its own stream: until the kernel's blocks all ended
-      cw::pair_monitor_kernel<<<1, 32, 0, gpu.monitor_stream>>>(gpu.ch[channel_kind(mode_)]->device(), gpu.blocks_done,
-                                                                 gpu.blocks);
+      const channel& ch = *gpu.ch[channel_kind(mode_)];
+      const bool in_shared = ch.monitor_scratch_bytes() <= gpu.shared_optin;
+      const std::size_t scratch = in_shared ? ch.monitor_scratch_bytes() : 0;
+      check(cudaFuncSetAttribute(cw::pair_monitor_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(scratch)),
+            "cudaFuncSetAttribute");
+      cw::pair_monitor_kernel<<<1, 32, scratch, gpu.monitor_stream>>>(ch.device(), gpu.blocks_done, gpu.blocks, in_shared);
       check(cudaGetLastError(), "monitor warp launch");
     }
     check(cudaEventRecord(gpu.begin, gpu.stream), "cudaEventRecord");
@@ -1082,6 +1090,7 @@ class GpuPair {
     std::uint32_t* published = nullptr;  ///< peer_flag, atomic_wait
     unsigned* blocks_done = nullptr;     ///< channel_warp: the kernel's blocks that ended
     cudaStream_t monitor_stream = nullptr;  ///< channel_warp: the monitor warp's kernel
+    std::size_t shared_optin = 0;  ///< a block's shared memory at most: the monitor's lists there if they fit
     std::unique_ptr<Managed> managed_published;  ///< naive: the flag this GPU polls
     std::unique_ptr<DeviceStamps> stamps;
     cudaStream_t stream = nullptr;

@@ -783,4 +783,8 @@ void channel::reset() { state_->reset(); }
 ChannelStats channel::stats() const { return state_->stats(); }
 const ChannelConfig& channel::config() const { return state_->config; }
 
+std::size_t channel::monitor_scratch_bytes() const {
+  return static_cast<std::size_t>(detail::monitor_scratch_bytes(state_->config.tag_count, state_->config.max_warps));
+}
+
 }  // namespace warpvm

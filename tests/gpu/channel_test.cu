@@ -86,12 +86,33 @@ __global__ void consume_groups(channel_handle ch, std::uint32_t groups, std::uin
   if (finished != nullptr && lane == 0) atomicAdd(finished, 1u);
 }
 
-/// Monitor-warp mode: one warp serves `ch` until `consumers` warps have finished.
-__global__ void monitor_until_finished(channel_handle ch, const unsigned* finished, unsigned consumers) {
-  ch.monitor([&] {
-    return cuda::atomic_ref<const unsigned, cuda::thread_scope_device>(*finished).load(cuda::std::memory_order_relaxed) >=
-           consumers;
-  });
+/// Monitor-warp mode: one warp serves `ch` until `consumers` warps have finished; its lists in
+/// dynamic shared memory when `lists_in_shared` (launched with channel::monitor_scratch_bytes).
+__global__ void monitor_until_finished(channel_handle ch, const unsigned* finished, unsigned consumers,
+                                       bool lists_in_shared) {
+  extern __shared__ uint4 monitor_scratch[];
+  ch.monitor(
+      [&] {
+        return cuda::atomic_ref<const unsigned, cuda::thread_scope_device>(*finished)
+                   .load(cuda::std::memory_order_relaxed) >= consumers;
+      },
+      lists_in_shared ? monitor_scratch : nullptr);
+}
+
+/// Under lazy module loading a kernel's first launch can wait for the running kernels to end:
+/// load the consumers before a monitor warp that waits for them starts.
+void load_kernel(const void* kernel) {
+  cudaFuncAttributes loaded{};
+  WARPVM_CUDA_TRY(cudaFuncGetAttributes(&loaded, kernel));
+}
+
+/// Launches a monitor warp for `ch` on `stream`, after loading `consumer`.
+void launch_monitor(const channel& ch, const void* consumer, const unsigned* finished, unsigned consumers,
+                    bool lists_in_shared, cudaStream_t stream) {
+  load_kernel(consumer);
+  const std::size_t scratch = lists_in_shared ? ch.monitor_scratch_bytes() : 0;
+  monitor_until_finished<<<1, 32, scratch, stream>>>(ch.device(), finished, consumers, lists_in_shared);
+  WARPVM_CUDA_TRY(cudaGetLastError());
 }
 
 /// One lane per warp active (the rest exit at once): acquire works for partial warps.
@@ -477,7 +498,8 @@ __device__ unsigned consumers_never_finished;
 void launch_endless_monitor(channel& ch) {
   unsigned* never = nullptr;
   WARPVM_CUDA_TRY(cudaGetSymbolAddress(reinterpret_cast<void**>(&never), consumers_never_finished));
-  monitor_until_finished<<<1, 32, 0, side_stream()>>>(ch.device(), never, 1);
+  load_kernel(reinterpret_cast<const void*>(acquire_tag));
+  launch_monitor(ch, reinterpret_cast<const void*>(acquire_as_two_groups), never, 1, true, side_stream());
 }
 
 constexpr ChannelConfig failing_monitor_warp_channel{.buffer_bytes = 1 << 20,
@@ -639,7 +661,7 @@ class TestStream {
 /// Consumers on the channel's GPU and a producer kernel on `producer_device` run at once; the
 /// producer publishes every tag in a random order. Checks every checksum and that each tag
 /// reached the monitor through the device map exactly once.
-void run_with_kernel_producer(channel& ch, int producer_device, const Workload& w) {
+void run_with_kernel_producer(channel& ch, int producer_device, const Workload& w, bool lists_in_shared = true) {
   std::random_device fresh;
   const std::uint32_t salt = fresh();
   const std::uint32_t order_seed = fresh();
@@ -668,7 +690,8 @@ void run_with_kernel_producer(channel& ch, int producer_device, const Workload& 
     const CurrentDevice on_consumer_device(ch.config().device);
     constexpr unsigned consumer_blocks = 32, consumer_warps = consumer_blocks * 256 / 32;
     if (ch.config().monitor_warp)  // first: a consumer may wait before its own kernel's last block starts
-      monitor_until_finished<<<1, 32, 0, monitor_stream.get()>>>(ch.device(), finished.get(), consumer_warps);
+      launch_monitor(ch, reinterpret_cast<const void*>(consume_groups), finished.get(), consumer_warps, lists_in_shared,
+                     monitor_stream.get());
     consume_groups<<<consumer_blocks, 256, 0, consumer_stream.get()>>>(
         ch.device(), w.groups, w.tags_per_group, w.group_words, 0, sums.get(), mismatches.get(), finished.get());
     WARPVM_CUDA_TRY(cudaGetLastError());
@@ -810,9 +833,9 @@ channel monitor_warp_channel(const Workload& w, int buffer_device) {
 TEST_F(Channel, MonitorWarpWithAProducerOnTheConsumersGpuIsExactAcrossAReset) {
   const Workload w{2048, 4, 1024};  // 8192 tags of 1 KiB, four per acquire: requests wait across tags
   channel ch = monitor_warp_channel(w, 0);
-  run_with_kernel_producer(ch, 0, w);
+  run_with_kernel_producer(ch, 0, w, true);
   ch.reset();  // clears the map and the monitor's lists; the second run's data lands where the first's was
-  run_with_kernel_producer(ch, 0, w);
+  run_with_kernel_producer(ch, 0, w, false);  // the lists in device memory
   const ChannelStats stats = ch.stats();
   EXPECT_EQ(stats.requests, 2u * w.groups);
   EXPECT_EQ(stats.direct_acquires, 0u);

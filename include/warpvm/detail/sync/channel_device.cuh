@@ -189,11 +189,27 @@ __device__ inline ChannelGrant channel_acquire(const ChannelView& view, std::uin
 /// then lane 0 fences (acquire), so its release continues the chain from the producers' release
 /// ORs to the woken warp's acquire (docs/channels.md, "The monitor warp"). One monitor warp per
 /// channel at a time, resident while any consumer waits.
+///
+/// With `scratch` of monitor_scratch_bytes (its block's shared memory), the lists live there
+/// for this monitor's life, starting empty: every request a monitor takes is served before
+/// `done()`, so none is left in them, and its copy of the map is relearnt as waiters need it.
 template <class Done>
-__device__ void channel_monitor(const ChannelView& view, Done&& done) {
+__device__ void channel_monitor(const ChannelView& view, Done&& done, void* scratch) {
   constexpr unsigned all_lanes = 0xffffffffu;
   const std::uint32_t lane = lane_id();
-  const WaitingLists lists(view.monitor, view.tag_count);
+  WarpMonitorTables tables = view.monitor;
+  if (scratch != nullptr) {
+    tables = tables_in_scratch(tables, scratch, view.tag_count, view.waiters);
+    const std::uint32_t words = AvailabilityBitmap<>::words_required(view.tag_count);
+    for (std::uint32_t t = lane; t < view.tag_count; t += 32) tables.heads[t] = no_waiter;
+    for (std::uint32_t w = lane; w < words; w += 32) {
+      tables.seen[w] = 0;
+      tables.word_waiters[w] = 0;
+    }
+    if (lane == 0) *tables.span = WaitingSpan{0, 0};
+    __syncwarp();
+  }
+  const WaitingLists lists(tables, view.tag_count);
   const AvailabilityBitmap<cuda::thread_scope_system> map(view.monitor_map, view.tag_count);
   const RequestQueue<cuda::thread_scope_device> queue(view.cursors, view.slots, view.queue_capacity);
   std::uint64_t* counts = view.monitor.counts;

@@ -51,8 +51,9 @@ inline constexpr std::uint32_t monitor_count_polls = 2;     ///< map words loade
 inline constexpr std::uint32_t monitor_count_tags = 3;      ///< tags seen arrive
 inline constexpr std::uint32_t monitor_count_slots = 4;
 
-/// Where a monitor warp keeps its state (device memory of the consumers' GPU; host memory in
-/// host tests). Sizes: heads [tag_count], nodes and taken [waiters], seen and word_waiters
+/// Where a monitor warp keeps its state (device memory of the consumers' GPU, or its block's
+/// shared memory for all but `taken` and `counts`: monitor_scratch_bytes; host memory in host
+/// tests). Sizes: heads [tag_count], nodes and taken [waiters], seen and word_waiters
 /// [AvailabilityBitmap<>::words_required(tag_count)].
 struct WarpMonitorTables {
   std::uint32_t* heads;
@@ -63,6 +64,38 @@ struct WarpMonitorTables {
   WaitingSpan* span;
   std::uint64_t* counts;  ///< [monitor_count_slots]
 };
+
+/// Bytes of shared memory that hold a monitor warp's lists, span and copy of the map (all of
+/// WarpMonitorTables but `taken` and `counts`, which stay in device memory), each part 16-byte
+/// aligned: the walk of a list is then a chain of shared-memory loads, not of L2 round trips.
+[[nodiscard]] WARPVM_HD_INLINE constexpr std::uint64_t monitor_scratch_bytes(std::uint32_t tag_count,
+                                                                           std::uint32_t waiters) {
+  auto aligned = [](std::uint64_t bytes) { return (bytes + 15) / 16 * 16; };
+  const std::uint64_t words = AvailabilityBitmap<>::words_required(tag_count);
+  return aligned(sizeof(WaitingNode) * std::uint64_t{waiters}) + aligned(sizeof(std::uint64_t) * words) +
+         aligned(sizeof(std::uint32_t) * std::uint64_t{tag_count}) + aligned(sizeof(std::uint32_t) * words) +
+         aligned(sizeof(WaitingSpan));
+}
+
+/// `tables` with its lists, span and copy of the map carved out of `scratch` (at least
+/// monitor_scratch_bytes(tag_count, waiters), 16-byte aligned), in the same order as counted there.
+/// The caller fills them as cleared: heads no_waiter, the rest zero.
+[[nodiscard]] WARPVM_HD_INLINE WarpMonitorTables tables_in_scratch(WarpMonitorTables tables, void* scratch,
+                                                                   std::uint32_t tag_count, std::uint32_t waiters) {
+  auto aligned = [](std::uint64_t bytes) { return (bytes + 15) / 16 * 16; };
+  const std::uint64_t words = AvailabilityBitmap<>::words_required(tag_count);
+  auto* at = static_cast<unsigned char*>(scratch);
+  tables.nodes = reinterpret_cast<WaitingNode*>(at);
+  at += aligned(sizeof(WaitingNode) * std::uint64_t{waiters});
+  tables.seen = reinterpret_cast<std::uint64_t*>(at);
+  at += aligned(sizeof(std::uint64_t) * words);
+  tables.heads = reinterpret_cast<std::uint32_t*>(at);
+  at += aligned(sizeof(std::uint32_t) * std::uint64_t{tag_count});
+  tables.word_waiters = reinterpret_cast<std::uint32_t*>(at);
+  at += aligned(sizeof(std::uint32_t) * words);
+  tables.span = reinterpret_cast<WaitingSpan*>(at);
+  return tables;
+}
 
 /// What `admit` did with a request.
 enum class Admission : std::uint32_t {
