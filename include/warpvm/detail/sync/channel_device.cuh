@@ -218,22 +218,32 @@ __device__ void channel_monitor(const ChannelView& view, Done&& done, void* scra
   };
   std::uint32_t backoff_ns = waiter_backoff_min_ns;
   for (;;) {
-    bool busy = false;
-    if (lane == 0) {
-      std::uint32_t taken = 0;
-      for (Request r{}; queue.try_take(r); ++taken) {
-        const std::uint32_t served = cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(view.served[r.waiter])
-                                         .load(cuda::std::memory_order_relaxed);
-        const Admission admitted =
-            r.waiter < view.waiters ? lists.admit(r, served) : Admission::refused;
-        if (admitted == Admission::refused)
-          channel_fail(view, ChannelFault::split_request, r.waiter, r.first_tag, r.seq, r.source_offset);
-        if (admitted == Admission::ready) wake(r.waiter, r.seq);
-      }
-      counts[monitor_count_requests] += taken;
-      busy = taken != 0;
+    // Take up to 32 requests, a position per lane, and check them in parallel (each warp's served
+    // and taken counts are L2 round trips); lane 0 then places them in the lists one by one.
+    const std::uint64_t head = queue.head();
+    const unsigned posted = __ballot_sync(all_lanes, queue.posted(head + lane));
+    const std::uint32_t taken = posted == all_lanes ? 32u : static_cast<std::uint32_t>(__ffs(~posted) - 1);
+    Request r{};
+    if (lane < taken) {
+      r = queue.take_at(head + lane);
+      const unsigned same_warp = __match_any_sync(taken == 32 ? all_lanes : (1u << taken) - 1u, r.waiter);
+      const bool follows =
+          r.waiter < view.waiters && __popc(same_warp) == 1 &&
+          lists.follows(r, cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(view.served[r.waiter])
+                               .load(cuda::std::memory_order_relaxed));
+      if (!follows) channel_fail(view, ChannelFault::split_request, r.waiter, r.first_tag, r.seq, r.source_offset);
     }
-    __syncwarp();  // lane 0's lists and span before the lanes read the span
+    for (std::uint32_t j = 0; j < taken; ++j) {
+      const Request placed{__shfl_sync(all_lanes, r.first_tag, j), __shfl_sync(all_lanes, r.tag_count, j),
+                           __shfl_sync(all_lanes, r.waiter, j), 0, 0, __shfl_sync(all_lanes, r.seq, j)};
+      if (lane == 0 && lists.place(placed) == Admission::ready) wake(placed.waiter, placed.seq);
+    }
+    bool busy = taken != 0;
+    if (lane == 0 && busy) {
+      queue.advance_head(taken);
+      counts[monitor_count_requests] += taken;
+    }
+    __syncwarp();  // lane 0's head, lists and span before the lanes read them
     const WaitingSpan span = lists.span();
     for (std::uint32_t base = span.low; base < span.high; base += 32) {
       const std::uint32_t word = base + lane;

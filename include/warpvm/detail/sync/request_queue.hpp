@@ -149,12 +149,30 @@ class RequestQueue {
   /// The monitor's alone: one thread (one lane, on the GPU) calls it.
   WARPVM_HD bool try_take(Request& out) const {
     const std::uint64_t position = cursors_->head;
-    if (turn_of(position).load(cuda::std::memory_order_acquire) != position + 1) return false;
-    out = slots_[position & (capacity_ - 1)].request;
-    turn_of(position).store(position + capacity_, cuda::std::memory_order_release);
+    if (!posted(position)) return false;
+    out = take_at(position);
     cursors_->head = position + 1;
     return true;
   }
+
+  // The monitor warp takes up to 32 at once: lane i looks at head() + i, the lanes of the posted
+  // prefix take_at their positions, then one lane advances the head past them.
+
+  /// The next position the monitor takes.
+  [[nodiscard]] WARPVM_HD std::uint64_t head() const { return cursors_->head; }
+  /// Whether the request at `position` (at or after the head, within capacity of it) is posted;
+  /// acquire: its bytes are visible once true.
+  [[nodiscard]] WARPVM_HD bool posted(std::uint64_t position) const {
+    return turn_of(position).load(cuda::std::memory_order_acquire) == position + 1;
+  }
+  /// The posted request at `position`, its cell handed back to the producers (release: read first).
+  [[nodiscard]] WARPVM_HD Request take_at(std::uint64_t position) const {
+    const Request request = slots_[position & (capacity_ - 1)].request;
+    turn_of(position).store(position + capacity_, cuda::std::memory_order_release);
+    return request;
+  }
+  /// Past `taken` positions, all taken.
+  WARPVM_HD void advance_head(std::uint64_t taken) const { cursors_->head += taken; }
 
   [[nodiscard]] WARPVM_HD std::uint32_t capacity() const { return capacity_; }
 

@@ -109,11 +109,24 @@ class WaitingLists {
   WARPVM_HD WaitingLists(const WarpMonitorTables& tables, std::uint32_t tag_count)
       : t_(tables), tag_count_(tag_count) {}
 
-  /// A request taken from the queue, whose waiter's served count is `served`.
+  /// A request taken from the queue, whose waiter's served count is `served`: `follows`, then `place`.
   WARPVM_HD Admission admit(const Request& request, std::uint32_t served) const {
+    return follows(request, served) ? place(request) : Admission::refused;
+  }
+
+  /// Whether the request is its warp's next (request_follows); if so, records it as taken. The
+  /// monitor warp's lanes check the requests of one take at once (distinct warps: it refuses a
+  /// take with two of one warp before asking).
+  WARPVM_HD bool follows(const Request& request, std::uint32_t served) const {
     const std::uint32_t w = request.waiter;
-    if (!request_follows(request.seq, t_.taken[w], served)) return Admission::refused;
+    if (!request_follows(request.seq, t_.taken[w], served)) return false;
     t_.taken[w] = request.seq;
+    return true;
+  }
+
+  /// A request that `follows`: ready, or linked under its first tag not yet seen.
+  WARPVM_HD Admission place(const Request& request) const {
+    const std::uint32_t w = request.waiter;
     const std::uint32_t end = request.first_tag + request.tag_count;
     const std::uint32_t missing = first_unseen(request.first_tag, end);
     if (missing == end) return Admission::ready;
