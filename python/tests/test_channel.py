@@ -104,9 +104,14 @@ def test_a_pinned_monitor_is_a_row_of_its_own_beside_the_os_placed_one(tmp_path:
 
 
 def test_the_library_modes_are_never_the_best_baseline(tmp_path: Path) -> None:
-    rows = [*tiles_run(), channel_record("tiles", "channel_direct", 0.0050)]
+    rows = [
+        *tiles_run(),
+        channel_record("tiles", "channel_direct", 0.0050),
+        channel_record("tiles", "channel_warp", 0.0060),
+    ]
     (case,) = channel_cases(load(tmp_path, rows))
     assert case.seconds("channel_direct") == 0.0050
+    assert case.seconds("channel_warp") == 0.0060
     assert case.best_baseline() == ("naive", 0.0110)
 
 

@@ -22,7 +22,7 @@ from warpvm.results import (
 )
 
 SUITE = "channel"
-LIBRARY_MODES = ("channel", "channel_direct")  # the rest are polling baselines
+LIBRARY_MODES = ("channel", "channel_direct", "channel_warp")  # the rest are polling baselines
 # A channel run's configuration: latest_points's fields but the BFS root, the frontier order, the
 # column product, the page size and the access-counter threshold (other suites') and the
 # monitor's CPU (a row of its own within a case, run_label).
