@@ -556,15 +556,15 @@ __device__ inline void peer_block_done(const PeerExchange& x) {
 }
 
 /// channel_warp: the monitor warp of one GPU's channel (one block of 32 threads, on a stream of
-/// its own), until all `blocks` of that GPU's workload kernel have ended; its lists in the
-/// block's dynamic shared memory when `lists_in_shared` (launched with monitor_scratch_bytes).
-__global__ void pair_monitor_kernel(channel_handle ch, const unsigned* blocks_done, unsigned blocks,
-                                    bool lists_in_shared) {
+/// its own), until `*finished` reaches `target` (the bench: the blocks of that GPU's workload
+/// kernel that ended; the tests: consumer warps); its lists in the block's dynamic shared memory
+/// when `lists_in_shared` (launched with channel::monitor_scratch_bytes).
+__global__ void pair_monitor_kernel(channel_handle ch, const unsigned* finished, unsigned target, bool lists_in_shared) {
   extern __shared__ uint4 monitor_scratch[];
   ch.monitor(
       [&] {
-        return cuda::atomic_ref<const unsigned, cuda::thread_scope_device>(*blocks_done)
-                   .load(cuda::std::memory_order_relaxed) >= blocks;
+        return cuda::atomic_ref<const unsigned, cuda::thread_scope_device>(*finished)
+                   .load(cuda::std::memory_order_relaxed) >= target;
       },
       lists_in_shared ? monitor_scratch : nullptr);
 }

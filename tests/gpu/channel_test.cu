@@ -86,19 +86,6 @@ __global__ void consume_groups(channel_handle ch, std::uint32_t groups, std::uin
   if (finished != nullptr && lane == 0) atomicAdd(finished, 1u);
 }
 
-/// Monitor-warp mode: one warp serves `ch` until `consumers` warps have finished; its lists in
-/// dynamic shared memory when `lists_in_shared` (launched with channel::monitor_scratch_bytes).
-__global__ void monitor_until_finished(channel_handle ch, const unsigned* finished, unsigned consumers,
-                                       bool lists_in_shared) {
-  extern __shared__ uint4 monitor_scratch[];
-  ch.monitor(
-      [&] {
-        return cuda::atomic_ref<const unsigned, cuda::thread_scope_device>(*finished)
-                   .load(cuda::std::memory_order_relaxed) >= consumers;
-      },
-      lists_in_shared ? monitor_scratch : nullptr);
-}
-
 /// Under lazy module loading a kernel's first launch can wait for the running kernels to end:
 /// load the consumers before a monitor warp that waits for them starts.
 void load_kernel(const void* kernel) {
@@ -111,7 +98,8 @@ void launch_monitor(const channel& ch, const void* consumer, const unsigned* fin
                     bool lists_in_shared, cudaStream_t stream) {
   load_kernel(consumer);
   const std::size_t scratch = lists_in_shared ? ch.monitor_scratch_bytes() : 0;
-  monitor_until_finished<<<1, 32, scratch, stream>>>(ch.device(), finished, consumers, lists_in_shared);
+  // the bench's monitor kernel: one warp, until `consumers` have counted themselves finished
+  channel_workloads::pair_monitor_kernel<<<1, 32, scratch, stream>>>(ch.device(), finished, consumers, lists_in_shared);
   WARPVM_CUDA_TRY(cudaGetLastError());
 }
 
