@@ -90,6 +90,8 @@ struct ChannelConfig {
   /// running on `device` (channel_handle::monitor): it takes the requests from a queue in device
   /// memory, polls the device map's words that they wait on and wakes their warps. The data is
   /// read in place, as in direct mode. No monitor thread, no staging; host publish is refused.
+  /// Experimental: measured slower than direct mode on every GPU-to-GPU workload, and one
+  /// bench invocation order hangs, not yet explained (docs/channels.md, "The monitor warp").
   bool monitor_warp = false;
   /// The host CPU the monitor thread runs on: -1 leaves it to the OS. Where the OS put it, the
   /// host producer of a producer-bound run was slower: on the lent H200 host the channel was
