@@ -1019,7 +1019,14 @@ class GpuPair {
   void launch(int g, const std::function<void(cudaStream_t)>& launch) {
     Gpu& gpu = gpus_[g];
     const OnDevice on(gpu.device);
-    if (mode_ == WaitMode::channel_warp) {  // untimed, on its own stream: until the kernel's blocks all ended
+    check(cudaEventRecord(gpu.begin, gpu.stream), "cudaEventRecord");
+    launch(gpu.stream);
+    check(cudaGetLastError(), (std::string(shape_.workload) + " launch").c_str());
+    // channel_warp: the monitor warp on its own stream, until the kernel's blocks all ended. After
+    // the workload's launch: a launch that needs more local memory than the GPU has reserved
+    // waits for every running kernel, so a kernel launched behind a monitor that waits for it
+    // could never start (the first channel_warp run hung so before this order; docs/channels.md).
+    if (mode_ == WaitMode::channel_warp) {
       const channel& ch = *gpu.ch[channel_kind(mode_)];
       const bool in_shared = ch.monitor_scratch_bytes() <= gpu.shared_optin;
       const std::size_t scratch = in_shared ? ch.monitor_scratch_bytes() : 0;
@@ -1029,9 +1036,6 @@ class GpuPair {
       cw::pair_monitor_kernel<<<1, 32, scratch, gpu.monitor_stream>>>(ch.device(), gpu.blocks_done, gpu.blocks, in_shared);
       check(cudaGetLastError(), "monitor warp launch");
     }
-    check(cudaEventRecord(gpu.begin, gpu.stream), "cudaEventRecord");
-    launch(gpu.stream);
-    check(cudaGetLastError(), (std::string(shape_.workload) + " launch").c_str());
     check(cudaEventRecord(gpu.end, gpu.stream), "cudaEventRecord");
   }
 

@@ -90,8 +90,8 @@ struct ChannelConfig {
   /// running on `device` (channel_handle::monitor): it takes the requests from a queue in device
   /// memory, polls the device map's words that they wait on and wakes their warps. The data is
   /// read in place, as in direct mode. No monitor thread, no staging; host publish is refused.
-  /// Experimental: measured slower than direct mode on every GPU-to-GPU workload, and one
-  /// bench invocation order hangs, not yet explained (docs/channels.md, "The monitor warp").
+  /// Experimental: measured slower than direct mode on every GPU-to-GPU workload (docs/channels.md,
+  /// "The monitor warp").
   bool monitor_warp = false;
   /// The host CPU the monitor thread runs on: -1 leaves it to the OS. Where the OS put it, the
   /// host producer of a producer-bound run was slower: on the lent H200 host the channel was
@@ -188,6 +188,11 @@ class channel_handle {
   /// theirs). One monitor warp per channel at a time, resident while any consumer waits: in the
   /// consumers' own kernel (every block resident, or the monitor in a block that starts first)
   /// or in a kernel of its own on another stream. On another channel, records an error and traps.
+  /// A monitor in a kernel of its own waits for kernels launched after it, and two launches can
+  /// wait for every running kernel to end, so both would never start: a kernel's first launch
+  /// under lazy module loading (load it first: cudaFuncGetAttributes), and a launch that needs
+  /// more local memory (stack) than the GPU has reserved (launch the monitor after the consumers,
+  /// or reserve with cudaDeviceSetLimit(cudaLimitStackSize, ...) before it starts).
   /// `scratch`: null, or channel::monitor_scratch_bytes() of the block's shared memory (16-byte
   /// aligned, the block's other warps leave it alone), where the waiting lists are fastest: each
   /// waiter woken is then a few shared-memory accesses instead of L2 round trips.

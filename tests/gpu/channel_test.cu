@@ -86,19 +86,21 @@ __global__ void consume_groups(channel_handle ch, std::uint32_t groups, std::uin
   if (finished != nullptr && lane == 0) atomicAdd(finished, 1u);
 }
 
-/// Under lazy module loading a kernel's first launch can wait for the running kernels to end:
-/// load the consumers before a monitor warp that waits for them starts.
-void load_kernel(const void* kernel) {
+/// Loads the monitor kernel now: under lazy module loading a kernel's first launch can wait for
+/// the running kernels to end, here consumers waiting for it.
+void load_monitor_kernel() {
   cudaFuncAttributes loaded{};
-  WARPVM_CUDA_TRY(cudaFuncGetAttributes(&loaded, kernel));
+  WARPVM_CUDA_TRY(cudaFuncGetAttributes(&loaded, channel_workloads::pair_monitor_kernel));
 }
 
-/// Launches a monitor warp for `ch` on `stream`, after loading `consumer`.
-void launch_monitor(const channel& ch, const void* consumer, const unsigned* finished, unsigned consumers,
-                    bool lists_in_shared, cudaStream_t stream) {
-  load_kernel(consumer);
+/// Launches a monitor warp for `ch` on `stream` (the bench's monitor kernel: one warp, until
+/// `consumers` have counted themselves finished). After the consumers' kernel: a launch that needs
+/// more local memory than the GPU has reserved waits for every running kernel, so consumers
+/// launched behind a monitor that waits for them might never start. Load it first
+/// (load_monitor_kernel).
+void launch_monitor(const channel& ch, const unsigned* finished, unsigned consumers, bool lists_in_shared,
+                    cudaStream_t stream) {
   const std::size_t scratch = lists_in_shared ? ch.monitor_scratch_bytes() : 0;
-  // the bench's monitor kernel: one warp, until `consumers` have counted themselves finished
   channel_workloads::pair_monitor_kernel<<<1, 32, scratch, stream>>>(ch.device(), finished, consumers, lists_in_shared);
   WARPVM_CUDA_TRY(cudaGetLastError());
 }
@@ -486,8 +488,7 @@ __device__ unsigned consumers_never_finished;
 void launch_endless_monitor(channel& ch) {
   unsigned* never = nullptr;
   WARPVM_CUDA_TRY(cudaGetSymbolAddress(reinterpret_cast<void**>(&never), consumers_never_finished));
-  load_kernel(reinterpret_cast<const void*>(acquire_tag));
-  launch_monitor(ch, reinterpret_cast<const void*>(acquire_as_two_groups), never, 1, true, side_stream());
+  launch_monitor(ch, never, 1, true, side_stream());
 }
 
 constexpr ChannelConfig failing_monitor_warp_channel{.buffer_bytes = 1 << 20,
@@ -502,8 +503,9 @@ constexpr ChannelConfig failing_monitor_warp_channel{.buffer_bytes = 1 << 20,
 TEST_F(Channel, MonitorWarpWatchdogTurnsANeverPublishedTagIntoAnError) {
   EXPECT_EXIT(expect_error(
                   [](channel& ch) {
-                    launch_endless_monitor(ch);
+                    load_monitor_kernel();
                     acquire_tag<<<1, 32, 0, side_stream()>>>(ch.device(), 5, 64);
+                    launch_endless_monitor(ch);
                   },
                   ErrorKind::no_progress, failing_monitor_warp_channel),
               ::testing::ExitedWithCode(0), "waited for tags \\[5, 6\\), never all published");
@@ -512,8 +514,9 @@ TEST_F(Channel, MonitorWarpWatchdogTurnsANeverPublishedTagIntoAnError) {
 TEST_F(Channel, MonitorWarpRefusesAWarpAcquiringAsTwoGroups) {
   EXPECT_EXIT(expect_error(
                   [](channel& ch) {
-                    launch_endless_monitor(ch);
+                    load_monitor_kernel();
                     acquire_as_two_groups<<<1, 32, 0, side_stream()>>>(ch.device(), 5);
+                    launch_endless_monitor(ch);
                   },
                   ErrorKind::invalid_argument, failing_monitor_warp_channel),
               ::testing::ExitedWithCode(0), "two acquisitions of one warp at once");
@@ -677,12 +680,12 @@ void run_with_kernel_producer(channel& ch, int producer_device, const Workload& 
   {
     const CurrentDevice on_consumer_device(ch.config().device);
     constexpr unsigned consumer_blocks = 32, consumer_warps = consumer_blocks * 256 / 32;
-    if (ch.config().monitor_warp)  // first: a consumer may wait before its own kernel's last block starts
-      launch_monitor(ch, reinterpret_cast<const void*>(consume_groups), finished.get(), consumer_warps, lists_in_shared,
-                     monitor_stream.get());
+    if (ch.config().monitor_warp) load_monitor_kernel();
     consume_groups<<<consumer_blocks, 256, 0, consumer_stream.get()>>>(
         ch.device(), w.groups, w.tags_per_group, w.group_words, 0, sums.get(), mismatches.get(), finished.get());
     WARPVM_CUDA_TRY(cudaGetLastError());
+    if (ch.config().monitor_warp)
+      launch_monitor(ch, finished.get(), consumer_warps, lists_in_shared, monitor_stream.get());
   }
   produce_tags<<<16, 256, 0, producer_stream.get()>>>(producer, device_order.get(), tags, w.group_words / w.tags_per_group,
                                                        w.group_words, salt, 1000, refused.get());
