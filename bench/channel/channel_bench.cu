@@ -1019,24 +1019,25 @@ class GpuPair {
   void launch(int g, const std::function<void(cudaStream_t)>& launch) {
     Gpu& gpu = gpus_[g];
     const OnDevice on(gpu.device);
+    // channel_warp: the monitor warp on its own stream, until the kernel's blocks all ended.
+    // - Its first run launches the workload's kernels first and the monitor after them, with its
+    //   lists in device memory (room for one warp: the persistent grid left a block's worth). On
+    //   2 x H200 a workload kernel launched for the first time behind a running monitor never
+    //   started, with EAGER module loading and after a kernel with a stack frame had run; once
+    //   launched, it starts (docs/channels.md, "The monitor warp").
+    // - Later runs launch the monitor first, with its lists in shared memory when they fit: it
+    //   takes its SM's room before a persistent kernel fills every SM.
+    const bool monitor = mode_ == WaitMode::channel_warp;
+    const bool monitor_first = monitor && gpu.workload_launched_beside_monitor;
+    if (monitor_first) launch_monitor(gpu, true);
     check(cudaEventRecord(gpu.begin, gpu.stream), "cudaEventRecord");
     launch(gpu.stream);
     check(cudaGetLastError(), (std::string(shape_.workload) + " launch").c_str());
-    // channel_warp: the monitor warp on its own stream, until the kernel's blocks all ended. After
-    // the workload's launch: a launch that needs more local memory than the GPU has reserved
-    // waits for every running kernel, so a kernel launched behind a monitor that waits for it
-    // could never start (the first channel_warp run hung so before this order; docs/channels.md).
-    if (mode_ == WaitMode::channel_warp) {
-      const channel& ch = *gpu.ch[channel_kind(mode_)];
-      const bool in_shared = ch.monitor_scratch_bytes() <= gpu.shared_optin;
-      const std::size_t scratch = in_shared ? ch.monitor_scratch_bytes() : 0;
-      check(cudaFuncSetAttribute(cw::pair_monitor_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(scratch)),
-            "cudaFuncSetAttribute");
-      cw::pair_monitor_kernel<<<1, 32, scratch, gpu.monitor_stream>>>(ch.device(), gpu.blocks_done, gpu.blocks, in_shared);
-      check(cudaGetLastError(), "monitor warp launch");
-    }
     check(cudaEventRecord(gpu.end, gpu.stream), "cudaEventRecord");
+    if (monitor && !monitor_first) {
+      launch_monitor(gpu, false);
+      gpu.workload_launched_beside_monitor = true;
+    }
   }
 
   /// Once both kernels ended: the longer of their event times, in seconds. Raises a kernel's or
@@ -1095,6 +1096,7 @@ class GpuPair {
     unsigned* blocks_done = nullptr;     ///< channel_warp: the kernel's blocks that ended
     cudaStream_t monitor_stream = nullptr;  ///< channel_warp: the monitor warp's kernel
     std::size_t shared_optin = 0;  ///< a block's shared memory at most: the monitor's lists there if they fit
+    bool workload_launched_beside_monitor = false;  ///< channel_warp: the workload's kernels ran once (launch())
     std::unique_ptr<Managed> managed_published;  ///< naive: the flag this GPU polls
     std::unique_ptr<DeviceStamps> stamps;
     cudaStream_t stream = nullptr;
@@ -1104,6 +1106,19 @@ class GpuPair {
     std::unique_ptr<channel> ch[3];
     channel_producer to_neighbour[3];  ///< the other GPU's channels, for this GPU's kernel
   };
+
+  /// channel_warp: GPU `gpu`'s monitor warp, on its own stream, until the workload kernel's blocks
+  /// have all ended; its lists in shared memory when `lists_in_shared` and they fit.
+  void launch_monitor(const Gpu& gpu, bool lists_in_shared) const {
+    const channel& ch = *gpu.ch[channel_kind(WaitMode::channel_warp)];
+    const bool in_shared = lists_in_shared && ch.monitor_scratch_bytes() <= gpu.shared_optin;
+    const std::size_t scratch = in_shared ? ch.monitor_scratch_bytes() : 0;
+    check(cudaFuncSetAttribute(cw::pair_monitor_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(scratch)),
+          "cudaFuncSetAttribute");
+    cw::pair_monitor_kernel<<<1, 32, scratch, gpu.monitor_stream>>>(ch.device(), gpu.blocks_done, gpu.blocks, in_shared);
+    check(cudaGetLastError(), "monitor warp launch");
+  }
 
   /// Index into Gpu::ch of a channel mode.
   static int channel_kind(WaitMode mode) {
