@@ -188,11 +188,11 @@ class channel_handle {
   /// theirs). One monitor warp per channel at a time, resident while any consumer waits: in the
   /// consumers' own kernel (every block resident, or the monitor in a block that starts first)
   /// or in a kernel of its own on another stream. On another channel, records an error and traps.
-  /// A monitor in a kernel of its own waits for kernels launched after it, and two launches can
-  /// wait for every running kernel to end, so both would never start: a kernel's first launch
-  /// under lazy module loading (load it first: cudaFuncGetAttributes), and a launch that needs
-  /// more local memory (stack) than the GPU has reserved (launch the monitor after the consumers,
-  /// or reserve with cudaDeviceSetLimit(cudaLimitStackSize, ...) before it starts).
+  /// A monitor in a kernel of its own waits for kernels that run beside it, which CUDA does not
+  /// promise to schedule: load them first (cudaFuncGetAttributes: under lazy module loading a
+  /// first launch waits for running kernels) and launch each of them once before it runs beside a
+  /// monitor (on 2 x H200 a kernel launched for the first time behind a running monitor never
+  /// started, with eager module loading too; docs/channels.md, "The monitor warp").
   /// `scratch`: null, or channel::monitor_scratch_bytes() of the block's shared memory (16-byte
   /// aligned, the block's other warps leave it alone), where the waiting lists are fastest: each
   /// waiter woken is then a few shared-memory accesses instead of L2 round trips.

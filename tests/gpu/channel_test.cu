@@ -94,10 +94,9 @@ void load_monitor_kernel() {
 }
 
 /// Launches a monitor warp for `ch` on `stream` (the bench's monitor kernel: one warp, until
-/// `consumers` have counted themselves finished). After the consumers' kernel: a launch that needs
-/// more local memory than the GPU has reserved waits for every running kernel, so consumers
-/// launched behind a monitor that waits for them might never start. Load it first
-/// (load_monitor_kernel).
+/// `consumers` have counted themselves finished), after the consumers' kernel, whose first launch
+/// it must not stand in front of (docs/channels.md, "The monitor warp"). Load it first
+/// (load_monitor_kernel): it is launched while the consumers run.
 void launch_monitor(const channel& ch, const unsigned* finished, unsigned consumers, bool lists_in_shared,
                     cudaStream_t stream) {
   const std::size_t scratch = lists_in_shared ? ch.monitor_scratch_bytes() : 0;
