@@ -38,20 +38,27 @@ namespace {
 namespace cw = channel_workloads;
 
 /// The exchange of stencil_run through NVSHMEM: the neighbour puts its cut row of state k into
-/// halo[k % 2] with the signal set to k + 1 (the two-slot argument is stencil_run's).
+/// halo[k % 2] with signal[k % 2] set to k + 1 (the two-slot argument is stencil_run's).
+///
+/// A signal per slot, because NVSHMEM orders one put's data before its own signal but not two
+/// puts to one PE (without nvshmem_fence): with one signal word, put k + 1's signal could land
+/// before put k's data (the wait for k would pass over an old row) or put k's signal after put
+/// k + 1's (SET back to k + 1: the wait for k + 1 would never end). Puts into one slot, k and
+/// k + 2, are a round apart: the neighbour sends the row that lets this GPU compute row k + 2 only
+/// after it consumed row k, so each slot's signal and data see one put at a time.
 struct NvshmemExchange {
   std::uint32_t side;
   int peer;
   std::uint32_t* halo;    ///< symmetric, [2][side]: the neighbour's rows arrive here
-  std::uint64_t* signal;  ///< symmetric: how many of the neighbour's rows arrived
+  std::uint64_t* signal;  ///< symmetric, [2]: signal[s], the state + 1 of the last row put into halo slot s
 
   /// Rows go whole, in announce().
   __device__ void send(std::uint32_t /*state*/, std::uint32_t /*x*/, std::uint32_t /*v*/) const {}
   /// Block-collective, after the __syncthreads that follows the row's stores: the row into the
   /// neighbour's slot, then its signal (NVSHMEM delivers the data before the signal).
   __device__ void announce(std::uint32_t state, const std::uint32_t* row) const {
-    nvshmemx_putmem_signal_nbi_block(halo + std::uint64_t{state % 2} * side, row, std::size_t{side} * 4, signal,
-                                     state + 1, NVSHMEM_SIGNAL_SET, peer);
+    nvshmemx_putmem_signal_nbi_block(halo + std::uint64_t{state % 2} * side, row, std::size_t{side} * 4,
+                                     signal + state % 2, state + 1, NVSHMEM_SIGNAL_SET, peer);
   }
   struct Window {
     const std::uint32_t* data;
@@ -64,7 +71,7 @@ struct NvshmemExchange {
   /// Every warp of the cut block: lane 0 waits for the neighbour's row of state `state`.
   __device__ Window meet(std::uint32_t state, std::uint32_t first_column, std::uint32_t /*slice*/) const {
     __syncwarp();
-    if (threadIdx.x % 32 == 0) nvshmem_signal_wait_until(signal, NVSHMEM_CMP_GE, state + 1);
+    if (threadIdx.x % 32 == 0) nvshmem_signal_wait_until(signal + state % 2, NVSHMEM_CMP_GE, state + 1);
     __syncwarp();
     return {halo + std::uint64_t{state % 2} * side + first_column};
   }
@@ -108,7 +115,7 @@ std::vector<RunReport> run_pe(int pe, const Setup& s, int repeats, std::uint32_t
   const auto cells = detail::make_device<std::uint32_t>(2 * half, "stencil cells");
   const auto progress = detail::make_device<std::uint32_t>(blocks, "stencil progress");
   auto* halo = static_cast<std::uint32_t*>(nvshmem_malloc(2ull * side * 4));
-  auto* signal = static_cast<std::uint64_t*>(nvshmem_malloc(8));
+  auto* signal = static_cast<std::uint64_t*>(nvshmem_malloc(2 * sizeof(std::uint64_t)));
   if (halo == nullptr || signal == nullptr) throw std::runtime_error("nvshmem_malloc failed");
   const auto stream = detail::make_stream();
   cudaEvent_t begin = nullptr, end = nullptr;
@@ -120,7 +127,7 @@ std::vector<RunReport> run_pe(int pe, const Setup& s, int repeats, std::uint32_t
     check(cudaMemcpy(cells.get(), initial.data() + pe * half, half * 4, cudaMemcpyHostToDevice), "stencil cells");
     check(cudaMemset(progress.get(), 0, std::uint64_t{blocks} * 4), "cudaMemset progress");
     check(cudaMemset(halo, 0xff, 2ull * side * 4), "cudaMemset halo");  // poisoned: a row read early shows
-    check(cudaMemset(signal, 0, 8), "cudaMemset signal");
+    check(cudaMemset(signal, 0, 2 * sizeof(std::uint64_t)), "cudaMemset signal");
     check(cudaDeviceSynchronize(), "sync");
     nvshmem_barrier_all();  // both PEs reset before either kernel starts
     const cw::StencilHalf grid{side, s.iterations, pe == 0, cells.get(), progress.get(), cw::Stamps{}};
