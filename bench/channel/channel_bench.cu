@@ -919,9 +919,7 @@ class GpuPair {
       // channel_warp's monitor warp runs beside the persistent kernel: where that fills every
       // SM, one block fewer leaves it room (in every mode of the run, to compare like with like).
       if (monitor_warp && gpu.blocks == static_cast<std::uint32_t>(per_sm * sms)) --gpu.blocks;
-      int optin = 0;
-      check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, g), "cudaDeviceGetAttribute");
-      gpu.shared_optin = static_cast<std::size_t>(optin);
+      gpu.monitor_shared_max = monitor_shared_room(g, shape, per_sm);
       cudaFuncAttributes loaded{};  // loads the monitor kernel before any kernel waits (lazy loading)
       check(cudaFuncGetAttributes(&loaded, cw::pair_monitor_kernel), "cudaFuncGetAttributes");
       if (gpu.blocks == 0)
@@ -1084,7 +1082,7 @@ class GpuPair {
     std::uint32_t* published = nullptr;  ///< peer_flag, atomic_wait
     unsigned* blocks_done = nullptr;     ///< channel_warp: the kernel's blocks that ended
     cudaStream_t monitor_stream = nullptr;  ///< channel_warp: the monitor warp's kernel
-    std::size_t shared_optin = 0;  ///< a block's shared memory at most: the monitor's lists there if they fit
+    std::size_t monitor_shared_max = 0;  ///< channel_warp: the monitor's lists in shared memory if they fit in this
     std::unique_ptr<Managed> managed_published;  ///< naive: the flag this GPU polls
     std::unique_ptr<DeviceStamps> stamps;
     cudaStream_t stream = nullptr;
@@ -1095,11 +1093,28 @@ class GpuPair {
     channel_producer to_neighbour[3];  ///< the other GPU's channels, for this GPU's kernel
   };
 
+  /// channel_warp: the shared memory the monitor's block may take on GPU g so that its SM still
+  /// holds `per_sm` - 1 of the workload's blocks (the grid leaves one block's room when it fills
+  /// every SM): more would leave a persistent block without a place, and the grid would wait for
+  /// it forever.
+  static std::size_t monitor_shared_room(int g, const Shape& shape, int per_sm) {
+    int per_sm_bytes = 0, reserved = 0, optin = 0;
+    check(cudaDeviceGetAttribute(&per_sm_bytes, cudaDevAttrMaxSharedMemoryPerMultiprocessor, g), "cudaDeviceGetAttribute");
+    check(cudaDeviceGetAttribute(&reserved, cudaDevAttrReservedSharedMemoryPerBlock, g), "cudaDeviceGetAttribute");
+    check(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, g), "cudaDeviceGetAttribute");
+    cudaFuncAttributes kernel{};
+    check(cudaFuncGetAttributes(&kernel, shape.kernel), "cudaFuncGetAttributes");
+    const std::int64_t workload = std::int64_t{std::max(per_sm - 1, 0)} *
+                                  (static_cast<std::int64_t>(kernel.sharedSizeBytes) + shape.shared_bytes + reserved);
+    const std::int64_t room = std::int64_t{per_sm_bytes} - workload - reserved;
+    return static_cast<std::size_t>(std::clamp<std::int64_t>(room, 0, optin));
+  }
+
   /// channel_warp: GPU `gpu`'s monitor warp, on its own stream, until the workload kernel's blocks
   /// have all ended; its lists in shared memory when they fit.
   void launch_monitor(const Gpu& gpu) const {
     const channel& ch = *gpu.ch[channel_kind(WaitMode::channel_warp)];
-    const bool in_shared = ch.monitor_scratch_bytes() <= gpu.shared_optin;
+    const bool in_shared = ch.monitor_scratch_bytes() <= gpu.monitor_shared_max;
     const std::size_t scratch = in_shared ? ch.monitor_scratch_bytes() : 0;
     check(cudaFuncSetAttribute(cw::pair_monitor_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(scratch)),
@@ -1248,7 +1263,7 @@ std::vector<Record> measure_gpu_pair(const char* workload, const Setup& setup, c
           static_cast<double>(served.map_polls) / static_cast<double>(std::max<std::uint64_t>(served.requests, 1));
     } else if (mode == WaitMode::channel_warp) {  // the monitor warps' counters
       r.extra["requests"] = static_cast<double>(served.requests);
-      r.extra["monitor_wake_passes"] = static_cast<double>(served.passes);
+      r.extra["monitor_wake_words"] = static_cast<double>(served.passes);  // see ChannelStats
       r.extra["map_polls_per_request"] =
           static_cast<double>(served.map_polls) / static_cast<double>(std::max<std::uint64_t>(served.requests, 1));
       r.extra["direct_buffer_on_consumer"] = gpus.shape().direct_buffer_on_consumer ? 1 : 0;

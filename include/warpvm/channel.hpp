@@ -118,9 +118,10 @@ struct ChannelStats {
   double answer_stall_seconds = 0;  ///< of which waiting for an answer slot (see answer_stalls)
   std::uint64_t map_polls = 0;      ///< copies of the device-side availability map (device_producers)
   std::uint64_t map_tags = 0;       ///< tags the monitor learnt from them
-  // Monitor-warp mode: `requests`, `passes` (the monitor warp's passes that woke warps),
-  // `map_polls` (map words it loaded) and `map_tags` (tags it saw arrive) are kept in device
-  // memory and copied like the direct-mode counters below; the rest stay zero.
+  // Monitor-warp mode: `requests`, `passes` (here: map words whose arriving tags woke warps; wakes
+  // of requests found ready when taken are not counted), `map_polls` (map words it loaded) and
+  // `map_tags` (tags it saw arrive) are kept in device memory and copied like the direct-mode
+  // counters below; the rest stay zero.
   // Direct mode: the monitor's counters above stay zero; these are kept by the consumer warps in
   // device memory, and stats() copies them (a snapshot while a kernel runs).
   std::uint64_t direct_acquires = 0;  ///< acquires served in place
@@ -185,7 +186,9 @@ class channel_handle {
   /// kernel on the consumers' GPU serves the channel's requests until `done()` returns true.
   /// `done` is called by one lane, only when a pass of the monitor found nothing to do; it says
   /// that no consumer will acquire any more (say, a count of finished consumer warps reached
-  /// theirs). One monitor warp per channel at a time, resident while any consumer waits: in the
+  /// theirs). A request still waiting when it returns is served by no one (its warp's watchdog
+  /// ends the kernel), and nothing stops a second monitor on the same channel: both are the
+  /// caller's to rule out. One monitor warp per channel at a time, resident while any consumer waits: in the
   /// consumers' own kernel (every block resident, or the monitor in a block that starts first)
   /// or in a kernel of its own on another stream. On another channel, records an error and traps.
   /// A monitor in a kernel of its own waits for kernels that run beside it, which CUDA does not
@@ -296,7 +299,7 @@ class channel {
 
   /// Monitor-warp mode: the shared memory that channel_handle::monitor can keep its lists in
   /// (grows with tag_count and max_warps: 16 B a warp, 4 B a tag; 64 warps and 64 tags fit in
-  /// 1.3 KiB, 4096 warps and 4096 tags in 82 KiB).
+  /// 1.3 KiB, 4096 warps and 4096 tags in 81 KiB).
   [[nodiscard]] std::size_t monitor_scratch_bytes() const;
 
  private:

@@ -270,6 +270,9 @@ void ChannelState::open_monitor_warp(std::uint32_t queue_capacity) {
   word_waiters_ = make_device_zeroed<std::uint32_t>(words, "the monitor warp's waiters per map word");
   waiting_span_ = make_device_zeroed<WaitingSpan>(1, "the monitor warp's span");
   monitor_counts_ = make_device_zeroed<std::uint64_t>(monitor_count_slots, "the monitor warp's counters");
+  // The zero fills ran on the legacy stream, which clear_monitor_warp's non-blocking stream does
+  // not wait for: a late zero fill would undo its no_waiter heads and taken := served copy.
+  WARPVM_CUDA_TRY(cudaDeviceSynchronize());
   clear_monitor_warp();
   view.slots = device_slots_.get();
   view.cursors = device_cursors_.get();
