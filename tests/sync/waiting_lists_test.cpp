@@ -2,7 +2,8 @@
 // once when its tags were seen, waits under its first missing tag otherwise, moves along its
 // tags as they arrive and is woken exactly once, after its last; requests that do not follow
 // their warp's last are refused; the span of polled words covers exactly the words waited on.
-// A random model run checks every wake against a brute-force reading of the arrivals.
+// A random model run (batches of arrivals, several requests per warp) checks every wake against
+// a brute-force reading of the arrivals.
 
 #include "warpvm/detail/sync/availability.hpp"
 #include "warpvm/detail/sync/waiting_lists.hpp"
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -115,57 +117,77 @@ TEST(WaitingLists, RandomArrivalsWakeEachRequestOnceAfterItsLastTag) {
   const std::uint32_t seed = fresh();
   SCOPED_TRACE("seed " + std::to_string(seed));
   std::mt19937 random(seed);
-  constexpr std::uint32_t tags = 700, waiters = 300;
+  constexpr std::uint32_t tags = 700, waiters = 300, rounds = 3;
   HostMonitor m(tags, waiters);
   std::vector<std::uint32_t> first(waiters), count(waiters), served(waiters, 0);
-  std::vector<bool> arrived(tags, false), awake(waiters, false);
+  std::vector<bool> arrived(tags, false), waiting(waiters, false);
   std::vector<std::uint32_t> order(tags);
   std::iota(order.begin(), order.end(), 0u);
   std::shuffle(order.begin(), order.end(), random);
-  std::vector<std::pair<std::uint32_t, std::uint32_t>> woken;
   auto all_arrived = [&](std::uint32_t w) {
     return std::all_of(arrived.begin() + first[w], arrived.begin() + first[w] + count[w], [](bool a) { return a; });
   };
-  std::uint32_t next_arrival = 0;
-  for (std::uint32_t w = 0; w < waiters; ++w) {
+  // Warp w asks for a random range; when served, it asks again (up to `rounds` requests each).
+  auto ask = [&](std::uint32_t w) {
     count[w] = std::uniform_int_distribution<std::uint32_t>(0, 150)(random);
     first[w] = std::uniform_int_distribution<std::uint32_t>(0, tags - count[w])(random);
-    const Admission admitted = m.lists.admit(request(w, first[w], count[w], 1), 0);
+    const Admission admitted = m.lists.admit(request(w, first[w], count[w], served[w] + 1), served[w]);
     ASSERT_NE(admitted, Admission::refused);
     EXPECT_EQ(admitted == Admission::ready, all_arrived(w)) << "waiter " << w;
-    awake[w] = admitted == Admission::ready;
-    // Some tags arrive between admissions, so requests find some of theirs seen.
-    for (std::uint32_t k = 0; k < 2 && next_arrival < tags; ++k, ++next_arrival) {
-      woken.clear();
-      const std::uint32_t tag = order[next_arrival];
+    if (admitted == Admission::ready) ++served[w];
+    waiting[w] = admitted == Admission::waiting;
+  };
+  // A batch of arrivals, as a poll sees them: every word's new bits absorbed first, then passed
+  // on word by word (several bits of one word at once).
+  auto arrive = [&](std::span<const std::uint32_t> batch) {
+    std::vector<std::uint64_t> bits(m.seen.size(), 0);
+    for (const std::uint32_t tag : batch) {
       arrived[tag] = true;
-      m.arrive(tag, woken);
-      for (const auto& [v, seq] : woken) {
-        EXPECT_FALSE(awake[v]) << "waiter " << v << " woken twice";
-        EXPECT_TRUE(all_arrived(v)) << "waiter " << v << " woken before its last tag";
-        EXPECT_EQ(seq, 1u);
-        awake[v] = true;
-      }
+      bits[tag / availability_tags_per_word] |= std::uint64_t{1} << (tag % availability_tags_per_word);
     }
-  }
-  for (; next_arrival < tags; ++next_arrival) {
-    woken.clear();
-    arrived[order[next_arrival]] = true;
-    m.arrive(order[next_arrival], woken);
+    std::vector<std::uint64_t> added(bits.size(), 0);
+    for (std::uint32_t word = 0; word < bits.size(); ++word)
+      if (bits[word] != 0) added[word] = m.lists.absorb(word, m.seen[word] | bits[word]);
+    std::vector<std::pair<std::uint32_t, std::uint32_t>> woken;
+    for (std::uint32_t word = 0; word < added.size(); ++word)
+      if (added[word] != 0)
+        m.lists.tags_arrived(word, added[word], [&](std::uint32_t v, std::uint32_t seq) { woken.emplace_back(v, seq); });
     for (const auto& [v, seq] : woken) {
-      EXPECT_FALSE(awake[v]) << "waiter " << v << " woken twice";
-      EXPECT_TRUE(all_arrived(v));
-      awake[v] = true;
+      EXPECT_TRUE(waiting[v]) << "waiter " << v << " woken while not waiting (twice?)";
+      EXPECT_TRUE(all_arrived(v)) << "waiter " << v << " woken before its last tag";
+      EXPECT_EQ(seq, served[v] + 1) << "waiter " << v;
+      waiting[v] = false;
+      ++served[v];
     }
+  };
+  std::uint32_t next_arrival = 0;
+  for (std::uint32_t w = 0; w < waiters; ++w) {
+    ask(w);
+    // Some tags arrive between requests, so requests find some of theirs seen.
+    const std::uint32_t n = std::min<std::uint32_t>(std::uniform_int_distribution<std::uint32_t>(0, 4)(random),
+                                                    tags - next_arrival);
+    arrive(std::span<const std::uint32_t>(order).subspan(next_arrival, n));
+    next_arrival += n;
+  }
+  while (next_arrival < tags) {
+    const std::uint32_t n =
+        std::min<std::uint32_t>(std::uniform_int_distribution<std::uint32_t>(1, 20)(random), tags - next_arrival);
+    arrive(std::span<const std::uint32_t>(order).subspan(next_arrival, n));
+    next_arrival += n;
+    // Served warps ask again (their later requests find more tags seen, all once every tag arrived).
+    for (std::uint32_t w = 0; w < waiters; ++w)
+      if (!waiting[w] && served[w] < rounds) ask(w);
     // The span covers every waiter's first missing tag.
     for (std::uint32_t v = 0; v < waiters; ++v)
-      if (!awake[v]) {
+      if (waiting[v]) {
         const std::uint32_t word = m.nodes[v].next_tag / availability_tags_per_word;
         EXPECT_FALSE(arrived[m.nodes[v].next_tag]);
         EXPECT_TRUE(word >= m.span.low && word < m.span.high);
       }
   }
-  EXPECT_TRUE(std::all_of(awake.begin(), awake.end(), [](bool a) { return a; }));
+  for (std::uint32_t w = 0; w < waiters; ++w)
+    while (served[w] < rounds) ask(w);  // every tag is seen now: each request is ready at once
+  EXPECT_TRUE(std::none_of(waiting.begin(), waiting.end(), [](bool a) { return a; }));
   EXPECT_TRUE(std::all_of(m.word_waiters.begin(), m.word_waiters.end(), [](std::uint32_t n) { return n == 0; }));
   EXPECT_GE(m.span.low, m.span.high);
 }
