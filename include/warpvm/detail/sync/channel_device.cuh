@@ -212,7 +212,14 @@ __device__ void channel_monitor(const ChannelView& view, Done&& done, void* scra
   const WaitingLists lists(tables, view.tag_count);
   const AvailabilityBitmap<cuda::thread_scope_system> map(view.monitor_map, view.tag_count);
   const RequestQueue<cuda::thread_scope_device> queue(view.cursors, view.slots, view.queue_capacity);
-  std::uint64_t* counts = view.monitor.counts;
+  // Lane 0 keeps the counters in registers and stores them when they change: a read-modify-write
+  // in device memory would put an L2 load on its path every pass. Only one monitor runs at a time.
+  std::uint64_t counts[monitor_count_slots] = {};
+  if (lane == 0)
+    for (std::uint32_t c = 0; c < monitor_count_slots; ++c) counts[c] = view.monitor.counts[c];
+  auto publish_counts = [&] {
+    for (std::uint32_t c = 0; c < monitor_count_slots; ++c) view.monitor.counts[c] = counts[c];
+  };
   auto wake = [&](std::uint32_t waiter, std::uint32_t seq) {
     cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device>(view.served[waiter]).store(seq, cuda::std::memory_order_release);
   };
@@ -243,6 +250,7 @@ __device__ void channel_monitor(const ChannelView& view, Done&& done, void* scra
       queue.advance_head(taken);
       counts[monitor_count_requests] += taken;
     }
+    const std::uint64_t polls_before = counts[monitor_count_polls];
     __syncwarp();  // lane 0's head, lists and span before the lanes read them
     const WaitingSpan span = lists.span();
     for (std::uint32_t base = span.low; base < span.high; base += 32) {
@@ -268,6 +276,7 @@ __device__ void channel_monitor(const ChannelView& view, Done&& done, void* scra
       busy = true;
       __syncwarp();  // lane 0's lists before the next words' absorbs
     }
+    if (lane == 0 && (busy || counts[monitor_count_polls] != polls_before)) publish_counts();
     busy = __shfl_sync(all_lanes, busy, 0);
     if (busy) {
       backoff_ns = waiter_backoff_min_ns;
