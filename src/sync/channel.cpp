@@ -37,6 +37,11 @@ constexpr std::uint32_t waiter_merge_gap = 64;
 /// its own snapshot of the mirrors, so the next pass can go on without waiting for the copies.
 constexpr std::uint32_t answer_slots = 4;
 
+/// What every refusal of a warp's second request says: the cause and the cure.
+constexpr const char* two_acquisitions_advice =
+    "two acquisitions of one warp at once, refused (its lanes acquired apart: acquire is collective over the "
+    "lanes active at the call, so reconverge them with __syncwarp() after a branch that only some of them took)";
+
 }  // namespace
 
 class ChannelState {
@@ -442,10 +447,7 @@ bool ChannelState::step() {
       throw_error(ErrorKind::invalid_argument,
                   "channel: warp " + std::to_string(r.waiter) + " posted its request number " + std::to_string(r.seq) +
                       " while the monitor had taken " + std::to_string(taken) + " and served " +
-                      std::to_string(served) +
-                      " of its requests: two acquisitions of one warp at once, refused (its lanes acquired apart: "
-                      "acquire is collective over the lanes active at the call, so reconverge them with "
-                      "__syncwarp() after a branch that only some of them took)",
+                      std::to_string(served) + " of its requests: " + two_acquisitions_advice,
                   __FILE__, __LINE__);
     taken = r.seq;
     pending_.push_back({r, r.first_tag});
@@ -616,23 +618,24 @@ ChannelStats ChannelState::stats() const {
     const std::lock_guard lock(mutex_);
     stats = stats_;
   }
-  if (monitor_counts_) {
-    // As the direct-mode counters below: a snapshot on the channel's own stream.
-    std::uint64_t counts[monitor_count_slots] = {};
+  // Counters kept on the device: a snapshot on the channel's own non-blocking stream, so even
+  // while consumers run.
+  auto copy_counts = [&](const std::uint64_t* from, std::uint64_t* into, std::size_t n) {
     const DeviceGuard on_device_guard(config.device);
-    WARPVM_CUDA_TRY(cudaMemcpyAsync(counts, monitor_counts_.get(), sizeof(counts), cudaMemcpyDeviceToHost, stream_.get()));
+    WARPVM_CUDA_TRY(cudaMemcpyAsync(into, from, n * sizeof(std::uint64_t), cudaMemcpyDeviceToHost, stream_.get()));
     WARPVM_CUDA_TRY(cudaStreamSynchronize(stream_.get()));
+  };
+  if (monitor_counts_) {
+    std::uint64_t counts[monitor_count_slots] = {};
+    copy_counts(monitor_counts_.get(), counts, monitor_count_slots);
     stats.requests = counts[monitor_count_requests];
     stats.passes = counts[monitor_count_wakes];
     stats.map_polls = counts[monitor_count_polls];
     stats.map_tags = counts[monitor_count_tags];
   }
   if (direct_counts_) {
-    // On the channel's own non-blocking stream: a snapshot even while consumers run.
     std::uint64_t counts[direct_count_slots] = {};
-    const DeviceGuard on_device_guard(config.device);
-    WARPVM_CUDA_TRY(cudaMemcpyAsync(counts, direct_counts_.get(), sizeof(counts), cudaMemcpyDeviceToHost, stream_.get()));
-    WARPVM_CUDA_TRY(cudaStreamSynchronize(stream_.get()));
+    copy_counts(direct_counts_.get(), counts, direct_count_slots);
     stats.direct_acquires = counts[direct_count_acquires];
     stats.direct_parked = counts[direct_count_parked];
   }
@@ -711,14 +714,12 @@ std::string ChannelState::take_device_error(ErrorKind& kind) {
     case ChannelFault::served_ahead:
       what << "channel: warp " << warp << " woke to served count " << value
            << ", past the request it posted (tag " << first_tag << ", offset " << source_offset
-           << "): two acquisitions of one warp at once (its lanes acquired apart: reconverge them with "
-              "__syncwarp() before acquire)";
+           << "): " << two_acquisitions_advice;
       break;
     case ChannelFault::split_request:
       what << "channel: the monitor warp took request number " << value << " of warp " << warp << " (tag " << first_tag
            << ", offset " << source_offset
-           << ") while another of its requests was pending: two acquisitions of one warp at once, refused (its "
-              "lanes acquired apart: reconverge them with __syncwarp() before acquire)";
+           << ") while another of its requests was pending: " << two_acquisitions_advice;
       break;
     case ChannelFault::not_monitor_warp:
       what << "channel: warp " << warp
