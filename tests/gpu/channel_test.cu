@@ -761,19 +761,25 @@ TEST_P(ChannelPeerProducer, OnGpu1ForConsumersOnGpu0IsExact) {
 
 INSTANTIATE_TEST_SUITE_P(BufferIn, ChannelPeerProducer, ::testing::Values(-1, 0, 1), buffer_place);
 
-/// A direct-mode channel for consumers on GPU 0 with its buffer on `buffer_device`.
-channel direct_channel(const Workload& w, int buffer_device) {
+/// How the consumers of an in-place channel (data read in the producers' buffer) wait.
+enum class InPlace { direct, monitor_warp };
+
+/// A channel for run_with_kernel_producer's consumers on GPU 0 (its 256 warps) whose data they
+/// read in place, in a buffer on `buffer_device`: direct mode or a monitor warp.
+channel in_place_channel(const Workload& w, int buffer_device, InPlace waiting) {
   return channel({.buffer_bytes = std::uint64_t{w.groups} * w.group_words * 4,
                   .tag_count = w.groups * w.tags_per_group,
+                  .max_warps = 32 * 256 / 32,
                   .device = 0,
                   .device_producers = true,
                   .buffer_device = buffer_device,
-                  .direct = true});
+                  .direct = waiting == InPlace::direct,
+                  .monitor_warp = waiting == InPlace::monitor_warp});
 }
 
 TEST_F(Channel, DirectModeWithAProducerOnTheConsumersGpuIsExactAcrossAReset) {
   const Workload w{2048, 4, 1024};  // 8192 tags of 1 KiB, four per acquire
-  channel ch = direct_channel(w, 0);
+  channel ch = in_place_channel(w, 0, InPlace::direct);
   run_with_kernel_producer(ch, 0, w);
   ch.reset();  // clears the map; the second run's fresh data lands where the first run's was
   run_with_kernel_producer(ch, 0, w);
@@ -787,7 +793,7 @@ class ChannelDirectPeer : public GpuTest, public ::testing::WithParamInterface<i
 TEST_P(ChannelDirectPeer, ProducerOnGpu1ConsumersOnGpu0IsExactAcrossAReset) {
   if (!peer_pair_ready()) GTEST_SKIP() << "needs GPUs 0 and 1 with peer access both ways and native peer atomics";
   const Workload w{2048, 4, 1024};
-  channel ch = direct_channel(w, GetParam());
+  channel ch = in_place_channel(w, GetParam(), InPlace::direct);
   run_with_kernel_producer(ch, 1, w);
   ch.reset();
   run_with_kernel_producer(ch, 1, w);
@@ -809,20 +815,9 @@ TEST_F(Channel, DirectModeRefusesOtherBuffersAndHostPublishing) {
   EXPECT_EQ(stats.requests, 0u);
 }
 
-/// A monitor-warp channel for consumers on GPU 0 with its buffer on `buffer_device`.
-channel monitor_warp_channel(const Workload& w, int buffer_device) {
-  return channel({.buffer_bytes = std::uint64_t{w.groups} * w.group_words * 4,
-                  .tag_count = w.groups * w.tags_per_group,
-                  .max_warps = 32 * 256 / 32,
-                  .device = 0,
-                  .device_producers = true,
-                  .buffer_device = buffer_device,
-                  .monitor_warp = true});
-}
-
 TEST_F(Channel, MonitorWarpWithAProducerOnTheConsumersGpuIsExactAcrossAReset) {
   const Workload w{2048, 4, 1024};  // 8192 tags of 1 KiB, four per acquire: requests wait across tags
-  channel ch = monitor_warp_channel(w, 0);
+  channel ch = in_place_channel(w, 0, InPlace::monitor_warp);
   // The lists in device memory both times: the first run leaves its copy of the map there, which
   // reset() must clear (the second run's data lands where the first's was, under fresh tags).
   // The peer tests keep them in shared memory.
@@ -839,7 +834,7 @@ class ChannelMonitorWarpPeer : public GpuTest, public ::testing::WithParamInterf
 TEST_P(ChannelMonitorWarpPeer, ProducerOnGpu1ConsumersOnGpu0IsExactAcrossAReset) {
   if (!peer_pair_ready()) GTEST_SKIP() << "needs GPUs 0 and 1 with peer access both ways and native peer atomics";
   const Workload w{2048, 4, 1024};
-  channel ch = monitor_warp_channel(w, GetParam());
+  channel ch = in_place_channel(w, GetParam(), InPlace::monitor_warp);
   run_with_kernel_producer(ch, 1, w);
   ch.reset();
   run_with_kernel_producer(ch, 1, w);
