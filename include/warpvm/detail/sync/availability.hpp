@@ -93,7 +93,7 @@ class AvailabilityBitmap {
   WARPVM_HD bool publish(std::uint32_t first, std::uint32_t count = 1) const {
     if (!in_range(first, count)) return false;
     for_each_word(first, count, [&](std::uint32_t w, std::uint64_t mask) {
-      word(w).fetch_or(mask, cuda::std::memory_order_release);
+      release_or(words_[w], mask);
       return true;
     });
     return true;
@@ -148,6 +148,24 @@ class AvailabilityBitmap {
   using word_atomic = cuda::atomic_ref<std::uint64_t, Scope>;
 
   [[nodiscard]] WARPVM_HD word_atomic word(std::uint32_t w) const { return word_atomic(words_[w]); }
+
+  /// `word |= mask`, release at Scope, the old value unused. On the device a PTX reduction: an
+  /// atomic that returns the old value kept its thread waiting for the round trip, about 0.6 us
+  /// a publish into an NVLink peer's map on the H200 (docs/channels.md, "Publishing without a
+  /// round trip"). A red is an atomic read-modify-write like atom, so later ORs continue the
+  /// release sequence as before.
+  WARPVM_HD static void release_or(std::uint64_t& word, std::uint64_t mask) {
+#ifdef __CUDA_ARCH__
+    if constexpr (Scope == cuda::thread_scope_system)
+      asm volatile("red.release.sys.or.b64 [%0], %1;" ::"l"(&word), "l"(mask) : "memory");
+    else if constexpr (Scope == cuda::thread_scope_device)
+      asm volatile("red.release.gpu.or.b64 [%0], %1;" ::"l"(&word), "l"(mask) : "memory");
+    else
+      word_atomic(word).fetch_or(mask, cuda::std::memory_order_release);
+#else
+    word_atomic(word).fetch_or(mask, cuda::std::memory_order_release);
+#endif
+  }
 
   [[nodiscard]] WARPVM_HD bool in_range(std::uint32_t first, std::uint32_t count) const {
     return first <= tag_count_ && count <= tag_count_ - first;
