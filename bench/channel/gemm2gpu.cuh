@@ -16,8 +16,8 @@
 // ready[p]. The other blocks take 64 x 64 tiles from one queue, in steps: step s produces panel
 // s and consumes panels s - 1 (this GPU's, then the other's, waiting for ready[s - 1]). So the
 // other GPU's panel has one step of production to arrive in. In channel_direct mode the
-// exchange block only announces: the warps of a tile of the other GPU's panel acquire it
-// themselves and read it in place (a direct acquire is a poll of the GPU's own map, no request).
+// exchange block only announces: a tile block's first warp acquires the other GPU's panel, and
+// after a barrier the block reads it in place (a direct acquire is a poll of the GPU's own map).
 
 #include "channel_workloads.cuh"
 
@@ -125,15 +125,21 @@ __device__ inline void gemm_run_task(const Gemm2Gpu& m, GemmTask task, GemmShare
   const std::uint64_t row = m.t_rows_of(own) + std::uint64_t{task.panel} * gemm_tile;
   const std::uint64_t column = std::uint64_t{task.tile} * gemm_tile;
   if (!own && m.exchange.mode == WaitMode::channel_direct) {
-    // Direct mode: every warp acquires the other GPU's panel itself (a poll of this GPU's map)
-    // and the block reads it in place, in the channel's buffer: no exchange-block copy
+    // Direct mode: the block's first warp acquires the other GPU's panel (a poll of this GPU's
+    // map) and the block reads it in place, in the channel's buffer: no exchange-block copy. The
+    // barrier extends that warp's acquire to the block, as for the baselines' flag; with every
+    // warp acquiring, this branch was 3-5% behind peer_flag (docs/channels.md, gemm2gpu).
+    __shared__ const std::uint32_t* panel_data;
     const std::uint64_t began = detail::global_timer_ns();
-    const std::uint64_t bytes = m.size.panel_words() * 4;
-    const channel_data panel =
-        m.exchange.from_neighbour.acquire(task.panel, 1, static_cast<std::uint32_t>(bytes), task.panel * bytes);
+    if (threadIdx.x < 32) {
+      const std::uint64_t bytes = m.size.panel_words() * 4;
+      const channel_data panel =
+          m.exchange.from_neighbour.acquire(task.panel, 1, static_cast<std::uint32_t>(bytes), task.panel * bytes);
+      if (threadIdx.x == 0) panel_data = panel.as<std::uint32_t>();
+    }
+    __syncthreads();
     m.stamps.wait(blockIdx.x * block_warps + threadIdx.x / 32, began, detail::global_timer_ns());
-    gemm_tile_product(panel.as<std::uint32_t>(), n, true, m.d + column, h, n, acc, sh);
-    panel.release();
+    gemm_tile_product(panel_data, n, true, m.d + column, h, n, acc, sh);
   } else {
     if (own)
       block_waits_at_least(m.produced[task.panel], m.size.production_tiles(), m.stamps, "gemm2gpu", "this GPU's panel",

@@ -176,6 +176,9 @@ class channel_handle {
   /// Parks the warp (not spinning) meanwhile. A warp
   /// holds one acquisition at a time: release() it before acquiring again. Past the channel's
   /// watchdog, or on bad arguments, records an error and traps (channel::synchronize raises it).
+  /// One warp may acquire for its block: after a `__syncthreads()` the block's other threads may
+  /// read the data too (the barrier extends the warp's acquire), and with staging the warp
+  /// releases only after a second barrier that follows their reads.
   __device__ channel_data acquire(std::uint32_t first_tag, std::uint32_t tag_count, std::uint32_t bytes,
                                   std::uint64_t source_offset) const {
     const detail::ChannelGrant grant = detail::channel_acquire(view_, first_tag, tag_count, bytes, source_offset);
