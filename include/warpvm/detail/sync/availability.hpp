@@ -149,22 +149,24 @@ class AvailabilityBitmap {
 
   [[nodiscard]] WARPVM_HD word_atomic word(std::uint32_t w) const { return word_atomic(words_[w]); }
 
-  /// `word |= mask`, release at Scope, the old value unused. On the device a PTX reduction: an
-  /// atomic that returns the old value kept its thread waiting for the round trip, about 0.6 us
-  /// a publish into an NVLink peer's map on the H200 (docs/channels.md, "Publishing without a
-  /// round trip"). A red is an atomic read-modify-write like atom, so later ORs continue the
-  /// release sequence as before.
+  /// `word |= mask`, release at Scope, the old value unused. On the device, for a word in global
+  /// memory (a map's always is), a PTX reduction: an atomic that returns the old value kept its
+  /// thread waiting for the round trip, about 0.6 us a publish into an NVLink peer's map on the
+  /// H200 (docs/channels.md, "Publishing without a round trip"). A red is an atomic
+  /// read-modify-write like atom, so later ORs continue the release sequence as before.
   WARPVM_HD static void release_or(std::uint64_t& word, std::uint64_t mask) {
 #ifdef __CUDA_ARCH__
-    if constexpr (Scope == cuda::thread_scope_system)
-      asm volatile("red.release.sys.or.b64 [%0], %1;" ::"l"(&word), "l"(mask) : "memory");
-    else if constexpr (Scope == cuda::thread_scope_device)
-      asm volatile("red.release.gpu.or.b64 [%0], %1;" ::"l"(&word), "l"(mask) : "memory");
-    else
-      word_atomic(word).fetch_or(mask, cuda::std::memory_order_release);
-#else
-    word_atomic(word).fetch_or(mask, cuda::std::memory_order_release);
+    if (__isGlobal(&word)) {
+      if constexpr (Scope == cuda::thread_scope_system) {
+        asm volatile("red.release.sys.global.or.b64 [%0], %1;" ::"l"(__cvta_generic_to_global(&word)), "l"(mask) : "memory");
+        return;
+      } else if constexpr (Scope == cuda::thread_scope_device) {
+        asm volatile("red.release.gpu.global.or.b64 [%0], %1;" ::"l"(__cvta_generic_to_global(&word)), "l"(mask) : "memory");
+        return;
+      }
+    }
 #endif
+    word_atomic(word).fetch_or(mask, cuda::std::memory_order_release);
   }
 
   [[nodiscard]] WARPVM_HD bool in_range(std::uint32_t first, std::uint32_t count) const {
