@@ -129,6 +129,9 @@ __device__ inline void gemm_run_task(const Gemm2Gpu& m, GemmTask task, GemmShare
     // map) and the block reads it in place, in the channel's buffer: no exchange-block copy. The
     // barrier extends that warp's acquire to the block, as for the baselines' flag; with every
     // warp acquiring, this branch was 3-5% behind peer_flag (docs/channels.md, gemm2gpu).
+    // Direct mode has nothing to release (with staging the warp would release after a second
+    // barrier). `panel_data` is read once per thread before the tile product's first barrier,
+    // and rewritten only after block_takes_task's barriers.
     __shared__ const std::uint32_t* panel_data;
     const std::uint64_t began = detail::global_timer_ns();
     if (threadIdx.x < 32) {

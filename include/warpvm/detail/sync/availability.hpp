@@ -152,8 +152,8 @@ class AvailabilityBitmap {
   /// `word |= mask`, release at Scope, the old value unused. On the device, for a word in global
   /// memory (a map's always is), a PTX reduction: an atomic that returns the old value kept its
   /// thread waiting for the round trip, about 0.6 us a publish into an NVLink peer's map on the
-  /// H200 (docs/channels.md, "Publishing without a round trip"). A red is an atomic
-  /// read-modify-write like atom, so later ORs continue the release sequence as before.
+  /// H200 (docs/channels.md, "Publishing without a round trip"). PTX counts red with atom
+  /// as atomic operations, so an acquire that reads the word synchronises with it as before.
   WARPVM_HD static void release_or(std::uint64_t& word, std::uint64_t mask) {
 #ifdef __CUDA_ARCH__
     if (__isGlobal(&word)) {
