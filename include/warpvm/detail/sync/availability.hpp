@@ -156,12 +156,13 @@ class AvailabilityBitmap {
   /// as atomic operations, so an acquire that reads the word synchronises with it as before.
   WARPVM_HD static void release_or(std::uint64_t& word, std::uint64_t mask) {
 #ifdef __CUDA_ARCH__
-    if (__isGlobal(&word)) {
-      if constexpr (Scope == cuda::thread_scope_system) {
-        asm volatile("red.release.sys.global.or.b64 [%0], %1;" ::"l"(__cvta_generic_to_global(&word)), "l"(mask) : "memory");
-        return;
-      } else if constexpr (Scope == cuda::thread_scope_device) {
-        asm volatile("red.release.gpu.global.or.b64 [%0], %1;" ::"l"(__cvta_generic_to_global(&word)), "l"(mask) : "memory");
+    if constexpr (Scope == cuda::thread_scope_system || Scope == cuda::thread_scope_device) {
+      if (__isGlobal(&word)) {
+        const std::size_t global = __cvta_generic_to_global(&word);
+        if constexpr (Scope == cuda::thread_scope_system)
+          asm volatile("red.release.sys.global.or.b64 [%0], %1;" ::"l"(global), "l"(mask) : "memory");
+        else
+          asm volatile("red.release.gpu.global.or.b64 [%0], %1;" ::"l"(global), "l"(mask) : "memory");
         return;
       }
     }
