@@ -111,13 +111,16 @@ __device__ inline void spin_on_flags(const Source& s, std::uint32_t first_tag, s
 /// barrier recorded waits of zero (kmeans2gpu's timeline, H200): a read that touches no memory
 /// does not wait for the deferred barrier. Naive polling's `wait_share` and
 /// `overlap_efficiency`, and kmeans2gpu's in every mode, described blocks that never waited.
-template <class Poll>
+///
+/// `PollingThreads` 32: the whole first warp runs `poll` (a warp-collective wait, such as a
+/// channel acquire one warp makes for its block) and thread 0 reads the time after it.
+template <std::uint32_t PollingThreads = 1, class Poll>
 __device__ std::uint64_t block_waits_for_thread0(Poll&& poll) {
   __shared__ std::uint64_t polled;
-  __syncthreads();  // also: every thread has read the previous call's `polled`
-  if (threadIdx.x == 0) {
+  __syncthreads();  // also: every thread has read the previous call's `polled` (and what `poll` shares)
+  if (threadIdx.x < PollingThreads) {
     poll();
-    polled = detail::global_timer_ns();
+    if (threadIdx.x == 0) polled = detail::global_timer_ns();
   }
   __syncthreads();
   return polled;

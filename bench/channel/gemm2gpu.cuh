@@ -128,20 +128,17 @@ __device__ inline void gemm_run_task(const Gemm2Gpu& m, GemmTask task, GemmShare
     // Direct mode: the block's first warp acquires the other GPU's panel (a poll of this GPU's
     // map) and the block reads it in place, in the channel's buffer: no exchange-block copy. The
     // barrier extends that warp's acquire to the block, as for the baselines' flag; with every
-    // warp acquiring, this branch was 3-5% behind peer_flag (docs/channels.md, gemm2gpu).
-    // Direct mode has nothing to release (with staging the warp would release after a second
-    // barrier). `panel_data` is read once per thread before the tile product's first barrier,
-    // and rewritten only after block_takes_task's barriers.
+    // warp acquiring, this branch was 3-5% behind peer_flag (docs/channels.md, gemm2gpu). Direct
+    // mode has nothing to release (with staging the warp would release after a second barrier).
     __shared__ const std::uint32_t* panel_data;
     const std::uint64_t began = detail::global_timer_ns();
-    if (threadIdx.x < 32) {
+    const std::uint64_t arrived = block_waits_for_thread0<32>([&] {
       const std::uint64_t bytes = m.size.panel_words() * 4;
       const channel_data panel =
           m.exchange.from_neighbour.acquire(task.panel, 1, static_cast<std::uint32_t>(bytes), task.panel * bytes);
       if (threadIdx.x == 0) panel_data = panel.as<std::uint32_t>();
-    }
-    __syncthreads();
-    m.stamps.wait(blockIdx.x * block_warps + threadIdx.x / 32, began, detail::global_timer_ns());
+    });
+    m.stamps.wait(blockIdx.x * block_warps + threadIdx.x / 32, began, arrived);
     gemm_tile_product(panel_data, n, true, m.d + column, h, n, acc, sh);
   } else {
     if (own)
