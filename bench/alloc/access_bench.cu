@@ -27,9 +27,9 @@
 // own range at each step, instead of drawing its own).
 
 #include "access_bench.hpp"
-#include "access_workloads.hpp"
+#include "warpvm/workloads/alloc/access_workloads.hpp"
 
-#include "../micro/uvm_counters.hpp"
+#include "uvm_counters.hpp"
 #include "warpvm/heap.hpp"
 
 #include <algorithm>
@@ -43,6 +43,16 @@
 
 namespace warpvm::bench {
 namespace {
+
+using workloads::pattern_word;
+using workloads::access_stream;
+using workloads::access_word;
+using workloads::AccessOffsets;
+using workloads::place_warp_regions;
+using workloads::WarpRegions;
+using workloads::expected_sums;
+using workloads::touched_page_bytes;
+using workloads::heap_bytes_for;
 
 /// Managed points leave this much of the GPU's free memory spare: real UVM past the GPU's
 /// memory can hang it, so these modes stay in core.

@@ -4,8 +4,8 @@
 // `uvm` preset) and on real UVM (the managed backend). Also the launch shape and the heap's
 // device face that both of the benchmark's files (alloc_bench.cu, access_bench.cu) use.
 
-#include "../micro/bench_support.cuh"
-#include "alloc_workloads.hpp"
+#include "harness.cuh"
+#include "warpvm/workloads/alloc/alloc_workloads.hpp"
 #include "warpvm/detail/alloc/warp_layout.hpp"
 #include "warpvm/heap.hpp"
 
@@ -33,7 +33,7 @@ struct AccessSetup {
   detail::LaneOrder lane_order = detail::LaneOrder::lane_id;
   /// Whose draws each thread's reads follow (alloc_workloads.hpp): independent per thread, or
   /// its warp's (every lane at the same offset of its own range at each step).
-  AccessOffsets offsets = AccessOffsets::per_thread;
+  workloads::AccessOffsets offsets = workloads::AccessOffsets::per_thread;
 };
 
 /// Threads per block of warpvm-alloc-bench's kernels (alloc_bench.cu, access_bench.cu).

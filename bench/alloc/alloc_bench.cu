@@ -33,10 +33,10 @@
 // round trips per run; 0 where the fast path served everything) and peak_reserved_bytes
 // (warpvm); random adds slots, iterations, frees. Exits 1 only when a point is not verified.
 
-#include "../micro/bench_support.cuh"
+#include "harness.cuh"
 #include "access_bench.hpp"
-#include "alloc_workloads.hpp"
-#include "cli_args.hpp"
+#include "warpvm/workloads/alloc/alloc_workloads.hpp"
+#include "cli.hpp"
 
 #include "warpvm/heap.hpp"
 
@@ -52,6 +52,10 @@
 
 namespace warpvm::bench {
 namespace {
+
+using workloads::point_bytes;
+using workloads::random_slot;
+using workloads::random_bytes;
 
 struct Setup {
   std::uint64_t singular_threads = 16384;
@@ -376,44 +380,6 @@ Record measure_cuda_random(cudaStream_t stream, const Point& pt) {
   return r;
 }
 
-[[noreturn]] void usage(const char* message) {
-  std::fprintf(stderr,
-               "%s\nusage: warpvm-alloc-bench [--workloads singular,scaling,random] "
-               "[--modes warpvm_aligned,warpvm_contiguous,warpvm_host_only,cuda_malloc] [--threads 16384] "
-               "[--min-n 4] [--max-n 22] [--scaling-threads 32768,262144,1048576] [--scaling-sizes 16,1024,4096,8192] "
-               "[--random-threads 16384] [--random-lo 1KiB] [--random-hi 256KiB] [--slots 8] [--iterations 50] "
-               "[--heap 32GiB] [--small BYTES] [--cache 8GiB] [--cuda-heap BYTES] [--repeats 3] [--out file.jsonl] "
-               "[--commit SHA] [--driver VER]\n"
-               "  access workloads: [--workloads random_access,large_ranges,oversubscription] "
-               "[--modes warpvm_aligned,warpvm_contiguous,warpvm_uvm_aligned,warpvm_uvm_contiguous,managed_aligned,"
-               "managed_contiguous] [--access-threads 1024] [--ranges 512,1KiB,...,2MiB] [--accesses 100] "
-               "[--large-threads 128] [--large-range 16MiB] [--large-accesses 100] [--oversub-range 120MiB] "
-               "[--oversub-accesses 420] [--oversub-cache 4GiB] [--oversub-threads N (0: >= 2.5x the cache)] "
-               "[--lane-order lane_id|prefetch_first] [--access-offsets per_thread|per_warp] [--uvm-counted-runs 1]\n",
-               message);
-  std::exit(2);
-}
-
-std::vector<std::uint64_t> parse_list(const std::string& value) {
-  std::vector<std::uint64_t> out;
-  for (const std::string& v : tools::split_list(value)) out.push_back(tools::parse_bytes(v));
-  return out;
-}
-
-/// --access-offsets' value; std::invalid_argument (a bad value) otherwise.
-warpvm::bench::AccessOffsets parse_access_offsets(const std::string& value) {
-  if (value == "per_thread") return warpvm::bench::AccessOffsets::per_thread;
-  if (value == "per_warp") return warpvm::bench::AccessOffsets::per_warp;
-  throw std::invalid_argument("--access-offsets " + value);
-}
-
-/// --lane-order's value; std::invalid_argument (a bad value) otherwise.
-warpvm::detail::LaneOrder parse_lane_order(const std::string& value) {
-  if (value == "lane_id") return warpvm::detail::LaneOrder::lane_id;
-  if (value == "prefetch_first") return warpvm::detail::LaneOrder::prefetch_first;
-  throw std::invalid_argument("--lane-order " + value);
-}
-
 }  // namespace
 }  // namespace warpvm::bench
 
@@ -425,50 +391,59 @@ int main(int argc, char** argv) {
   const std::vector<std::string> alloc_modes{"warpvm_aligned", "warpvm_contiguous", "warpvm_host_only", "cuda_malloc"};
   std::vector<std::string> modes;  // empty: each workload's defaults
   std::vector<std::string> workloads{"singular", "scaling", "random"};
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") usage("warpvm-alloc-bench: device-side allocation, JSON Lines out");
-    if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
-    const std::string value = argv[++i];
-    try {
-      if (flag == "--modes") modes = warpvm::tools::split_list(value);
-      else if (flag == "--workloads") workloads = warpvm::tools::split_list(value);
-      else if (flag == "--threads") setup.singular_threads = std::stoull(value);
-      else if (flag == "--min-n") setup.min_n = static_cast<unsigned>(std::stoul(value));
-      else if (flag == "--max-n") setup.max_n = static_cast<unsigned>(std::stoul(value));
-      else if (flag == "--scaling-threads") setup.scaling_threads = parse_list(value);
-      else if (flag == "--scaling-sizes") setup.scaling_sizes = parse_list(value);
-      else if (flag == "--random-threads") setup.random_threads = std::stoull(value);
-      else if (flag == "--random-lo") setup.random_lo = warpvm::tools::parse_bytes(value);
-      else if (flag == "--random-hi") setup.random_hi = warpvm::tools::parse_bytes(value);
-      else if (flag == "--slots") setup.random_slots = static_cast<std::uint32_t>(std::stoul(value));
-      else if (flag == "--iterations") setup.random_iterations = static_cast<std::uint32_t>(std::stoul(value));
-      else if (flag == "--heap") setup.heap_bytes = warpvm::tools::parse_bytes(value);
-      else if (flag == "--small") setup.small_bytes = warpvm::tools::parse_bytes(value);
-      else if (flag == "--cache") setup.cache_bytes = warpvm::tools::parse_bytes(value);
-      else if (flag == "--cuda-heap") setup.cuda_heap_bytes = warpvm::tools::parse_bytes(value);
-      else if (flag == "--repeats") options.repeats = std::stoi(value);
-      else if (flag == "--out") options.out = value;
-      else if (flag == "--commit") options.commit = value;
-      else if (flag == "--driver") options.driver = value;
-      else if (flag == "--access-threads") setup.access.threads = std::stoull(value);
-      else if (flag == "--ranges") setup.access.ranges = parse_list(value);
-      else if (flag == "--accesses") setup.access.accesses = std::stoull(value);
-      else if (flag == "--large-threads") setup.access.large_threads = std::stoull(value);
-      else if (flag == "--large-range") setup.access.large_range = warpvm::tools::parse_bytes(value);
-      else if (flag == "--large-accesses") setup.access.large_accesses = std::stoull(value);
-      else if (flag == "--oversub-range") setup.access.oversub_range = warpvm::tools::parse_bytes(value);
-      else if (flag == "--oversub-accesses") setup.access.oversub_accesses = std::stoull(value);
-      else if (flag == "--oversub-cache") setup.access.oversub_cache = warpvm::tools::parse_bytes(value);
-      else if (flag == "--oversub-threads") setup.access.oversub_threads = std::stoull(value);
-      else if (flag == "--lane-order") setup.access.lane_order = parse_lane_order(value);
-      else if (flag == "--access-offsets") setup.access.offsets = parse_access_offsets(value);
-      else if (flag == "--uvm-counted-runs") options.uvm_counted_runs = static_cast<unsigned>(std::stoul(value));
-      else usage(("unknown option " + flag).c_str());
-    } catch (const std::logic_error&) {
-      usage(("bad value for " + flag + ": " + value).c_str());
-    }
-  }
+  CLI::App app{"warpvm-alloc-bench: device-side allocation, JSON Lines out.\n"
+               "allocation workloads: singular, scaling, random; modes warpvm_aligned, warpvm_contiguous, "
+               "warpvm_host_only, cuda_malloc\n"
+               "access workloads: random_access, large_ranges, oversubscription; modes warpvm_aligned, warpvm_contiguous, "
+               "warpvm_uvm_aligned, warpvm_uvm_contiguous, managed_aligned, managed_contiguous",
+               "warpvm-alloc-bench"};
+  warpvm::cli::add_list(app, "--workloads", workloads, "workloads to run (default: singular, scaling, random)");
+  warpvm::cli::add_list(app, "--modes", modes, "modes to run (default: each workload's)");
+  app.add_option("--threads", setup.singular_threads, "singular: threads");
+  app.add_option("--min-n", setup.min_n, "singular: smallest size 2^n");
+  app.add_option("--max-n", setup.max_n, "singular: largest size 2^n");
+  warpvm::cli::add_bytes_list(app, "--scaling-threads", setup.scaling_threads, "scaling: thread counts");
+  warpvm::cli::add_bytes_list(app, "--scaling-sizes", setup.scaling_sizes, "scaling: allocation sizes");
+  app.add_option("--random-threads", setup.random_threads, "random: threads")->check(CLI::PositiveNumber);
+  warpvm::cli::add_bytes(app, "--random-lo", setup.random_lo, "random: smallest allocation");
+  warpvm::cli::add_bytes(app, "--random-hi", setup.random_hi, "random: largest allocation");
+  app.add_option("--slots", setup.random_slots, "random: slots per thread")->check(CLI::PositiveNumber);
+  app.add_option("--iterations", setup.random_iterations, "random: alloc/free rounds")->check(CLI::PositiveNumber);
+  warpvm::cli::add_bytes(app, "--heap", setup.heap_bytes, "warpvm heap capacity");
+  warpvm::cli::add_bytes(app, "--small", setup.small_bytes, "warpvm heap's small-block region");
+  warpvm::cli::add_bytes(app, "--cache", setup.cache_bytes, "warpvm's cache for the allocation workloads");
+  warpvm::cli::add_bytes(app, "--cuda-heap", setup.cuda_heap_bytes, "CUDA's device malloc heap (default: sized to the points)");
+  app.add_option("--repeats", options.repeats, "timed runs per point")->check(CLI::PositiveNumber);
+  app.add_option("--out", options.out, "JSON Lines file to append to ('-': stdout)");
+  app.add_option("--commit", options.commit, "commit, for the records");
+  app.add_option("--driver", options.driver, "driver version, for the records");
+  app.add_option("--access-threads", setup.access.threads, "random_access: threads");
+  warpvm::cli::add_bytes_list(app, "--ranges", setup.access.ranges, "random_access: range sizes");
+  app.add_option("--accesses", setup.access.accesses, "random_access: accesses per thread");
+  app.add_option("--large-threads", setup.access.large_threads, "large_ranges: threads");
+  warpvm::cli::add_bytes(app, "--large-range", setup.access.large_range, "large_ranges: range size");
+  app.add_option("--large-accesses", setup.access.large_accesses, "large_ranges: accesses per thread");
+  warpvm::cli::add_bytes(app, "--oversub-range", setup.access.oversub_range, "oversubscription: range size");
+  app.add_option("--oversub-accesses", setup.access.oversub_accesses, "oversubscription: accesses per thread");
+  warpvm::cli::add_bytes(app, "--oversub-cache", setup.access.oversub_cache, "oversubscription: cache, whole 2 MiB chunks");
+  app.add_option("--oversub-threads", setup.access.oversub_threads, "oversubscription: threads (0: >= 2.5x the cache)");
+  app.add_option_function<std::string>(
+         "--lane-order",
+         [&setup](const std::string& v) {
+           setup.access.lane_order = v == "lane_id" ? warpvm::detail::LaneOrder::lane_id : warpvm::detail::LaneOrder::prefetch_first;
+         },
+         "the transposed layout's lane order")
+      ->check(CLI::IsMember({"lane_id", "prefetch_first"}));
+  app.add_option_function<std::string>(
+         "--access-offsets",
+         [&setup](const std::string& v) {
+           setup.access.offsets = v == "per_thread" ? warpvm::workloads::AccessOffsets::per_thread : warpvm::workloads::AccessOffsets::per_warp;
+         },
+         "where each thread's accesses start")
+      ->check(CLI::IsMember({"per_thread", "per_warp"}));
+  app.add_option("--uvm-counted-runs", options.uvm_counted_runs, "untimed runs per managed point whose traffic CUPTI counts");
+  warpvm::cli::parse(app, argc, argv);
+  const auto usage = [&app](const std::string& message) { warpvm::cli::refuse(app, message); };
   if (options.repeats < 1 || setup.min_n < 2 || setup.min_n > setup.max_n || setup.max_n > 40) usage("bad sizes");
   // The random workload writes two distinct words and keeps sizes in 32 bits.
   if (setup.random_lo < 8 || setup.random_lo > setup.random_hi || setup.random_hi > ~std::uint32_t{0})
@@ -508,7 +483,7 @@ int main(int argc, char** argv) {
   for (const std::string& m : modes)
     if (std::find(alloc_modes.begin(), alloc_modes.end(), m) == alloc_modes.end() &&
         std::find(access_modes.begin(), access_modes.end(), m) == access_modes.end())
-      usage(("unknown mode " + m).c_str());
+      usage("unknown mode " + m);
   const std::vector<std::string> access_run = pick(access_modes, access_modes);
   modes = pick(alloc_modes, {"warpvm_aligned", "warpvm_contiguous", "cuda_malloc"});
   if ((!access_asked.empty() && access_run.empty()) || (!workloads.empty() && modes.empty()))
@@ -526,7 +501,7 @@ int main(int argc, char** argv) {
       points.push_back({w, setup.random_threads, setup.random_lo, setup.random_hi, setup.random_slots,
                         setup.random_iterations});
     } else {
-      usage(("unknown workload " + w).c_str());
+      usage("unknown workload " + w);
     }
   }
   if (warpvm::device_count() == 0) {

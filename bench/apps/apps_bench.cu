@@ -3,12 +3,12 @@
 // checked exactly against the CPU reference, one JSON Lines record per workload, mode and cache
 // size. The workloads, modes and fields: docs/benchmarks.md ("The apps benchmark").
 
-#include "../micro/bench_support.cuh"
-#include "../micro/uvm_counters.hpp"
-#include "linear_algebra.cuh"
-#include "query.cuh"
+#include "harness.cuh"
+#include "uvm_counters.hpp"
+#include "warpvm/workloads/dense/linear_algebra.cuh"
+#include "warpvm/workloads/query/query.cuh"
 
-#include "cli_args.hpp"
+#include "cli.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -24,8 +24,8 @@
 namespace warpvm::bench {
 namespace {
 
-using apps::LinearApp;
-using apps::trip_value_columns;
+using workloads::LinearApp;
+using workloads::trip_value_columns;
 
 struct AppsOptions {
   Options common;  ///< workloads, modes, cache fractions, repeats, eviction, out, commit, driver, trace
@@ -34,74 +34,47 @@ struct AppsOptions {
   std::uint64_t seed = 1;
   std::uint64_t chunk_rows = 1ull << 28;   ///< bulk copy (explicit): rows per chunk of each column
   std::uint64_t page_bytes = 4096;         ///< warpvm, warpvm_dream, warpvm_remote (the uvm preset keeps 4 KB)
-  apps::ColumnProduct column_product = apps::ColumnProduct::tiles;
+  workloads::ColumnProduct column_product = workloads::ColumnProduct::tiles;
 };
 
 const char* const all_workloads = "mvt, atax, bicg, query";
 const char* const all_modes =
     "explicit, uvm, uvm_read_mostly, uvm_prefetch, zero_copy, warpvm, warpvm_auto, warpvm_dream, warpvm_uvm, warpvm_remote";
 
-[[noreturn]] void usage(const char* message) {
-  std::fprintf(stderr,
-               "%s\nusage: warpvm-apps-bench [--workloads mvt,atax,bicg,query] [--size 32768] [--rows 1000000000]\n"
-               "       [--seed 1] [--chunk-rows 268435456] [--page-bytes 4096] [--modes m,n] [--cache-fractions 1,0.5,0.25] [--repeats 3]\n"
-               "       [--eviction clock|fifo] [--out file.jsonl] [--commit SHA] [--driver VER] [--suite apps]\n"
-               "       [--trace batches.csv] [--automatic-remote-share 0.0625] [--column-product tiles|bands]\n"
-               "mvt, atax, bicg: an N x N float matrix (--size N); query: a trip table of --rows rows.\n"
-               "workloads: %s\nmodes: %s\n"
-               "--chunk-rows: rows per chunk of each column in the query's bulk copy (explicit)\n"
-               "--page-bytes: warpvm's page size (512 B..2 MiB) in modes warpvm, warpvm_dream, warpvm_remote\n"
-               "--column-product: A^T w by warp tiles taken from the right (the default) or PolyBench's thread\n"
-               "  per column over bands of rows\n"
-               "--trace writes the fault batches of the warpvm_uvm runs (the uvm preset) as CSV\n",
-               message, all_workloads, all_modes);
-  std::exit(2);
-}
-
-apps::ColumnProduct parse_column_product(const std::string& value) {
-  for (const apps::ColumnProduct form : {apps::ColumnProduct::tiles, apps::ColumnProduct::bands})
-    if (value == apps::to_string(form)) return form;
-  usage("--column-product takes tiles or bands");
-}
-
 AppsOptions parse(int argc, char** argv) {
   AppsOptions o;
   o.common.suite = "apps";
   o.common.cache_fractions = {1.0, 0.5, 0.25};
-  for (int i = 1; i < argc; ++i) {
-    const std::string flag = argv[i];
-    if (flag == "--help" || flag == "-h") usage("warpvm-apps-bench: MVT, ATAX, BICG and a filter-aggregate query, JSON Lines out");
-    if (i + 1 >= argc) usage(("missing value after " + flag).c_str());
-    const std::string value = argv[++i];
-    try {
-      if (parse_shared_option(o.common, flag, value) || parse_automatic_option(o.common, flag, value)) continue;
-      if (flag == "--workloads") o.common.workloads = tools::split_list(value);
-      else if (flag == "--size") o.n = std::stoull(value);
-      else if (flag == "--rows") o.rows = static_cast<std::uint64_t>(std::stod(value));  // 1e9 reads as it should
-      else if (flag == "--seed") o.seed = std::stoull(value);
-      else if (flag == "--chunk-rows") o.chunk_rows = std::stoull(value);
-      else if (flag == "--page-bytes") o.page_bytes = tools::parse_bytes(value);
-      else if (flag == "--column-product") o.column_product = parse_column_product(value);
-      else usage(("unknown option " + flag).c_str());
-    } catch (const std::logic_error&) {  // stoull and friends
-      usage(("cannot read the value of " + flag + ": " + value).c_str());
-    }
-  }
-  if (o.common.repeats < 1) usage("--repeats must be at least 1");
-  if (o.chunk_rows < 1) usage("--chunk-rows must be at least 1");
-  if (o.page_bytes < 512 || o.page_bytes > (2u << 20) || (o.page_bytes & (o.page_bytes - 1)) != 0)
-    usage("--page-bytes must be a power of two from 512 B to 2 MiB");
-  for (const std::string& w : o.common.workloads)
-    if (!listed(all_workloads, w)) usage(("unknown workload " + w).c_str());
-  for (const std::string& mode : o.common.modes)
-    if (!listed(all_modes, mode)) usage(("unknown mode " + mode).c_str());
-  for (const double f : o.common.cache_fractions)
-    if (!(f > 0 && f <= 1)) usage("cache fractions must be in (0, 1]");
+  CLI::App app{std::string("warpvm-apps-bench: MVT, ATAX, BICG and a filter-aggregate query, JSON Lines out.\n"
+                           "mvt, atax, bicg: an N x N float matrix (--size N); query: a trip table of --rows rows.\n"
+                           "modes: ") + all_modes,
+               "warpvm-apps-bench"};
+  add_shared_options(app, o.common);
+  add_automatic_option(app, o.common);
+  app.get_option("--modes")->check(cli::one_of(all_modes));
+  app.get_option("--cache-fractions")->check(cli::unit_fraction);
+  cli::add_list(app, "--workloads", o.common.workloads, all_workloads)->check(cli::one_of(all_workloads));
+  app.add_option("--size", o.n, "matrix order N");
+  app.add_option_function<double>(
+      "--rows", [&o](double rows) { o.rows = static_cast<std::uint64_t>(rows); }, "trip table rows (1e9 reads as it should)");
+  app.add_option("--seed", o.seed, "seed of the inputs");
+  app.add_option("--chunk-rows", o.chunk_rows, "rows per chunk of each column in the query's bulk copy (explicit)")
+      ->check(CLI::PositiveNumber);
+  cli::add_page_bytes(app, o.page_bytes, "warpvm's page size in modes warpvm, warpvm_dream, warpvm_remote");
+  app.add_option_function<std::string>(
+         "--column-product",
+         [&o](const std::string& value) {
+           o.column_product = value == "tiles" ? workloads::ColumnProduct::tiles : workloads::ColumnProduct::bands;
+         },
+         "A^T w by warp tiles taken from the right (tiles, the default) or PolyBench's thread per column over bands "
+         "of rows (bands)")
+      ->check(CLI::IsMember({"tiles", "bands"}));
+  cli::parse(app, argc, argv);
   try {
-    apps::validate_linear_size(o.n);
-    apps::validate_trip_rows(o.rows);
+    workloads::validate_linear_size(o.n);
+    workloads::validate_trip_rows(o.rows);
   } catch (const std::invalid_argument& e) {
-    usage(e.what());
+    cli::refuse(app, e.what());
   }
   return o;
 }
@@ -182,12 +155,12 @@ class AppsBench {
     if (any_matrix) {
       PinnedArray matrix(o_.n * o_.n * sizeof(float));
       const auto start = std::chrono::steady_clock::now();
-      apps::fill_matrix(matrix.as<float>(), o_.n, o_.seed, parallel_for);
+      workloads::fill_matrix(matrix.as<float>(), o_.n, o_.seed, parallel_for);
       std::fprintf(stderr, "apps-bench: %llu x %llu matrix, %.3f GiB, generated in %.1f s\n",
                    static_cast<unsigned long long>(o_.n), static_cast<unsigned long long>(o_.n),
                    matrix.bytes() / double(1ull << 30), seconds_since(start));
       for (const LinearApp app : {LinearApp::mvt, LinearApp::atax, LinearApp::bicg})
-        if (o_.common.wants(apps::to_string(app))) linear(app, matrix);
+        if (o_.common.wants(workloads::to_string(app))) linear(app, matrix);
     }
     if (o_.common.wants("query")) query();
     if (wrong_results_ > 0)
@@ -310,10 +283,10 @@ class AppsBench {
   void linear(LinearApp app, const PinnedArray& matrix) {
     const std::uint64_t n = o_.n, matrix_bytes = n * n * sizeof(float);
     float* host_matrix = matrix.as<float>();
-    const apps::LinearVectors vectors(app, n, o_.seed);
+    const workloads::LinearVectors vectors(app, n, o_.seed);
     auto start = std::chrono::steady_clock::now();
-    const apps::LinearResult expected = apps::reference_linear(app, host_matrix, n, vectors, parallel_for);
-    std::fprintf(stderr, "apps-bench: %s reference in %.1f s\n", apps::to_string(app), seconds_since(start));
+    const workloads::LinearResult expected = workloads::reference_linear(app, host_matrix, n, vectors, parallel_for);
+    std::fprintf(stderr, "apps-bench: %s reference in %.1f s\n", workloads::to_string(app), seconds_since(start));
 
     // The vectors live in device memory in every mode (N doubles each, 0.02% of the matrix's
     // bytes at N = 32768): the modes differ in how the matrix reaches the GPU.
@@ -326,40 +299,40 @@ class AppsBench {
       check(cudaMemcpy(out2.data, vectors.column_init.data(), vector_bytes, cudaMemcpyHostToDevice), "reset output");
     };
     auto verify = [&] {
-      apps::LinearResult got{std::vector<double>(n), std::vector<double>(n)};
+      workloads::LinearResult got{std::vector<double>(n), std::vector<double>(n)};
       check(cudaMemcpy(got.out1.data(), out1.data, vector_bytes, cudaMemcpyDeviceToHost), "read output");
       check(cudaMemcpy(got.out2.data(), out2.data, vector_bytes, cudaMemcpyDeviceToHost), "read output");
-      const std::string diff = apps::compare_vectors("row product", got.out1, expected.out1) +
-                               apps::compare_vectors("column product", got.out2, expected.out2);
-      if (!diff.empty()) std::fprintf(stderr, "apps-bench: %s: %s\n", apps::to_string(app), diff.c_str());
+      const std::string diff = workloads::compare_vectors("row product", got.out1, expected.out1) +
+                               workloads::compare_vectors("column product", got.out2, expected.out2);
+      if (!diff.empty()) std::fprintf(stderr, "apps-bench: %s: %s\n", workloads::to_string(app), diff.c_str());
       return diff.empty();
     };
-    const std::uint64_t full_grid = apps::linear_grid(n, raw_blocks());
-    const bool tiles = o_.column_product == apps::ColumnProduct::tiles;
-    const std::uint64_t bands = apps::linear_column_bands(n, static_cast<std::uint64_t>(sms_));
-    const auto bands_grid = static_cast<unsigned>(apps::linear_grid(n * bands, raw_blocks()));
+    const std::uint64_t full_grid = workloads::linear_grid(n, raw_blocks());
+    const bool tiles = o_.column_product == workloads::ColumnProduct::tiles;
+    const std::uint64_t bands = workloads::linear_column_bands(n, static_cast<std::uint64_t>(sms_));
+    const auto bands_grid = static_cast<unsigned>(workloads::linear_grid(n * bands, raw_blocks()));
     // The tiles' grids: what is resident at once (column_tiles_grid says why).
     const auto multiprocessors = static_cast<std::uint64_t>(sms_);
-    const unsigned raw_tiles_grid = tiles ? apps::column_tiles_grid(apps::column_tiles_raw, n, multiprocessors) : 0;
-    const unsigned paged_tiles_grid = tiles ? apps::column_tiles_grid(apps::column_tiles_paged, n, multiprocessors) : 0;
+    const unsigned raw_tiles_grid = tiles ? workloads::column_tiles_grid(workloads::column_tiles_raw, n, multiprocessors) : 0;
+    const unsigned paged_tiles_grid = tiles ? workloads::column_tiles_grid(workloads::column_tiles_paged, n, multiprocessors) : 0;
     auto run_raw = [&](const float* a) {
-      apps::run_linear(app, row_input.data, column_input.data, out1.data, out2.data,
+      workloads::run_linear(app, row_input.data, column_input.data, out1.data, out2.data,
                        [&](const double* v, double* out) {
-                         apps::row_product_raw<<<static_cast<unsigned>(full_grid), apps::linear_block_threads, 0,
+                         workloads::row_product_raw<<<static_cast<unsigned>(full_grid), workloads::linear_block_threads, 0,
                                                  stream_>>>(a, n, v, out);
                        },
                        [&](const double* w, double* out) {
                          if (tiles)
-                           apps::column_tiles_raw<<<raw_tiles_grid, apps::linear_block_threads, 0, stream_>>>(a, n, w,
+                           workloads::column_tiles_raw<<<raw_tiles_grid, workloads::linear_block_threads, 0, stream_>>>(a, n, w,
                                                                                                                out);
                          else
-                           apps::column_bands_raw<<<bands_grid, apps::linear_block_threads, 0, stream_>>>(a, n, bands,
+                           workloads::column_bands_raw<<<bands_grid, workloads::linear_block_threads, 0, stream_>>>(a, n, bands,
                                                                                                           w, out);
                        });
     };
     auto base = [&](const std::string& mode) {
       Record r;
-      r.workload = apps::to_string(app);
+      r.workload = workloads::to_string(app);
       r.mode = mode;
       r.dataset_bytes = matrix_bytes;
       r.useful_bytes = matrix_bytes;  // every entry is needed; reading it twice is the kernels' choice
@@ -389,32 +362,32 @@ class AppsBench {
       write_record(measure_uvm(base(mode), managed, reset_outputs, [&] { run_raw(a); }, verify));
     }
 
-    std::vector<PagedRun> runs = paged_runs({matrix_bytes}, apps::linear_pages_held, apps::linear_block_threads);
+    std::vector<PagedRun> runs = paged_runs({matrix_bytes}, workloads::linear_pages_held, workloads::linear_block_threads);
     // All of A remote: zero-copy through warpvm; the cache only has to pass the row product's
     // launch check (the column product's larger grid is cut to what the cache guarantees
     // progress for, as in every paged mode: paged_blocks).
-    const std::uint64_t launch_threads = full_grid * apps::linear_block_threads;
+    const std::uint64_t launch_threads = full_grid * workloads::linear_block_threads;
     if (o_.common.wants_mode("warpvm_remote"))
-      runs.push_back({"warpvm_remote", paged_config(Preset::warpvm, 0, 0, apps::linear_pages_held, launch_threads), 0});
+      runs.push_back({"warpvm_remote", paged_config(Preset::warpvm, 0, 0, workloads::linear_pages_held, launch_threads), 0});
     for (const PagedRun& run : runs) {
       const bool remote = std::string(run.mode) == "warpvm_remote";
       Runtime rt(run.config);
       auto a = rt.adopt(host_matrix, n * n, remote ? Placement::remote : run.placement, "A");
-      const auto blocks = static_cast<unsigned>(paged_blocks(rt, full_grid, apps::linear_block_threads));
+      const auto blocks = static_cast<unsigned>(paged_blocks(rt, full_grid, workloads::linear_block_threads));
       const auto column_blocks =
-          static_cast<unsigned>(paged_blocks(rt, tiles ? paged_tiles_grid : bands_grid, apps::linear_block_threads));
+          static_cast<unsigned>(paged_blocks(rt, tiles ? paged_tiles_grid : bands_grid, workloads::linear_block_threads));
       auto launch = [&] {
-        apps::run_linear(app, row_input.data, column_input.data, out1.data, out2.data,
+        workloads::run_linear(app, row_input.data, column_input.data, out1.data, out2.data,
                          [&](const double* v, double* out) {
-                           rt.launch(apps::row_product_paged, dim3(blocks), dim3(apps::linear_block_threads), 0,
+                           rt.launch(workloads::row_product_paged, dim3(blocks), dim3(workloads::linear_block_threads), 0,
                                      a.device(), n, v, out);
                          },
                          [&](const double* w, double* out) {
                            if (tiles)
-                             rt.launch(apps::column_tiles_paged, dim3(column_blocks), dim3(apps::linear_block_threads),
+                             rt.launch(workloads::column_tiles_paged, dim3(column_blocks), dim3(workloads::linear_block_threads),
                                        0, a.device(), n, w, out);
                            else
-                             rt.launch(apps::column_bands_paged, dim3(column_blocks), dim3(apps::linear_block_threads),
+                             rt.launch(workloads::column_bands_paged, dim3(column_blocks), dim3(workloads::linear_block_threads),
                                        0, a.device(), n, bands, w, out);
                          });
       };
@@ -432,8 +405,8 @@ class AppsBench {
     explicit TripTable(std::uint64_t rows) : duration(rows * sizeof(std::int32_t)) {
       for (unsigned c = 0; c < trip_value_columns; ++c) values.emplace_back(rows * sizeof(float));
     }
-    apps::TripColumnPointers pointers() const {
-      apps::TripColumnPointers p{duration.as<std::int32_t>(), {}};
+    workloads::TripColumnPointers pointers() const {
+      workloads::TripColumnPointers p{duration.as<std::int32_t>(), {}};
       for (unsigned c = 0; c < trip_value_columns; ++c) p.value[c] = values[c].as<float>();
       return p;
     }
@@ -444,32 +417,32 @@ class AppsBench {
   void query() {
     const std::uint64_t rows = o_.rows, column_bytes = rows * 4, table_bytes = 6 * column_bytes;
     TripTable table(rows);
-    const apps::TripColumnPointers host = table.pointers();
+    const workloads::TripColumnPointers host = table.pointers();
     auto start = std::chrono::steady_clock::now();
-    apps::fill_trips(host, rows, o_.seed, parallel_for);
-    const apps::TripTotals expected = apps::reference_query(host, rows, parallel_for);
+    workloads::fill_trips(host, rows, o_.seed, parallel_for);
+    const workloads::TripTotals expected = workloads::reference_query(host, rows, parallel_for);
     std::fprintf(stderr, "apps-bench: trip table of %llu rows (%.3f GiB), %llu longer than %d s (%.4f%%), "
                  "generated and answered on the CPU in %.1f s\n", static_cast<unsigned long long>(rows),
-                 table_bytes / double(1ull << 30), expected.trips, apps::long_trip_seconds,
+                 table_bytes / double(1ull << 30), expected.trips, workloads::long_trip_seconds,
                  100.0 * static_cast<double>(expected.trips) / static_cast<double>(rows), seconds_since(start));
 
-    DeviceBuffer<apps::TripTotals> totals(1);
-    apps::TripTotals answer;
+    DeviceBuffer<workloads::TripTotals> totals(1);
+    workloads::TripTotals answer;
     auto zero_totals = [&](cudaStream_t stream) {
-      check(cudaMemsetAsync(totals.data, 0, sizeof(apps::TripTotals), stream), "zero totals");
+      check(cudaMemsetAsync(totals.data, 0, sizeof(workloads::TripTotals), stream), "zero totals");
     };
     auto verify = [&] {
       check(cudaMemcpy(&answer, totals.data, sizeof answer, cudaMemcpyDeviceToHost), "read totals");
-      const std::string diff = apps::compare_totals(answer, expected);
+      const std::string diff = workloads::compare_totals(answer, expected);
       if (!diff.empty()) std::fprintf(stderr, "apps-bench: query: %s\n", diff.c_str());
       return diff.empty();
     };
-    auto raw_query = [&](const apps::TripColumnsView& columns, std::uint64_t count) {
-      apps::trip_query_raw<<<static_cast<unsigned>(raw_blocks()), apps::query_block_threads, 0, stream_>>>(
+    auto raw_query = [&](const workloads::TripColumnsView& columns, std::uint64_t count) {
+      workloads::trip_query_raw<<<static_cast<unsigned>(raw_blocks()), workloads::query_block_threads, 0, stream_>>>(
           columns, count, totals.data);
     };
     auto view_of = [](const std::int32_t* duration, const float* const* values) {
-      apps::TripColumnsView v{duration, {}};
+      workloads::TripColumnsView v{duration, {}};
       for (unsigned c = 0; c < trip_value_columns; ++c) v.value[c] = values[c];
       return v;
     };
@@ -511,13 +484,13 @@ class AppsBench {
 
     std::vector<PagedRun> runs =
         paged_runs({column_bytes, column_bytes, column_bytes, column_bytes, column_bytes, column_bytes},
-                   apps::query_pages_held, apps::query_block_threads);
+                   workloads::query_pages_held, workloads::query_block_threads);
     // The value columns remote (read only at the matching rows, a 32-byte sector each instead of
     // a 4 KB page), the duration column migrated, its cache at each fraction of its own pages.
     if (o_.common.wants_mode("warpvm_remote"))
       for (const double fraction : o_.common.cache_fractions)
         runs.push_back({"warpvm_remote",
-                        paged_config(Preset::warpvm, column_bytes, fraction, apps::query_pages_held, apps::query_block_threads),
+                        paged_config(Preset::warpvm, column_bytes, fraction, workloads::query_pages_held, workloads::query_block_threads),
                         fraction});
     for (const PagedRun& run : runs) {
       const bool remote_values = std::string(run.mode) == "warpvm_remote";
@@ -526,13 +499,13 @@ class AppsBench {
       std::vector<object<float>> values;
       for (unsigned c = 0; c < trip_value_columns; ++c)
         values.push_back(rt.adopt(host.value[c], rows, remote_values ? Placement::remote : run.placement,
-                                  apps::trip_value_names[c]));
-      apps::TripColumnsPaged columns{duration.device(), {}};
+                                  workloads::trip_value_names[c]));
+      workloads::TripColumnsPaged columns{duration.device(), {}};
       for (unsigned c = 0; c < trip_value_columns; ++c) columns.value[c] = values[c].device();
-      const auto blocks = static_cast<unsigned>(paged_blocks(rt, raw_blocks(), apps::query_block_threads));
+      const auto blocks = static_cast<unsigned>(paged_blocks(rt, raw_blocks(), workloads::query_block_threads));
       Record r = paged_point(named(run.mode), rt, run, remote_values ? column_bytes : table_bytes, nullptr, [&] {
         zero_totals(rt.stream());
-        rt.launch(apps::trip_query_paged, dim3(blocks), dim3(apps::query_block_threads), 0, columns, totals.data);
+        rt.launch(workloads::trip_query_paged, dim3(blocks), dim3(workloads::query_block_threads), 0, columns, totals.data);
       }, verify);
       r.extra["blocks"] = blocks;
       r.extra["values_remote"] = remote_values ? 1 : 0;
@@ -543,16 +516,16 @@ class AppsBench {
   /// Bulk copy of whole columns, as RAPIDS does: each chunk of --chunk-rows rows of all six
   /// columns copied to the device, then queried there; copies and kernels timed together.
   template <class ZeroTotals, class Verify, class Write>
-  void bulk_copy_query(Record r, const TripTable& table, std::uint64_t rows, apps::TripTotals* totals,
+  void bulk_copy_query(Record r, const TripTable& table, std::uint64_t rows, workloads::TripTotals* totals,
                        ZeroTotals&& zero_totals, Verify&& verify, Write&& write) {
     const std::uint64_t chunk = std::min(rows, o_.chunk_rows);
     if (!fits_on_device("explicit", 6 * chunk * 4)) return;
     DeviceBuffer<std::int32_t> duration(chunk);
     std::vector<std::unique_ptr<DeviceBuffer<float>>> values;
     for (unsigned c = 0; c < trip_value_columns; ++c) values.push_back(std::make_unique<DeviceBuffer<float>>(chunk));
-    apps::TripColumnsView device_view{duration.data, {}};
+    workloads::TripColumnsView device_view{duration.data, {}};
     for (unsigned c = 0; c < trip_value_columns; ++c) device_view.value[c] = values[c]->data;
-    const apps::TripColumnPointers host = table.pointers();
+    const workloads::TripColumnPointers host = table.pointers();
     r.bytes_moved = static_cast<std::int64_t>(6 * rows * 4);
     r.extra["chunk_rows"] = static_cast<double>(chunk);
     r = measure(r, stream_, nullptr, [&] {
@@ -564,7 +537,7 @@ class AppsBench {
         for (unsigned c = 0; c < trip_value_columns; ++c)
           check(cudaMemcpyAsync(values[c]->data, host.value[c] + first, count * 4, cudaMemcpyHostToDevice, stream_),
                 "copy values");
-        apps::trip_query_raw<<<static_cast<unsigned>(raw_blocks()), apps::query_block_threads, 0, stream_>>>(
+        workloads::trip_query_raw<<<static_cast<unsigned>(raw_blocks()), workloads::query_block_threads, 0, stream_>>>(
             device_view, count, totals);
       }
     }, verify);

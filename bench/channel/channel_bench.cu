@@ -48,19 +48,19 @@
 // JSON Lines (bench/micro's Recorder), one record per workload, mode and consumer count; the
 // metrics (overlap_efficiency, wait_share, monitor shares) are defined in docs/channels.md.
 
-#include "../micro/bench_support.cuh"
-#include "bfs2gpu.cuh"
-#include "bitonic2gpu.cuh"
-#include "channel_workloads.cuh"
-#include "gemm2gpu.cuh"
-#include "pingpong2gpu.cuh"
-#include "cli_args.hpp"
-#include "overlap_metric.hpp"
-#include "timeline_csv.hpp"
+#include "harness.cuh"
+#include "warpvm/workloads/channel/bfs2gpu.cuh"
+#include "warpvm/workloads/channel/bitonic2gpu.cuh"
+#include "warpvm/workloads/channel/channel_workloads.cuh"
+#include "warpvm/workloads/channel/gemm2gpu.cuh"
+#include "warpvm/workloads/channel/pingpong2gpu.cuh"
+#include "cli.hpp"
+#include "warpvm/workloads/channel/overlap_metric.hpp"
+#include "warpvm/workloads/channel/timeline_csv.hpp"
 
 #include "warpvm/channel.hpp"
 #include "warpvm/detail/core/cuda_buffers.hpp"
-#include "warpvm/sim/rmat.hpp"
+#include "warpvm/workloads/graph/rmat.hpp"
 
 #include <cub/device/device_radix_sort.cuh>
 
@@ -86,10 +86,15 @@
 namespace warpvm::bench {
 namespace {
 
-namespace cw = channel_workloads;
-using cw::block_threads;
-using cw::block_warps;
-using cw::WaitMode;
+using workloads::WarpTimeline;
+using workloads::WaitMetrics;
+using workloads::wait_metrics;
+using workloads::timeline_csv_header;
+using workloads::write_timeline_csv;
+
+using workloads::block_threads;
+using workloads::block_warps;
+using workloads::WaitMode;
 
 constexpr WaitMode all_modes[] = {WaitMode::channel, WaitMode::pinned_flag, WaitMode::naive, WaitMode::atomic_wait};
 
@@ -196,7 +201,7 @@ class Workload {
   /// Consumers of every block must be resident at once (they wait for each other).
   virtual void check_resident(std::uint32_t consumer_blocks, int sms) const = 0;
   virtual void prepare() = 0;  ///< before each run: outputs and device-side state reset
-  virtual void launch(const cw::Launch& l, std::uint32_t blocks, cudaStream_t stream) = 0;
+  virtual void launch(const workloads::Launch& l, std::uint32_t blocks, cudaStream_t stream) = 0;
   /// The host side of a run: writes `buffer` and calls publish(first_tag, count). `kernel_done`
   /// says whether the kernel has ended (a producer waiting for the GPU gives up then).
   virtual void produce(std::byte* buffer, const std::function<void(std::uint32_t, std::uint32_t)>& publish,
@@ -237,12 +242,12 @@ __device__ void blur(const std::uint32_t* tile, std::uint32_t* out, std::uint32_
   }
 }
 
-__global__ void __launch_bounds__(block_threads) tiles_kernel(cw::Launch l, TilesKernel t) {
+__global__ void __launch_bounds__(block_threads) tiles_kernel(workloads::Launch l, TilesKernel t) {
   const std::uint32_t warp = blockIdx.x * block_warps + threadIdx.x / 32, lane = threadIdx.x % 32;
   const std::uint64_t started = detail::global_timer_ns();
   const bool consumer = blockIdx.x < l.consumer_blocks;
   const std::uint32_t pixels = t.side * t.side, bytes = pixels * 4;
-  const cw::Source& s = l.source;
+  const workloads::Source& s = l.source;
   if (consumer && !l.compute_only) {
     if (s.mode == WaitMode::naive) {  // Algorithm 1: the block is the consumer of a tile
       // the block's warps' scratch, of which it uses the first tile
@@ -251,7 +256,7 @@ __global__ void __launch_bounds__(block_threads) tiles_kernel(cw::Launch l, Tile
         const std::uint64_t t0 = detail::global_timer_ns();
         // Its leading barrier also keeps the block's blur of the previous tile before this copy
         // into the same scratch.
-        s.stamps.wait(warp, t0, cw::block_waits_for_thread0([&] { cw::spin_on_flags(s, tile, 1); }));
+        s.stamps.wait(warp, t0, workloads::block_waits_for_thread0([&] { workloads::spin_on_flags(s, tile, 1); }));
         const auto* from = reinterpret_cast<const uint4*>(s.pinned + std::uint64_t{tile} * bytes);
         for (std::uint32_t i = threadIdx.x; i < pixels / 4; i += block_threads) reinterpret_cast<uint4*>(scratch)[i] = from[i];
         __syncthreads();
@@ -259,13 +264,13 @@ __global__ void __launch_bounds__(block_threads) tiles_kernel(cw::Launch l, Tile
       }
     } else {
       for (std::uint32_t tile = warp; warp < t.consumer_warps && tile < t.tiles; tile += t.consumer_warps) {
-        cw::Held held = cw::meet(s, warp, tile, 1, tile, 1, bytes, std::uint64_t{tile} * bytes);
+        workloads::Held held = workloads::meet(s, warp, tile, 1, tile, 1, bytes, std::uint64_t{tile} * bytes);
         blur(reinterpret_cast<const std::uint32_t*>(held.data), t.out + std::uint64_t{tile} * pixels, t.side, lane, 32);
-        cw::finish(held);
+        workloads::finish(held);
       }
     }
   } else if (!consumer && !l.consumers_only) {
-    cw::independent_work(l.compute_iterations, l.compute_out);
+    workloads::independent_work(l.compute_iterations, l.compute_out);
   }
   s.stamps.life(warp, started, consumer);
 }
@@ -313,7 +318,7 @@ class Tiles final : public Workload {
   [[nodiscard]] std::uint32_t tags() const override { return s_.tiles; }
   void check_resident(std::uint32_t, int) const override {}  // consumers never wait for each other
   void prepare() override { check(cudaMemset(out_, 0, buffer_bytes()), "cudaMemset tiles out"); }
-  void launch(const cw::Launch& l, std::uint32_t blocks, cudaStream_t stream) override {
+  void launch(const workloads::Launch& l, std::uint32_t blocks, cudaStream_t stream) override {
     tiles_kernel<<<blocks, block_threads, 0, stream>>>(l, TilesKernel{out_, s_.tiles, s_.side, consumer_warps_});
   }
   /// Tile t is written and published at start + t * interval.
@@ -353,16 +358,16 @@ class Tiles final : public Workload {
 
 class Cg final : public Workload {
  public:
-  explicit Cg(const Setup& s) : s_(s), matrix_(cw::cg_random_matrix(s.cg_rows, s.seed)), b_(s.cg_rows) {
+  explicit Cg(const Setup& s) : s_(s), matrix_(workloads::cg_random_matrix(s.cg_rows, s.seed)), b_(s.cg_rows) {
     std::mt19937_64 rng(s.seed ^ 0x5bd1e995u);
     std::uniform_real_distribution<double> value(0.5, 1.5);
     for (double& v : b_) v = value(rng);
-    reference_ = cw::cg_reference(matrix_, b_, s.cg_iterations);
+    reference_ = workloads::cg_reference(matrix_, b_, s.cg_iterations);
     const std::uint64_t n = s.cg_rows;
     check(cudaMalloc(&diagonal_, n * 8), "cudaMalloc cg diagonal");
-    check(cudaMalloc(&band_, n * 8 * cw::cg_band), "cudaMalloc cg band");
+    check(cudaMalloc(&band_, n * 8 * workloads::cg_band), "cudaMalloc cg band");
     check(cudaMemcpy(diagonal_, matrix_.diagonal.data(), n * 8, cudaMemcpyHostToDevice), "cg diagonal");
-    check(cudaMemcpy(band_, matrix_.band.data(), n * 8 * cw::cg_band, cudaMemcpyHostToDevice), "cg band");
+    check(cudaMemcpy(band_, matrix_.band.data(), n * 8 * workloads::cg_band, cudaMemcpyHostToDevice), "cg band");
     check(cudaMalloc(&arrived_, std::uint64_t{s.cg_iterations} * 4), "cudaMalloc cg arrived");
     q_ = std::make_unique<PinnedArray>(n * 8);
     done_ = std::make_unique<PinnedArray>(std::uint64_t{s.cg_iterations} * 4);
@@ -381,33 +386,33 @@ class Cg final : public Workload {
   }
   [[nodiscard]] std::uint32_t consumer_warps(WaitMode mode) const override { return consumer_blocks(mode) * block_warps; }
   [[nodiscard]] std::uint32_t waits_per_warp(WaitMode) const override { return s_.cg_iterations; }
-  [[nodiscard]] std::uint32_t window_bytes() const override { return (s_.cg_rows_per_warp + 2 * cw::cg_band) * 8; }
+  [[nodiscard]] std::uint32_t window_bytes() const override { return (s_.cg_rows_per_warp + 2 * workloads::cg_band) * 8; }
   [[nodiscard]] std::uint64_t buffer_bytes() const override {
     return std::uint64_t{s_.cg_iterations} * s_.cg_rows * 8;
   }
   [[nodiscard]] std::uint32_t tags() const override { return s_.cg_iterations; }
   void check_resident(std::uint32_t consumer_blocks, int sms) const override {
-    check_coresident(reinterpret_cast<const void*>(&cw::cg_kernel), consumer_blocks, sms, "cg");
+    check_coresident(reinterpret_cast<const void*>(&workloads::cg_kernel), consumer_blocks, sms, "cg");
   }
   void prepare() override {
     check(cudaMemset(arrived_, 0, std::uint64_t{s_.cg_iterations} * 4), "cudaMemset cg arrived");
     std::memset(done_->as<void>(), 0, done_->bytes());
     x_.clear();
   }
-  void launch(const cw::Launch& l, std::uint32_t blocks, cudaStream_t stream) override {
+  void launch(const workloads::Launch& l, std::uint32_t blocks, cudaStream_t stream) override {
     void* q = nullptr;
     void* done = nullptr;
     check(cudaHostGetDevicePointer(&q, q_->as<void>(), 0), "cudaHostGetDevicePointer");
     check(cudaHostGetDevicePointer(&done, done_->as<void>(), 0), "cudaHostGetDevicePointer");
-    const cw::CgKernel c{cw::CgMatrix{s_.cg_rows, diagonal_, band_}, s_.cg_rows_per_warp, s_.cg_iterations,
+    const workloads::CgKernel c{workloads::CgMatrix{s_.cg_rows, diagonal_, band_}, s_.cg_rows_per_warp, s_.cg_iterations,
                          static_cast<double*>(q), arrived_, static_cast<std::uint32_t*>(done)};
-    cw::cg_kernel<<<blocks, block_threads, 0, stream>>>(l, c);
+    workloads::cg_kernel<<<blocks, block_threads, 0, stream>>>(l, c);
   }
   /// The CPU's half: publish p, wait for q = A p, update; s_.cg_iterations times.
   void produce(std::byte* buffer, const std::function<void(std::uint32_t, std::uint32_t)>& publish,
                const std::function<bool()>& kernel_done) override {
     const std::uint64_t n = s_.cg_rows;
-    cw::CgState state = cw::cg_start(b_);
+    workloads::CgState state = workloads::cg_start(b_);
     for (std::uint32_t k = 0; k < s_.cg_iterations; ++k) {
       std::memcpy(buffer + k * n * 8, state.p.data(), n * 8);
       publish(k, 1);
@@ -419,12 +424,12 @@ class Cg final : public Workload {
         if (std::chrono::steady_clock::now() > deadline)
           throw std::runtime_error("cg: the GPU never finished iteration " + std::to_string(k));
       }
-      cw::cg_update(state, q_->as<double>());
+      workloads::cg_update(state, q_->as<double>());
     }
     x_ = std::move(state.x);
   }
   bool verify() override {
-    error_ = x_.empty() ? 1.0 : cw::relative_error(x_, reference_);
+    error_ = x_.empty() ? 1.0 : workloads::relative_error(x_, reference_);
     return !x_.empty() && error_ <= 1e-9;  // same bits expected; the slack only forgives the host compiler
   }
   void describe(Record& r) const override {
@@ -436,7 +441,7 @@ class Cg final : public Workload {
 
  private:
   Setup s_;
-  cw::CgHostMatrix matrix_;
+  workloads::CgHostMatrix matrix_;
   std::vector<double> b_, reference_, x_;
   double error_ = 0;
   double* diagonal_ = nullptr;
@@ -453,7 +458,7 @@ class Halo final : public Workload {
     const std::uint64_t cube = std::uint64_t{s.halo_side} * s.halo_side * s.halo_side;
     initial_.resize(cube);
     fill_random(initial_.data(), cube, s.seed + 1);
-    reference_ = cw::halo_reference(initial_, s.halo_side, s.halo_iterations, salt_);
+    reference_ = workloads::halo_reference(initial_, s.halo_side, s.halo_iterations, salt_);
     check(cudaMalloc(&cells_, 2 * cube * 4), "cudaMalloc halo cells");
     check(cudaMalloc(&progress_, std::uint64_t{s.halo_side} * 4), "cudaMalloc halo progress");
   }
@@ -472,27 +477,27 @@ class Halo final : public Workload {
     return (4 * s_.halo_side + s_.halo_side * s_.halo_side) * 4;
   }
   [[nodiscard]] std::uint64_t buffer_bytes() const override {
-    return std::uint64_t{s_.halo_iterations} * cw::HaloLayout{s_.halo_side}.words_per_iteration() * 4;
+    return std::uint64_t{s_.halo_iterations} * workloads::HaloLayout{s_.halo_side}.words_per_iteration() * 4;
   }
-  [[nodiscard]] std::uint32_t tags() const override { return s_.halo_iterations * cw::halo_faces; }
+  [[nodiscard]] std::uint32_t tags() const override { return s_.halo_iterations * workloads::halo_faces; }
   void check_resident(std::uint32_t consumer_blocks, int sms) const override {
-    check_coresident(reinterpret_cast<const void*>(&cw::halo_kernel), consumer_blocks, sms, "halo");
+    check_coresident(reinterpret_cast<const void*>(&workloads::halo_kernel), consumer_blocks, sms, "halo");
   }
   void prepare() override {
     check(cudaMemcpy(cells_, initial_.data(), initial_.size() * 4, cudaMemcpyHostToDevice), "halo cells");
     check(cudaMemset(progress_, 0, std::uint64_t{s_.halo_side} * 4), "cudaMemset halo progress");
   }
-  void launch(const cw::Launch& l, std::uint32_t blocks, cudaStream_t stream) override {
-    cw::halo_kernel<<<blocks, block_threads, 0, stream>>>(l, cw::HaloKernel{s_.halo_side, s_.halo_iterations, cells_, progress_});
+  void launch(const workloads::Launch& l, std::uint32_t blocks, cudaStream_t stream) override {
+    workloads::halo_kernel<<<blocks, block_threads, 0, stream>>>(l, workloads::HaloKernel{s_.halo_side, s_.halo_iterations, cells_, progress_});
   }
   /// Every iteration, the six faces one after another, each published on its own.
   void produce(std::byte* buffer, const std::function<void(std::uint32_t, std::uint32_t)>& publish,
                const std::function<bool()>&) override {
     auto* words = reinterpret_cast<std::uint32_t*>(buffer);
     for (std::uint32_t k = 0; k < s_.halo_iterations; ++k)
-      for (std::uint32_t face = 0; face < cw::halo_faces; ++face) {
-        cw::halo_write_face(words, s_.halo_side, k, face, salt_);
-        publish(cw::halo_faces * k + face, 1);
+      for (std::uint32_t face = 0; face < workloads::halo_faces; ++face) {
+        workloads::halo_write_face(words, s_.halo_side, k, face, salt_);
+        publish(workloads::halo_faces * k + face, 1);
       }
   }
   bool verify() override {
@@ -528,14 +533,14 @@ struct Timing {
   bool verified = true;
 };
 
-/// Device memory for cw::Stamps on the current GPU: the lives of `warps` warps and up to
+/// Device memory for workloads::Stamps on the current GPU: the lives of `warps` warps and up to
 /// `capacity` waits of each of `waiting` warps (the stamps' wait rows).
 class DeviceStamps {
  public:
   DeviceStamps(std::uint64_t warps, std::uint64_t waiting, std::uint32_t capacity)
       : lives_(warps * 3), waits_(waiting * capacity * 2), counts_(waiting), waiting_(waiting), capacity_(capacity) {}
 
-  [[nodiscard]] cw::Stamps view() const { return {lives_.data, waits_.data, counts_.data, capacity_}; }
+  [[nodiscard]] workloads::Stamps view() const { return {lives_.data, waits_.data, counts_.data, capacity_}; }
   /// Before a run: no waits recorded yet.
   void clear() const { check(cudaMemset(counts_.data, 0, waiting_ * 4), "cudaMemset stamps"); }
 
@@ -621,7 +626,7 @@ class Harness {
     void* flags_dev = nullptr;
     check(cudaHostGetDevicePointer(&pinned_dev, pinned_->as<void>(), 0), "cudaHostGetDevicePointer");
     check(cudaHostGetDevicePointer(&flags_dev, flags_->as<void>(), 0), "cudaHostGetDevicePointer");
-    const cw::Launch l{cw::Source{mode, ch_->device(), static_cast<const std::byte*>(pinned_dev),
+    const workloads::Launch l{workloads::Source{mode, ch_->device(), static_cast<const std::byte*>(pinned_dev),
                                   static_cast<std::uint32_t*>(flags_dev), scratch_, scratch_bytes_,
                                   stamps_->view()},
                        consumer_blocks, s_.compute_iters, compute_out_, consumers_only, compute_only};
@@ -859,7 +864,7 @@ std::string pair_gpus_missing() {
 std::string pair_mode_missing(WaitMode mode) {
   for (int g = 0; g < pair_gpus; ++g) {
     int supported = 0;
-    if (cw::uses_channel(mode)) {  // kernels OR their tags into the other GPU's map
+    if (workloads::uses_channel(mode)) {  // kernels OR their tags into the other GPU's map
       check(cudaDeviceGetP2PAttribute(&supported, cudaDevP2PAttrNativeAtomicSupported, g, 1 - g),
             "cudaDeviceGetP2PAttribute");
       if (supported == 0) return "no native peer atomics from GPU " + std::to_string(g);
@@ -921,7 +926,7 @@ class GpuPair {
       if (monitor_warp && gpu.blocks == static_cast<std::uint32_t>(per_sm * sms)) --gpu.blocks;
       gpu.monitor_shared_max = monitor_shared_room(g, shape, per_sm);
       cudaFuncAttributes loaded{};  // loads the monitor kernel before any kernel waits (lazy loading)
-      check(cudaFuncGetAttributes(&loaded, cw::pair_monitor_kernel), "cudaFuncGetAttributes");
+      check(cudaFuncGetAttributes(&loaded, workloads::pair_monitor_kernel), "cudaFuncGetAttributes");
       if (gpu.blocks == 0)
         throw std::runtime_error(std::string(shape.workload) + ": the kernel does not fit on GPU " + std::to_string(g));
       check(cudaMalloc(&gpu.published, 4), "cudaMalloc peer flag");
@@ -936,7 +941,7 @@ class GpuPair {
     }
     const std::uint64_t window_bytes = shape.bytes_per_iteration / block_warps;
     for (const WaitMode mode : modes) {
-      if (!cw::uses_channel(mode)) continue;
+      if (!workloads::uses_channel(mode)) continue;
       const int kind = channel_kind(mode);
       for (int g = 0; g < pair_gpus; ++g)
         gpus_[g].ch[kind] = std::make_unique<channel>(ChannelConfig{
@@ -946,7 +951,7 @@ class GpuPair {
             .staging_pages = static_cast<std::uint32_t>((shape.staging_windows != 0 ? shape.staging_windows : 4 * block_warps) *
                                                         ((window_bytes + 4095) / 4096)),
             .max_warps = gpus_[g].blocks * block_warps,
-            .watchdog_seconds = static_cast<double>(cw::peer_watchdog_ns) / 1e9,
+            .watchdog_seconds = static_cast<double>(workloads::peer_watchdog_ns) / 1e9,
             .device = g,
             .device_producers = true,
             .buffer_device = reads_in_place(mode) && shape.direct_buffer_on_consumer ? g : 1 - g,
@@ -973,14 +978,14 @@ class GpuPair {
 
   [[nodiscard]] const Shape& shape() const { return shape_; }
   [[nodiscard]] std::uint32_t blocks(int g) const { return gpus_[g].blocks; }
-  [[nodiscard]] cw::Stamps stamps(int g) const { return gpus_[g].stamps->view(); }
+  [[nodiscard]] workloads::Stamps stamps(int g) const { return gpus_[g].stamps->view(); }
 
   /// Before a run in `mode`, both GPUs idle (the previous run ended on both): the mode's channels
   /// reset and their buffers poisoned, the flags cleared, the stamps cleared.
   void prepare(WaitMode mode) {
     mode_ = mode;
     for (Gpu& gpu : gpus_) {
-      if (cw::uses_channel(mode)) {
+      if (workloads::uses_channel(mode)) {
         channel& ch = *gpu.ch[channel_kind(mode)];
         ch.reset();
         poison(ch.config().buffer_device, ch.buffer().data(), ch.buffer().size());
@@ -1002,10 +1007,10 @@ class GpuPair {
   }
 
   /// GPU g's side of the exchange in `mode`.
-  [[nodiscard]] cw::PeerExchange exchange(int g, WaitMode mode) const {
+  [[nodiscard]] workloads::PeerExchange exchange(int g, WaitMode mode) const {
     const Gpu& gpu = gpus_[g];
     const Gpu& other = gpus_[1 - g];
-    const bool channel_mode = cw::uses_channel(mode), naive = mode == WaitMode::naive;
+    const bool channel_mode = workloads::uses_channel(mode), naive = mode == WaitMode::naive;
     const int kind = channel_kind(mode);
     return {mode, channel_mode ? gpu.ch[kind]->device() : channel_handle{},
             channel_mode ? gpu.to_neighbour[kind] : channel_producer{},
@@ -1031,7 +1036,7 @@ class GpuPair {
   /// (channel modes) a channel's device failure, with its message.
   double finish(WaitMode mode) {
     wait_for_kernels();
-    if (cw::uses_channel(mode))
+    if (workloads::uses_channel(mode))
       for (Gpu& gpu : gpus_) gpu.ch[channel_kind(mode)]->synchronize();
     double seconds = 0;
     for (Gpu& gpu : gpus_) {
@@ -1116,10 +1121,10 @@ class GpuPair {
     const channel& ch = *gpu.ch[channel_kind(WaitMode::channel_warp)];
     const bool in_shared = ch.monitor_scratch_bytes() <= gpu.monitor_shared_max;
     const std::size_t scratch = in_shared ? ch.monitor_scratch_bytes() : 0;
-    check(cudaFuncSetAttribute(cw::pair_monitor_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    check(cudaFuncSetAttribute(workloads::pair_monitor_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(scratch)),
           "cudaFuncSetAttribute");
-    cw::pair_monitor_kernel<<<1, 32, scratch, gpu.monitor_stream>>>(ch.device(), gpu.blocks_done, gpu.blocks, in_shared);
+    workloads::pair_monitor_kernel<<<1, 32, scratch, gpu.monitor_stream>>>(ch.device(), gpu.blocks_done, gpu.blocks, in_shared);
     check(cudaGetLastError(), "monitor warp launch");
   }
 
@@ -1299,10 +1304,10 @@ class Stencil2GpuRunner final : public PairRunner<StencilBuffers> {
     fill_random(initial_.data(), initial_.size(), s.seed + 2);
     std::fprintf(stderr, "stencil2gpu: host reference (%u x %u, %u iterations)\n", s.stencil_side, s.stencil_side,
                  s.stencil_iterations);
-    reference_ = cw::stencil_reference(initial_, s.stencil_side, s.stencil_iterations, parallel_for);
+    reference_ = workloads::stencil_reference(initial_, s.stencil_side, s.stencil_iterations, parallel_for);
     pair_ = std::make_unique<GpuPair>(
-        GpuPair::Shape{"stencil2gpu", reinterpret_cast<const void*>(&cw::stencil2gpu_kernel), 0,
-                       cw::stencil_max_blocks(s.stencil_side), s.stencil_iterations, std::uint64_t{s.stencil_side} * 4,
+        GpuPair::Shape{"stencil2gpu", reinterpret_cast<const void*>(&workloads::stencil2gpu_kernel), 0,
+                       workloads::stencil_max_blocks(s.stencil_side), s.stencil_iterations, std::uint64_t{s.stencil_side} * 4,
                        false, s.stencil_direct_buffer_on_consumer},
         modes);
     for (int g = 0; g < pair_gpus; ++g) {
@@ -1325,11 +1330,11 @@ class Stencil2GpuRunner final : public PairRunner<StencilBuffers> {
     }
     pair_->wait_idle();  // the inputs' copies and resets, before either kernel starts
     for (int g = 0; g < pair_gpus; ++g) {
-      const cw::Stencil2Gpu k{
+      const workloads::Stencil2Gpu k{
           {side, s_.stencil_iterations, g == 0, gpus_[g].cells.get(), gpus_[g].progress.get(), pair_->stamps(g)},
           pair_->exchange(g, mode), gpus_[g].halo.get(), gpus_[1 - g].halo.get()};
       pair_->launch(g, [&](cudaStream_t stream) {
-        cw::stencil2gpu_kernel<<<pair_->blocks(g), block_threads, 0, stream>>>(k);
+        workloads::stencil2gpu_kernel<<<pair_->blocks(g), block_threads, 0, stream>>>(k);
       });
     }
     // only the cut block's warps wait: wait rows 0 to 7
@@ -1384,10 +1389,10 @@ struct KmeansResult {
 };
 
 /// `iterations` of k-means over all points on the host, without the split in two; state 0 is the
-/// first k points. The same integer arithmetic as kmeans2gpu_kernel (cw::kmeans_nearest,
-/// cw::kmeans_mean), so the GPUs must match it exactly.
+/// first k points. The same integer arithmetic as kmeans2gpu_kernel (workloads::kmeans_nearest,
+/// workloads::kmeans_mean), so the GPUs must match it exactly.
 KmeansResult kmeans_reference(const std::vector<uint4>& points, std::uint32_t k, std::uint32_t iterations) {
-  constexpr std::uint32_t per = cw::kmeans_words_per_centroid;
+  constexpr std::uint32_t per = workloads::kmeans_words_per_centroid;
   std::vector<uint4> centroids(points.begin(), points.begin() + k);
   std::vector<unsigned long long> totals(std::uint64_t{k} * per);
   std::mutex totals_lock;
@@ -1397,7 +1402,7 @@ KmeansResult kmeans_reference(const std::vector<uint4>& points, std::uint32_t k,
       std::vector<unsigned long long> sums(totals.size(), 0);
       for (std::uint64_t p = first; p < end; ++p) {
         const uint4 point = points[p];
-        unsigned long long* to = sums.data() + std::uint64_t{cw::kmeans_nearest(point, centroids.data(), k)} * per;
+        unsigned long long* to = sums.data() + std::uint64_t{workloads::kmeans_nearest(point, centroids.data(), k)} * per;
         to[0] += point.x;
         to[1] += point.y;
         to[2] += point.z;
@@ -1410,13 +1415,13 @@ KmeansResult kmeans_reference(const std::vector<uint4>& points, std::uint32_t k,
     for (std::uint32_t c = 0; c < k; ++c) {
       const unsigned long long* sums = totals.data() + std::uint64_t{c} * per;
       uint4& centroid = centroids[c];
-      centroid = make_uint4(cw::kmeans_mean(sums[0], sums[4], centroid.x), cw::kmeans_mean(sums[1], sums[4], centroid.y),
-                            cw::kmeans_mean(sums[2], sums[4], centroid.z), cw::kmeans_mean(sums[3], sums[4], centroid.w));
+      centroid = make_uint4(workloads::kmeans_mean(sums[0], sums[4], centroid.x), workloads::kmeans_mean(sums[1], sums[4], centroid.y),
+                            workloads::kmeans_mean(sums[2], sums[4], centroid.z), workloads::kmeans_mean(sums[3], sums[4], centroid.w));
     }
   }
   KmeansResult result;
   for (const uint4& c : centroids) result.centroids.insert(result.centroids.end(), {c.x, c.y, c.z, c.w});
-  for (std::uint32_t c = 0; c < k; ++c) result.counts.push_back(totals[std::uint64_t{c} * per + cw::kmeans_dims]);
+  for (std::uint32_t c = 0; c < k; ++c) result.counts.push_back(totals[std::uint64_t{c} * per + workloads::kmeans_dims]);
   return result;
 }
 
@@ -1437,17 +1442,17 @@ struct KmeansBuffers {
 class Kmeans2GpuRunner final : public PairRunner<KmeansBuffers> {
  public:
   Kmeans2GpuRunner(const Setup& s, const std::vector<WaitMode>& modes)
-      : s_(s), half_(s.kmeans_points / 2), words_(std::uint64_t{s.kmeans_k} * cw::kmeans_words_per_centroid) {
+      : s_(s), half_(s.kmeans_points / 2), words_(std::uint64_t{s.kmeans_k} * workloads::kmeans_words_per_centroid) {
     points_.resize(s.kmeans_points);
     auto* coordinates = reinterpret_cast<std::uint32_t*>(points_.data());
-    fill_random(coordinates, points_.size() * cw::kmeans_dims, s.seed + 3);
-    static_assert(cw::kmeans_coordinate_limit == 1024, "the top 10 bits of a random word");
-    for (std::uint64_t i = 0; i < points_.size() * cw::kmeans_dims; ++i) coordinates[i] >>= 22;
+    fill_random(coordinates, points_.size() * workloads::kmeans_dims, s.seed + 3);
+    static_assert(workloads::kmeans_coordinate_limit == 1024, "the top 10 bits of a random word");
+    for (std::uint64_t i = 0; i < points_.size() * workloads::kmeans_dims; ++i) coordinates[i] >>= 22;
     std::fprintf(stderr, "kmeans2gpu: host reference (%u points, k = %u, %u iterations)\n", s.kmeans_points, s.kmeans_k,
                  s.kmeans_iterations);
     reference_ = kmeans_reference(points_, s.kmeans_k, s.kmeans_iterations);
     pair_ = std::make_unique<GpuPair>(
-        GpuPair::Shape{"kmeans2gpu", reinterpret_cast<const void*>(&cw::kmeans2gpu_kernel), shared_bytes(),
+        GpuPair::Shape{"kmeans2gpu", reinterpret_cast<const void*>(&workloads::kmeans2gpu_kernel), shared_bytes(),
                        static_cast<std::uint32_t>((half_ + block_threads - 1) / block_threads), s.kmeans_iterations,
                        words_ * 8, true, s.kmeans_direct_buffer_on_consumer},
         modes);
@@ -1455,7 +1460,7 @@ class Kmeans2GpuRunner final : public PairRunner<KmeansBuffers> {
       // a block's shared sums are uint32: its points' coordinates must add up below 2^32
       const std::uint64_t stride = std::uint64_t{pair_->blocks(g)} * block_threads;
       const std::uint64_t per_block = (half_ + stride - 1) / stride * block_threads;
-      if (per_block * (cw::kmeans_coordinate_limit - 1) > 0xffffffffull)
+      if (per_block * (workloads::kmeans_coordinate_limit - 1) > 0xffffffffull)
         throw std::runtime_error("kmeans2gpu: " + std::to_string(per_block) + " points per block overflow its 32-bit sums; use fewer points");
       Gpu& gpu = gpus_[g];
       const OnDevice on(g);
@@ -1489,11 +1494,11 @@ class Kmeans2GpuRunner final : public PairRunner<KmeansBuffers> {
     pair_->wait_idle();  // the inputs' copies and resets, before either kernel starts
     for (int g = 0; g < pair_gpus; ++g) {
       const Gpu& gpu = gpus_[g];
-      const cw::Kmeans2Gpu k{pair_->exchange(g, mode), s_.kmeans_k, s_.kmeans_iterations, half_, gpu.points.get(),
+      const workloads::Kmeans2Gpu k{pair_->exchange(g, mode), s_.kmeans_k, s_.kmeans_iterations, half_, gpu.points.get(),
                              gpu.partial.get(), gpu.totals.get(), gpu.centroids.get(), gpu.counters.get(),
                              gpu.counters.get() + 1, gpu.mailbox.get(), gpus_[1 - g].mailbox.get(), pair_->stamps(g)};
       pair_->launch(g, [&](cudaStream_t stream) {
-        cw::kmeans2gpu_kernel<<<pair_->blocks(g), block_threads, shared_bytes(), stream>>>(k);
+        workloads::kmeans2gpu_kernel<<<pair_->blocks(g), block_threads, shared_bytes(), stream>>>(k);
       });
     }
     // Every warp has wait rows; the exchange block's are the consumers' (waits for the other
@@ -1510,7 +1515,7 @@ class Kmeans2GpuRunner final : public PairRunner<KmeansBuffers> {
     r.bytes_moved = static_cast<std::int64_t>(r.useful_bytes);
     r.extra["kmeans_points"] = s_.kmeans_points;
     r.extra["kmeans_k"] = s_.kmeans_k;
-    r.extra["kmeans_dims"] = cw::kmeans_dims;
+    r.extra["kmeans_dims"] = workloads::kmeans_dims;
     r.extra["kmeans_iterations"] = s_.kmeans_iterations;
   }
 
@@ -1534,10 +1539,10 @@ class Kmeans2GpuRunner final : public PairRunner<KmeansBuffers> {
                      cudaMemcpyDeviceToHost),
           "kmeans totals");
     for (std::uint32_t c = 0; c < s_.kmeans_k; ++c)
-      got.counts.push_back(totals[std::uint64_t{c} * cw::kmeans_words_per_centroid + cw::kmeans_dims]);
+      got.counts.push_back(totals[std::uint64_t{c} * workloads::kmeans_words_per_centroid + workloads::kmeans_dims]);
     for (std::uint32_t c = 0; c < s_.kmeans_k; ++c) {
-      for (std::uint32_t d = 0; d < cw::kmeans_dims; ++d) {
-        const std::uint32_t at = c * cw::kmeans_dims + d;
+      for (std::uint32_t d = 0; d < workloads::kmeans_dims; ++d) {
+        const std::uint32_t at = c * workloads::kmeans_dims + d;
         if (got.centroids[at] == reference_.centroids[at]) continue;
         std::fprintf(stderr, "kmeans2gpu: GPU %d: centroid %u, coordinate %u: %u, expected %u\n", g, c, d,
                      got.centroids[at], reference_.centroids[at]);
@@ -1598,9 +1603,9 @@ class Gemm2GpuRunner final : public PairRunner<GemmBuffers> {
     fill_random(d_.data(), words, s.seed + 6);
     std::fprintf(stderr, "gemm2gpu: host reference ((A B) D, n = %u)\n", n_);
     reference_ = host_product(host_product(a_, b_, n_), d_, n_);
-    const cw::GemmGeometry shape_of{n_};
+    const workloads::GemmGeometry shape_of{n_};
     pair_ = std::make_unique<GpuPair>(
-        GpuPair::Shape{"gemm2gpu", reinterpret_cast<const void*>(&cw::gemm2gpu_kernel), 0, shape_of.total_tiles() + 1,
+        GpuPair::Shape{"gemm2gpu", reinterpret_cast<const void*>(&workloads::gemm2gpu_kernel), 0, shape_of.total_tiles() + 1,
                        shape_of.panels(), shape_of.panel_words() * 4, true, s.gemm_direct_buffer_on_consumer},
         modes);
     if (pair_->blocks(0) < 2 || pair_->blocks(1) < 2) throw std::runtime_error("gemm2gpu: needs two resident blocks per GPU");
@@ -1625,7 +1630,7 @@ class Gemm2GpuRunner final : public PairRunner<GemmBuffers> {
 
   Timing run(WaitMode mode) override {
     const std::uint64_t words = std::uint64_t{n_} * n_, half_words = std::uint64_t{half_} * n_;
-    const std::uint32_t panels = cw::GemmGeometry{n_}.panels();
+    const std::uint32_t panels = workloads::GemmGeometry{n_}.panels();
     pair_->prepare(mode);
     for (int g = 0; g < pair_gpus; ++g) {
       Gpu& gpu = gpus_[g];
@@ -1637,10 +1642,10 @@ class Gemm2GpuRunner final : public PairRunner<GemmBuffers> {
     pair_->wait_idle();  // the inputs' copies and resets, before either kernel starts
     for (int g = 0; g < pair_gpus; ++g) {
       Gpu& gpu = gpus_[g];
-      const cw::Gemm2Gpu k{pair_->exchange(g, mode), {n_}, g == 0, gpu.a.get(), gpu.b.get(), gpu.d.get(), gpu.t.get(),
+      const workloads::Gemm2Gpu k{pair_->exchange(g, mode), {n_}, g == 0, gpu.a.get(), gpu.b.get(), gpu.d.get(), gpu.t.get(),
                            gpu.c.get(), gpu.counters.get(), gpu.counters.get() + 1, gpu.counters.get() + 1 + panels,
                            gpus_[1 - g].t.get(), pair_->stamps(g)};
-      pair_->launch(g, [&](cudaStream_t stream) { cw::gemm2gpu_kernel<<<pair_->blocks(g), block_threads, 0, stream>>>(k); });
+      pair_->launch(g, [&](cudaStream_t stream) { workloads::gemm2gpu_kernel<<<pair_->blocks(g), block_threads, 0, stream>>>(k); });
     }
     Timing t = pair_->finish_timed(mode, [](int, std::uint64_t w) { return w; });
     t.verified = true;
@@ -1652,7 +1657,7 @@ class Gemm2GpuRunner final : public PairRunner<GemmBuffers> {
     r.useful_bytes = std::uint64_t{pair_gpus} * half_ * n_ * 4;  // each GPU's rows of T, to the other
     r.bytes_moved = static_cast<std::int64_t>(r.useful_bytes);
     r.extra["gemm_side"] = n_;
-    r.extra["gemm_panels"] = half_ / cw::gemm_tile;
+    r.extra["gemm_panels"] = half_ / workloads::gemm_tile;
   }
 
  private:
@@ -1691,19 +1696,19 @@ struct BfsBuffers {
 class Bfs2GpuRunner final : public PairRunner<BfsBuffers> {
  public:
   Bfs2GpuRunner(const Setup& s, const std::vector<WaitMode>& modes) : s_(s) {
-    const sim::RmatParams p{.scale = s.bfs_scale, .edge_factor = s.bfs_edge_factor, .seed = s.seed + 7};
+    const workloads::RmatParams p{.scale = s.bfs_scale, .edge_factor = s.bfs_edge_factor, .seed = s.seed + 7};
     p.validate();
     vertices_ = static_cast<std::uint32_t>(p.vertices());
     half_ = vertices_ / 2;
     std::fprintf(stderr, "bfs2gpu: R-MAT scale %u, edge factor %u\n", s.bfs_scale, s.bfs_edge_factor);
     std::vector<std::uint64_t> offsets(p.vertices() + 1);
     std::vector<std::uint32_t> columns(p.directed_edges());
-    sim::build_rmat_csr(p, offsets, columns, parallel_for);
+    workloads::build_rmat_csr(p, offsets, columns, parallel_for);
     root_ = pick_root(offsets, s.seed);
-    reference_ = sim::reference_bfs(offsets, columns, root_, parallel_for);
-    const cw::BfsGeometry shape_of{half_, s.bfs_max_levels};
+    reference_ = workloads::reference_bfs(offsets, columns, root_, parallel_for);
+    const workloads::BfsGeometry shape_of{half_, s.bfs_max_levels};
     pair_ = std::make_unique<GpuPair>(
-        GpuPair::Shape{"bfs2gpu", reinterpret_cast<const void*>(&cw::bfs2gpu_kernel), 0, 1u << 20, s.bfs_max_levels,
+        GpuPair::Shape{"bfs2gpu", reinterpret_cast<const void*>(&workloads::bfs2gpu_kernel), 0, 1u << 20, s.bfs_max_levels,
                        std::uint64_t{shape_of.message_words()} * 4, true, s.bfs_direct_buffer_on_consumer},
         modes);
     for (int g = 0; g < pair_gpus; ++g) {
@@ -1726,11 +1731,11 @@ class Bfs2GpuRunner final : public PairRunner<BfsBuffers> {
     }
     levels_ = 0;
     for (const std::uint32_t d : reference_)
-      if (d != sim::bfs_unreached) levels_ = std::max(levels_, d + 1);
+      if (d != workloads::bfs_unreached) levels_ = std::max(levels_, d + 1);
   }
 
   Timing run(WaitMode mode) override {
-    const cw::BfsGeometry shape_of{half_, s_.bfs_max_levels};
+    const workloads::BfsGeometry shape_of{half_, s_.bfs_max_levels};
     pair_->prepare(mode);
     for (int g = 0; g < pair_gpus; ++g) {
       Gpu& gpu = gpus_[g];
@@ -1746,10 +1751,10 @@ class Bfs2GpuRunner final : public PairRunner<BfsBuffers> {
     pair_->wait_idle();  // the inputs' copies and resets, before either kernel starts
     for (int g = 0; g < pair_gpus; ++g) {
       Gpu& gpu = gpus_[g];
-      const cw::Bfs2Gpu k{pair_->exchange(g, mode), {half_, s_.bfs_max_levels}, g == 0, gpu.offsets.get(), gpu.columns.get(),
+      const workloads::Bfs2Gpu k{pair_->exchange(g, mode), {half_, s_.bfs_max_levels}, g == 0, gpu.offsets.get(), gpu.columns.get(),
                           gpu.depth.get(), gpu.outgoing.get(), gpu.counters.get(), gpu.mailbox.get(),
                           gpus_[1 - g].mailbox.get(), pair_->stamps(g)};
-      pair_->launch(g, [&](cudaStream_t stream) { cw::bfs2gpu_kernel<<<pair_->blocks(g), block_threads, 0, stream>>>(k); });
+      pair_->launch(g, [&](cudaStream_t stream) { workloads::bfs2gpu_kernel<<<pair_->blocks(g), block_threads, 0, stream>>>(k); });
     }
     Timing t = pair_->finish_timed(mode, [](int, std::uint64_t w) { return w; });
     t.verified = verify();
@@ -1759,7 +1764,7 @@ class Bfs2GpuRunner final : public PairRunner<BfsBuffers> {
     return t;
   }
   void describe(Record& r) const override {
-    const cw::BfsGeometry shape_of{half_, s_.bfs_max_levels};
+    const workloads::BfsGeometry shape_of{half_, s_.bfs_max_levels};
     r.dataset_bytes = (std::uint64_t{vertices_} + pair_gpus) * 8 + edges_ * 4;  // both GPUs' CSR
     r.useful_bytes = std::uint64_t{pair_gpus} * exchanges_ * shape_of.message_words() * 4;  // a message per level and GPU
     r.bytes_moved = static_cast<std::int64_t>(r.useful_bytes);
@@ -1775,7 +1780,7 @@ class Bfs2GpuRunner final : public PairRunner<BfsBuffers> {
   /// A vertex with a neighbour, drawn from the seed (the first with one from a random start).
   static std::uint32_t pick_root(const std::vector<std::uint64_t>& offsets, std::uint64_t seed) {
     const std::uint64_t n = offsets.size() - 1;
-    for (std::uint64_t i = 0, v = sim::mix64(seed) % n; i < n; ++i, v = (v + 1) % n)
+    for (std::uint64_t i = 0, v = workloads::mix64(seed) % n; i < n; ++i, v = (v + 1) % n)
       if (offsets[v + 1] > offsets[v]) return static_cast<std::uint32_t>(v);
     throw std::runtime_error("bfs2gpu: the graph has no edge");
   }
@@ -1786,7 +1791,7 @@ class Bfs2GpuRunner final : public PairRunner<BfsBuffers> {
     for (int g = 0; g < pair_gpus; ++g) {
       const OnDevice on(g);
       std::uint32_t overflow = 0;
-      check(cudaMemcpy(&overflow, gpus_[g].counters.get() + cw::BfsGeometry{half_, s_.bfs_max_levels}.overflow_word(), 4, cudaMemcpyDeviceToHost),
+      check(cudaMemcpy(&overflow, gpus_[g].counters.get() + workloads::BfsGeometry{half_, s_.bfs_max_levels}.overflow_word(), 4, cudaMemcpyDeviceToHost),
             "bfs2gpu counters");
       if (overflow != 0) {
         std::fprintf(stderr, "bfs2gpu: the search needs more than %u levels (--bfs-max-levels)\n", s_.bfs_max_levels);
@@ -1835,8 +1840,8 @@ class Bitonic2GpuRunner final : public PairRunner<BitonicBuffers> {
     reference_ = keys_;
     std::sort(reference_.begin(), reference_.end());
     pair_ = std::make_unique<GpuPair>(
-        GpuPair::Shape{"bitonic2gpu", reinterpret_cast<const void*>(&cw::bitonic2gpu_kernel), 0, size_.tasks() + 1,
-                       size_.chunks(), std::uint64_t{cw::bitonic_chunk} * 4, true, s.bitonic_direct_buffer_on_consumer,
+        GpuPair::Shape{"bitonic2gpu", reinterpret_cast<const void*>(&workloads::bitonic2gpu_kernel), 0, size_.tasks() + 1,
+                       size_.chunks(), std::uint64_t{workloads::bitonic_chunk} * 4, true, s.bitonic_direct_buffer_on_consumer,
                        bitonic_staging_windows},
         modes);
     if (pair_->blocks(0) < 2 || pair_->blocks(1) < 2) throw std::runtime_error("bitonic2gpu: needs two resident blocks per GPU");
@@ -1874,14 +1879,14 @@ class Bitonic2GpuRunner final : public PairRunner<BitonicBuffers> {
     pair_->wait_idle();  // the inputs' copies and resets, before either kernel starts
     for (int g = 0; g < pair_gpus; ++g) {
       Gpu& gpu = gpus_[g];
-      const cw::Bitonic2Gpu k{pair_->exchange(g, mode), size_, g == 0, gpu.sorted.get(), gpu.paired.get(), gpu.out.get(),
+      const workloads::Bitonic2Gpu k{pair_->exchange(g, mode), size_, g == 0, gpu.sorted.get(), gpu.paired.get(), gpu.out.get(),
                               gpu.counters.get(), gpu.mailbox.get(), gpus_[1 - g].mailbox.get(), pair_->stamps(g)};
       pair_->launch(g, [&](cudaStream_t stream) {
         std::size_t scratch_bytes = gpu.sort_bytes;
         check(cub::DeviceRadixSort::SortKeys(gpu.sort_scratch.get(), scratch_bytes, gpu.keys.get(), gpu.sorted.get(),
                                              size_.half, 0, 32, stream),
               "cub::DeviceRadixSort::SortKeys");
-        cw::bitonic2gpu_kernel<<<pair_->blocks(g), block_threads, 0, stream>>>(k);
+        workloads::bitonic2gpu_kernel<<<pair_->blocks(g), block_threads, 0, stream>>>(k);
       });
     }
     Timing t = pair_->finish_timed(mode, [](int, std::uint64_t w) { return w; });
@@ -1912,7 +1917,7 @@ class Bitonic2GpuRunner final : public PairRunner<BitonicBuffers> {
   }
 
   Setup s_;
-  cw::BitonicGeometry size_;
+  workloads::BitonicGeometry size_;
   std::vector<std::uint32_t> keys_, reference_;
 };
 
@@ -1929,8 +1934,8 @@ class Pingpong2GpuRunner final : public PairRunner<PingpongBuffers> {
  public:
   Pingpong2GpuRunner(const Setup& s, const std::vector<WaitMode>& modes) : s_(s) {
     pair_ = std::make_unique<GpuPair>(
-        GpuPair::Shape{"pingpong2gpu", reinterpret_cast<const void*>(&cw::pingpong2gpu_kernel), 0, 1,
-                       s.pingpong_iterations, cw::pingpong_words * 4, false, true},
+        GpuPair::Shape{"pingpong2gpu", reinterpret_cast<const void*>(&workloads::pingpong2gpu_kernel), 0, 1,
+                       s.pingpong_iterations, workloads::pingpong_words * 4, false, true},
         modes);
     for (int g = 0; g < pair_gpus; ++g) {
       const OnDevice on(g);
@@ -1948,9 +1953,9 @@ class Pingpong2GpuRunner final : public PairRunner<PingpongBuffers> {
     }
     pair_->wait_idle();
     for (int g = 0; g < pair_gpus; ++g) {
-      const cw::Pingpong2Gpu k{pair_->exchange(g, mode), static_cast<std::uint32_t>(g), s_.pingpong_iterations,
+      const workloads::Pingpong2Gpu k{pair_->exchange(g, mode), static_cast<std::uint32_t>(g), s_.pingpong_iterations,
                                gpus_[g].mailbox.get(), gpus_[1 - g].mailbox.get(), gpus_[g].wrong.get(), pair_->stamps(g)};
-      pair_->launch(g, [&](cudaStream_t stream) { cw::pingpong2gpu_kernel<<<1, block_threads, 0, stream>>>(k); });
+      pair_->launch(g, [&](cudaStream_t stream) { workloads::pingpong2gpu_kernel<<<1, block_threads, 0, stream>>>(k); });
     }
     Timing t = pair_->finish_timed(mode, [](int, std::uint64_t w) { return w; });
     for (int g = 0; g < pair_gpus; ++g) {
@@ -1970,68 +1975,10 @@ class Pingpong2GpuRunner final : public PairRunner<PingpongBuffers> {
   }
 
  private:
-  [[nodiscard]] std::uint64_t message_words() const { return std::uint64_t{s_.pingpong_iterations} * cw::pingpong_words; }
+  [[nodiscard]] std::uint64_t message_words() const { return std::uint64_t{s_.pingpong_iterations} * workloads::pingpong_words; }
 
   Setup s_;
 };
-
-[[noreturn]] void usage(const char* message) {
-  std::fprintf(stderr,
-               "%s\nusage: warpvm-channel-bench [--workloads tiles,cg,halo (or any of tiles,cg,halo,stencil2gpu,kmeans2gpu,"
-               "gemm2gpu,bfs2gpu,bitonic2gpu,pingpong2gpu)]\n"
-               "  [--modes channel,channel_direct,channel_warp,pinned_flag,peer_flag,naive,atomic_wait (each workload runs those it "
-               "has)]\n"
-               "  [--seed N (default: random)]\n"
-               "  [--compute-blocks 0 (two per SM)] [--compute-iters 500000] [--repeats 5] [--out file.jsonl]\n"
-               "  [--commit SHA] [--driver VER] [--timeline warps.csv (appends each mode's last run's warp stamps)]\n"
-               "  [--monitor-cpu N] [--producer-cpu N] (CPU-to-GPU workloads: host CPUs of the channel's monitor and "
-               "of the host producer; default -1: the OS places them)\n"
-               "  tiles: [--tiles 4096] [--side 64] [--interval-us 2] [--consumer-threads 0 (256 per SM)]\n"
-               "         [--consumer-threads-sweep 64,1024,16384,262144,1048576]\n"
-               "  cg:    [--cg-rows 131072] [--cg-rows-per-warp 256] [--cg-iterations 50]\n"
-               "  halo:  [--halo-side 64] [--halo-iterations 100]\n"
-               "  stencil2gpu (GPU to GPU, GPUs 0 and 1; modes channel, channel_direct, channel_warp, peer_flag, naive, "
-               "atomic_wait):\n"
-               "         [--stencil-side 4096 (a multiple of 64)] [--stencil-iterations 300]\n"
-               "         [--stencil-direct-buffer consumer (channel_direct, channel_warp: the rows in the consuming GPU's "
-               "memory) | "
-               "producer (in the producing GPU's, as channel)]\n"
-               "  kmeans2gpu (GPU to GPU, GPUs 0 and 1; the same modes): [--kmeans-points 4194304 (even, at least 2 k, "
-               "at most 2^26; half per GPU)]\n"
-               "         [--kmeans-k 64 (a multiple of 8 up to 1024)] [--kmeans-iterations 30 (1 to 1000)]\n"
-               "         [--kmeans-direct-buffer consumer | producer (as --stencil-direct-buffer)]\n"
-               "  gemm2gpu (GPU to GPU, the same modes): [--gemm-side 2048 (a multiple of 128 up to 8192)]\n"
-               "         [--gemm-direct-buffer consumer | producer]\n"
-               "  bfs2gpu (GPU to GPU, the same modes): [--bfs-scale 21 (11 to 30)] [--bfs-edge-factor 16]\n"
-               "         [--bfs-max-levels 64 (1 to 4096; a search whose deepest vertex is at depth D needs D + 2)]\n"
-               "         [--bfs-direct-buffer consumer | producer]\n"
-               "  bitonic2gpu (GPU to GPU, the same modes): [--bitonic-keys 16777216 (a multiple of 2^17 up to 2^30)]\n"
-               "         [--bitonic-direct-buffer consumer | producer]\n"
-               "  pingpong2gpu (GPU to GPU, the same modes): [--pingpong-iterations 4096 (1 to 65536)]\n",
-               message);
-  std::exit(2);
-}
-
-std::uint32_t to_u32(const std::string& flag, const std::string& value) {
-  const unsigned long long v = std::stoull(value);
-  if (v > 0xffffffffull) usage((flag + " " + value + " is too large").c_str());
-  return static_cast<std::uint32_t>(v);
-}
-
-/// --monitor-cpu, --producer-cpu: a host CPU index, or -1 (the OS places the thread).
-int host_cpu(const std::string& flag, const std::string& value) {
-  std::size_t used = 0;
-  const int cpu = std::stoi(value, &used);
-  if (used != value.size() || cpu < -1 || cpu >= CPU_SETSIZE)
-    usage((flag + " " + value + " is not -1 or a host CPU index below " + std::to_string(CPU_SETSIZE)).c_str());
-  return cpu;
-}
-
-/// --stencil-direct-buffer, --kmeans-direct-buffer: whether channel_direct's buffers are on the consuming GPU.
-bool on_consumer(const std::string& flag, const std::string& value) {
-  if (value != "producer" && value != "consumer") usage((flag + " is producer or consumer").c_str());
-  return value == "consumer";
-}
 
 }  // namespace
 }  // namespace warpvm::bench
@@ -2046,54 +1993,65 @@ int main(int argc, char** argv) {
   setup.seed = std::random_device{}();
   std::vector<std::string> workloads{"tiles", "cg", "halo"};
   std::vector<std::uint32_t> thread_sweep;
-  const char* help = "warpvm-channel-bench: CPU-to-GPU and GPU-to-GPU producer/consumer workloads, JSON Lines out";
-  parse_flags(argc, argv, options, help, usage, [&](const std::string& flag, const std::string& value) {
-    if (flag == "--workloads") workloads = warpvm::tools::split_list(value);
-    else if (flag == "--seed") setup.seed = std::stoull(value);
-    else if (flag == "--tiles") setup.tiles = to_u32(flag, value);
-    else if (flag == "--side") setup.side = to_u32(flag, value);
-    else if (flag == "--interval-us") setup.interval_us = std::stod(value);
-    else if (flag == "--consumer-threads") setup.consumer_threads = to_u32(flag, value);
-    else if (flag == "--consumer-threads-sweep")
-      for (const std::string& t : warpvm::tools::split_list(value)) thread_sweep.push_back(to_u32(flag, t));
-    else if (flag == "--compute-blocks") setup.compute_blocks = to_u32(flag, value);
-    else if (flag == "--compute-iters") setup.compute_iters = to_u32(flag, value);
-    else if (flag == "--cg-rows") setup.cg_rows = to_u32(flag, value);
-    else if (flag == "--cg-rows-per-warp") setup.cg_rows_per_warp = to_u32(flag, value);
-    else if (flag == "--cg-iterations") setup.cg_iterations = to_u32(flag, value);
-    else if (flag == "--halo-side") setup.halo_side = to_u32(flag, value);
-    else if (flag == "--halo-iterations") setup.halo_iterations = to_u32(flag, value);
-    else if (flag == "--stencil-side") setup.stencil_side = to_u32(flag, value);
-    else if (flag == "--stencil-iterations") setup.stencil_iterations = to_u32(flag, value);
-    else if (flag == "--stencil-direct-buffer") setup.stencil_direct_buffer_on_consumer = on_consumer(flag, value);
-    else if (flag == "--kmeans-points") setup.kmeans_points = to_u32(flag, value);
-    else if (flag == "--kmeans-k") setup.kmeans_k = to_u32(flag, value);
-    else if (flag == "--kmeans-iterations") setup.kmeans_iterations = to_u32(flag, value);
-    else if (flag == "--kmeans-direct-buffer") setup.kmeans_direct_buffer_on_consumer = on_consumer(flag, value);
-    else if (flag == "--gemm-side") setup.gemm_side = to_u32(flag, value);
-    else if (flag == "--gemm-direct-buffer") setup.gemm_direct_buffer_on_consumer = on_consumer(flag, value);
-    else if (flag == "--bfs-scale") setup.bfs_scale = to_u32(flag, value);
-    else if (flag == "--bfs-edge-factor") setup.bfs_edge_factor = to_u32(flag, value);
-    else if (flag == "--bfs-max-levels") setup.bfs_max_levels = to_u32(flag, value);
-    else if (flag == "--bfs-direct-buffer") setup.bfs_direct_buffer_on_consumer = on_consumer(flag, value);
-    else if (flag == "--bitonic-keys") setup.bitonic_keys = to_u32(flag, value);
-    else if (flag == "--bitonic-direct-buffer") setup.bitonic_direct_buffer_on_consumer = on_consumer(flag, value);
-    else if (flag == "--pingpong-iterations") setup.pingpong_iterations = to_u32(flag, value);
-    else if (flag == "--timeline") setup.timeline_csv = value;
-    else if (flag == "--monitor-cpu") setup.monitor_cpu = host_cpu(flag, value);
-    else if (flag == "--producer-cpu") setup.producer_cpu = host_cpu(flag, value);
-    else return false;
-    return true;
-  });
+  CLI::App app{"warpvm-channel-bench: CPU-to-GPU and GPU-to-GPU producer/consumer workloads, JSON Lines out.\n"
+               "CPU to GPU: tiles, cg, halo (the default). GPU to GPU, on GPUs 0 and 1: stencil2gpu, kmeans2gpu, gemm2gpu,\n"
+               "bfs2gpu, bitonic2gpu, pingpong2gpu. Modes: channel, channel_direct, channel_warp, pinned_flag, peer_flag,\n"
+               "naive, atomic_wait (each workload runs those it has).",
+               "warpvm-channel-bench"};
+  add_shared_options(app, options);
+  warpvm::cli::add_list(app, "--workloads", workloads, "workloads to run");
+  app.add_option("--seed", setup.seed, "seed of the inputs (default: random)");
+  app.add_option("--tiles", setup.tiles, "tiles: tiles produced");
+  app.add_option("--side", setup.side, "tiles: a tile's side (even)");
+  app.add_option("--consumer-threads", setup.consumer_threads, "tiles: consumer threads (0: 256 per SM)");
+  app.add_option("--compute-blocks", setup.compute_blocks, "blocks of the compute kernel (0: two per SM)");
+  app.add_option("--compute-iters", setup.compute_iters, "the compute kernel's iterations");
+  app.add_option("--cg-rows", setup.cg_rows, "cg: rows");
+  app.add_option("--cg-rows-per-warp", setup.cg_rows_per_warp, "cg: rows per warp");
+  app.add_option("--cg-iterations", setup.cg_iterations, "cg: iterations");
+  app.add_option("--halo-side", setup.halo_side, "halo: the cube's side (a multiple of 8)");
+  app.add_option("--halo-iterations", setup.halo_iterations, "halo: iterations");
+  app.add_option("--stencil-side", setup.stencil_side, "stencil2gpu: side (a multiple of 64)");
+  app.add_option("--stencil-iterations", setup.stencil_iterations, "stencil2gpu: iterations");
+  app.add_option("--kmeans-points", setup.kmeans_points, "kmeans2gpu: points (even, at least 2 k, at most 2^26; half per GPU)");
+  app.add_option("--kmeans-k", setup.kmeans_k, "kmeans2gpu: centroids (a multiple of 8 up to 1024)");
+  app.add_option("--kmeans-iterations", setup.kmeans_iterations, "kmeans2gpu: iterations (1 to 1000)");
+  app.add_option("--gemm-side", setup.gemm_side, "gemm2gpu: side (a multiple of 128 up to 8192)");
+  app.add_option("--bfs-scale", setup.bfs_scale, "bfs2gpu: 2^scale vertices (11 to 30)");
+  app.add_option("--bfs-edge-factor", setup.bfs_edge_factor, "bfs2gpu: edge factor");
+  app.add_option("--bfs-max-levels", setup.bfs_max_levels, "bfs2gpu: levels (1 to 4096; a search whose deepest vertex is at depth D needs D + 2)");
+  app.add_option("--bitonic-keys", setup.bitonic_keys, "bitonic2gpu: keys (a multiple of 2^17 up to 2^30)");
+  app.add_option("--pingpong-iterations", setup.pingpong_iterations, "pingpong2gpu: round trips (1 to 65536)");
+  app.add_option("--interval-us", setup.interval_us, "tiles: the host producer's interval between tiles");
+  warpvm::cli::add_list(app, "--consumer-threads-sweep", thread_sweep, "tiles: consumer thread counts to sweep (each >= 32)");
+  for (const auto& [flag, on_consumer] :
+       {std::pair{"--stencil-direct-buffer", &setup.stencil_direct_buffer_on_consumer},
+        std::pair{"--kmeans-direct-buffer", &setup.kmeans_direct_buffer_on_consumer},
+        std::pair{"--gemm-direct-buffer", &setup.gemm_direct_buffer_on_consumer},
+        std::pair{"--bfs-direct-buffer", &setup.bfs_direct_buffer_on_consumer},
+        std::pair{"--bitonic-direct-buffer", &setup.bitonic_direct_buffer_on_consumer}})
+    app.add_option_function<std::string>(
+           flag, [on_consumer](const std::string& value) { *on_consumer = value == "consumer"; },
+           "channel_direct, channel_warp: the buffer in the consuming GPU's memory (consumer) or the producing GPU's, "
+           "as channel (producer)")
+        ->check(CLI::IsMember({"producer", "consumer"}));
+  app.add_option("--timeline", setup.timeline_csv, "append each mode's last run's warp stamps to this CSV");
+  app.add_option("--monitor-cpu", setup.monitor_cpu,
+                 "CPU to GPU: the host CPU of the channel's monitor (-1: the OS places it)")
+      ->check(CLI::Range(-1, CPU_SETSIZE - 1));
+  app.add_option("--producer-cpu", setup.producer_cpu, "CPU to GPU: the host CPU of the host producer (-1: the OS places it)")
+      ->check(CLI::Range(-1, CPU_SETSIZE - 1));
+  warpvm::cli::parse(app, argc, argv);
+  const auto usage = [&app](const std::string& message) { warpvm::cli::refuse(app, message); };
   if (options.repeats < 1) usage("--repeats must be at least 1");
   if (setup.side < 2 || setup.side % 2 != 0 || setup.tiles == 0) usage("tiles: --side must be even and >= 2, --tiles >= 1");
-  if (setup.cg_rows_per_warp == 0 || setup.cg_rows % (setup.cg_rows_per_warp * warpvm::channel_workloads::block_warps) != 0 ||
-      setup.cg_rows_per_warp < warpvm::channel_workloads::cg_band || setup.cg_iterations == 0)
+  if (setup.cg_rows_per_warp == 0 || setup.cg_rows % (setup.cg_rows_per_warp * warpvm::workloads::block_warps) != 0 ||
+      setup.cg_rows_per_warp < warpvm::workloads::cg_band || setup.cg_iterations == 0)
     usage("cg: --cg-rows must be a multiple of 8 x --cg-rows-per-warp (>= 4), --cg-iterations >= 1");
   if (setup.halo_side < 8 || setup.halo_side % 8 != 0 || setup.halo_iterations == 0)
     usage("halo: --halo-side must be a multiple of 8 (one warp per plane, whole blocks), --halo-iterations >= 1");
-  if (!warpvm::channel_workloads::stencil_side_runs(setup.stencil_side) || setup.stencil_iterations == 0)
-    usage((std::string("stencil2gpu: ") + warpvm::channel_workloads::stencil_side_rule + ", --stencil-iterations >= 1").c_str());
+  if (!warpvm::workloads::stencil_side_runs(setup.stencil_side) || setup.stencil_iterations == 0)
+    usage(std::string("stencil2gpu: ") + warpvm::workloads::stencil_side_rule + ", --stencil-iterations >= 1");
   if (setup.kmeans_k < 8 || setup.kmeans_k % 8 != 0 || setup.kmeans_k > 1024 || setup.kmeans_points % 2 != 0 ||
       setup.kmeans_points < 2 * setup.kmeans_k || setup.kmeans_points > (1u << 26) || setup.kmeans_iterations == 0 ||
       setup.kmeans_iterations > 1000)
@@ -2105,7 +2063,7 @@ int main(int argc, char** argv) {
       setup.bfs_max_levels > 4096)
     usage("bfs2gpu: --bfs-scale must be 11 to 30 (halves of whole 1024-vertex groups), --bfs-edge-factor >= 1, "
           "--bfs-max-levels 1 to 4096");
-  if (setup.bitonic_keys == 0 || setup.bitonic_keys % (2 * warpvm::channel_workloads::bitonic_chunk) != 0 ||
+  if (setup.bitonic_keys == 0 || setup.bitonic_keys % (2 * warpvm::workloads::bitonic_chunk) != 0 ||
       setup.bitonic_keys > (1u << 30))
     usage("bitonic2gpu: --bitonic-keys must be a positive multiple of 2^17 (two halves of 64K-key chunks) up to 2^30");
   if (setup.pingpong_iterations == 0 || setup.pingpong_iterations > 65536)
@@ -2113,21 +2071,21 @@ int main(int argc, char** argv) {
   for (const std::uint32_t t : thread_sweep)
     if (t < 32) usage("--consumer-threads-sweep: at least 32 threads (one warp)");
   // Each workload runs the listed modes it has: CPU to GPU all_modes, GPU to GPU gpu_pair_modes.
-  std::vector<warpvm::channel_workloads::WaitMode> modes, gpu_to_gpu_modes;
+  std::vector<warpvm::workloads::WaitMode> modes, gpu_to_gpu_modes;
   for (const std::string& m : options.modes) {
-    auto named = [&](warpvm::channel_workloads::WaitMode x) { return m == mode_name(x); };
+    auto named = [&](warpvm::workloads::WaitMode x) { return m == mode_name(x); };
     const auto* cpu_mode = std::find_if(std::begin(all_modes), std::end(all_modes), named);
     const auto* gpu_mode = std::find_if(std::begin(gpu_pair_modes), std::end(gpu_pair_modes), named);
-    if (cpu_mode == std::end(all_modes) && gpu_mode == std::end(gpu_pair_modes)) usage(("unknown mode " + m).c_str());
+    if (cpu_mode == std::end(all_modes) && gpu_mode == std::end(gpu_pair_modes)) usage("unknown mode " + m);
     if (cpu_mode != std::end(all_modes)) modes.push_back(*cpu_mode);
     if (gpu_mode != std::end(gpu_pair_modes)) gpu_to_gpu_modes.push_back(*gpu_mode);
   }
   for (const std::string& w : workloads) {
     const bool gpu_to_gpu = w == "stencil2gpu" || w == "kmeans2gpu" || w == "gemm2gpu" || w == "bfs2gpu" ||
                             w == "bitonic2gpu" || w == "pingpong2gpu";
-    if (w != "tiles" && w != "cg" && w != "halo" && !gpu_to_gpu) usage(("unknown workload " + w).c_str());
+    if (w != "tiles" && w != "cg" && w != "halo" && !gpu_to_gpu) usage("unknown workload " + w);
     if ((gpu_to_gpu ? gpu_to_gpu_modes : modes).empty())
-      usage(("none of --modes applies to " + w).c_str());
+      usage("none of --modes applies to " + w);
   }
   if (warpvm::device_count() == 0) {
     std::fprintf(stderr, "warpvm-channel-bench: no CUDA device visible; nothing measured\n");
@@ -2155,7 +2113,7 @@ int main(int argc, char** argv) {
         run(cg);
       } else if (name == "stencil2gpu" || name == "kmeans2gpu" || name == "gemm2gpu" || name == "bfs2gpu" ||
                  name == "bitonic2gpu" || name == "pingpong2gpu") {
-        const auto make = [&](const std::vector<warpvm::channel_workloads::WaitMode>& runnable) -> std::unique_ptr<PairWorkload> {
+        const auto make = [&](const std::vector<warpvm::workloads::WaitMode>& runnable) -> std::unique_ptr<PairWorkload> {
           if (name == "stencil2gpu") return std::make_unique<Stencil2GpuRunner>(setup, runnable);
           if (name == "gemm2gpu") return std::make_unique<Gemm2GpuRunner>(setup, runnable);
           if (name == "bfs2gpu") return std::make_unique<Bfs2GpuRunner>(setup, runnable);

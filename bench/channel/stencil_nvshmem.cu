@@ -15,8 +15,8 @@
 #include <nvshmem.h>
 #include <nvshmemx.h>
 
-#include "../micro/bench_support.cuh"
-#include "channel_workloads.cuh"
+#include "harness.cuh"
+#include "warpvm/workloads/channel/channel_workloads.cuh"
 #include "warpvm/detail/core/cuda_buffers.hpp"
 
 #include <algorithm>
@@ -35,7 +35,6 @@
 namespace warpvm::bench {
 namespace {
 
-namespace cw = channel_workloads;
 
 /// The exchange of stencil_run through NVSHMEM: the neighbour puts its cut row of state k into
 /// halo[k % 2] with signal[k % 2] set to k + 1 (the two-slot argument is stencil_run's).
@@ -79,8 +78,8 @@ struct NvshmemExchange {
 
 /// Four blocks per SM, as stencil2gpu_kernel gets (40 registers): NVSHMEM's inlined put and wait
 /// take it to 106 registers otherwise, two blocks per SM, and half of stencil2gpu's block count.
-__global__ void __launch_bounds__(cw::block_threads, 4) stencil_nvshmem_kernel(cw::StencilHalf grid, NvshmemExchange x) {
-  cw::stencil_run(grid, x);
+__global__ void __launch_bounds__(workloads::block_threads, 4) stencil_nvshmem_kernel(workloads::StencilHalf grid, NvshmemExchange x) {
+  workloads::stencil_run(grid, x);
 }
 
 struct Setup {
@@ -102,15 +101,15 @@ std::vector<RunReport> run_pe(int pe, const Setup& s, int repeats, std::uint32_t
   std::vector<std::uint32_t> initial(std::uint64_t{side} * side);
   fill_random(initial.data(), initial.size(), s.seed + 2);  // stencil2gpu's grid for this seed
   if (pe == 0) std::fprintf(stderr, "stencil-nvshmem: host reference (%u x %u, %u iterations)\n", side, side, s.iterations);
-  const std::vector<std::uint32_t> reference = cw::stencil_reference(initial, side, s.iterations, parallel_for);
+  const std::vector<std::uint32_t> reference = workloads::stencil_reference(initial, side, s.iterations, parallel_for);
 
   int sms = 0, per_sm = 0;
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, pe), "cudaDeviceGetAttribute");
   check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, reinterpret_cast<const void*>(&stencil_nvshmem_kernel),
-                                                      static_cast<int>(cw::block_threads), 0),
+                                                      static_cast<int>(workloads::block_threads), 0),
         "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
   // stencil2gpu's block count (GpuPair): all resident at once
-  blocks = std::min(cw::stencil_max_blocks(side), static_cast<std::uint32_t>(per_sm * sms));
+  blocks = std::min(workloads::stencil_max_blocks(side), static_cast<std::uint32_t>(per_sm * sms));
 
   const auto cells = detail::make_device<std::uint32_t>(2 * half, "stencil cells");
   const auto progress = detail::make_device<std::uint32_t>(blocks, "stencil progress");
@@ -130,10 +129,10 @@ std::vector<RunReport> run_pe(int pe, const Setup& s, int repeats, std::uint32_t
     check(cudaMemset(signal, 0, 2 * sizeof(std::uint64_t)), "cudaMemset signal");
     check(cudaDeviceSynchronize(), "sync");
     nvshmem_barrier_all();  // both PEs reset before either kernel starts
-    const cw::StencilHalf grid{side, s.iterations, pe == 0, cells.get(), progress.get(), cw::Stamps{}};
+    const workloads::StencilHalf grid{side, s.iterations, pe == 0, cells.get(), progress.get(), workloads::Stamps{}};
     const NvshmemExchange x{side, 1 - pe, halo, signal};
     check(cudaEventRecord(begin, stream.get()), "cudaEventRecord");
-    stencil_nvshmem_kernel<<<blocks, cw::block_threads, 0, stream.get()>>>(grid, x);
+    stencil_nvshmem_kernel<<<blocks, workloads::block_threads, 0, stream.get()>>>(grid, x);
     check(cudaGetLastError(), "stencil_nvshmem_kernel launch");
     check(cudaEventRecord(end, stream.get()), "cudaEventRecord");
     check(cudaEventSynchronize(end), "stencil_nvshmem_kernel");
@@ -235,16 +234,6 @@ int run_process(int pe, const Pipes& pipes, const Setup& setup, const Options& o
   return r.verified ? 0 : 1;
 }
 
-[[noreturn]] void usage(const char* message) {
-  std::fprintf(stderr,
-               "%s\nusage: warpvm-stencil-nvshmem [--stencil-side 4096 (a multiple of 64 up to 32768)] "
-               "[--stencil-iterations 300]\n  [--seed N (default: random)] [--repeats 5] [--out file.jsonl] "
-               "[--commit SHA] [--driver VER]\n"
-               "stencil2gpu's 2D stencil on GPUs 0 and 1, its cut rows exchanged through NVSHMEM (one process per GPU)\n",
-               message);
-  std::exit(2);
-}
-
 }  // namespace
 }  // namespace warpvm::bench
 
@@ -255,15 +244,16 @@ int main(int argc, char** argv) {
   options.repeats = 5;
   Setup setup;
   setup.seed = std::random_device{}();
-  parse_flags(argc, argv, options, "warpvm-stencil-nvshmem", usage, [&](const std::string& flag, const std::string& value) {
-    if (flag == "--stencil-side") setup.side = static_cast<std::uint32_t>(std::stoul(value));
-    else if (flag == "--stencil-iterations") setup.iterations = static_cast<std::uint32_t>(std::stoul(value));
-    else if (flag == "--seed") setup.seed = std::stoull(value);
-    else return false;
-    return true;
-  });
-  if (!cw::stencil_side_runs(setup.side) || setup.iterations == 0 || options.repeats < 1)
-    usage((std::string(cw::stencil_side_rule) + ", --stencil-iterations and --repeats >= 1").c_str());
+  CLI::App app{"warpvm-stencil-nvshmem: stencil2gpu's 2D stencil on GPUs 0 and 1, its cut rows exchanged through "
+               "NVSHMEM (one process per GPU)",
+               "warpvm-stencil-nvshmem"};
+  add_shared_options(app, options);
+  app.add_option("--stencil-side", setup.side, "the grid's side (a multiple of 64 up to 32768)");
+  app.add_option("--stencil-iterations", setup.iterations, "iterations")->check(CLI::PositiveNumber);
+  app.add_option("--seed", setup.seed, "seed of the grid (default: random)");
+  warpvm::cli::parse(app, argc, argv);
+  if (!warpvm::workloads::stencil_side_runs(setup.side))
+    warpvm::cli::refuse(app, std::string("--stencil-side: ") + warpvm::workloads::stencil_side_rule);
 
   // Before any CUDA call: a forked child cannot use a CUDA context its parent made.
   int id_pipe[2], report_pipe[2];

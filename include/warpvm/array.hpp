@@ -3,7 +3,7 @@
 /// warpvm::array<T>: the handle a kernel uses to read and write an object of the paged space.
 ///
 /// Three ways in, from simplest to fastest:
-///  - elements: `a[i]`, `a.load(i)`, `a.store(i, v)`, `a.atomic_add(i, v)`, ... Each call acquires
+///  - elements: `a[i]`, `a.load(i)`, `a.store(i, v)`, `a.fetch_add(i, v)`, ... Each call acquires
 ///    the page for the warp (one atomic per page per warp, whatever the lanes do) and releases it.
 ///  - `page_span`: `auto s = a.span<access::read>(i);` holds the page of element i until `s`
 ///    goes out of scope; `s[j]` is then a plain load. The fast path for streaming code.
@@ -106,27 +106,27 @@ class array {
       return 0;
     });
   }
-  __device__ T atomic_add(std::uint64_t i, T v) const {
+  // Atomics take libcu++'s names (as shared_array's do): fetch_add, fetch_sub, fetch_min,
+  // fetch_max, exchange, compare_exchange. Relaxed, each under a write hold of its page.
+  __device__ T fetch_add(std::uint64_t i, T v) const {
     return atomic(i, [&](auto ref) { return ref.fetch_add(v, cuda::std::memory_order_relaxed); });
   }
-  __device__ T atomic_sub(std::uint64_t i, T v) const {
+  __device__ T fetch_sub(std::uint64_t i, T v) const {
     return atomic(i, [&](auto ref) { return ref.fetch_sub(v, cuda::std::memory_order_relaxed); });
   }
-  __device__ T atomic_min(std::uint64_t i, T v) const {
+  __device__ T fetch_min(std::uint64_t i, T v) const {
     return atomic(i, [&](auto ref) { return ref.fetch_min(v, cuda::std::memory_order_relaxed); });
   }
-  __device__ T atomic_max(std::uint64_t i, T v) const {
+  __device__ T fetch_max(std::uint64_t i, T v) const {
     return atomic(i, [&](auto ref) { return ref.fetch_max(v, cuda::std::memory_order_relaxed); });
   }
-  __device__ T atomic_exch(std::uint64_t i, T v) const {
+  __device__ T exchange(std::uint64_t i, T v) const {
     return atomic(i, [&](auto ref) { return ref.exchange(v, cuda::std::memory_order_relaxed); });
   }
-  /// Compare-and-swap; returns the value seen (== expected when the swap happened).
-  __device__ T atomic_cas(std::uint64_t i, T expected, T desired) const {
-    return atomic(i, [&](auto ref) {
-      ref.compare_exchange_strong(expected, desired, cuda::std::memory_order_relaxed);
-      return expected;
-    });
+  /// Compare-and-swap: true when element i held `expected` and now holds `desired`; otherwise
+  /// `expected` becomes the value seen.
+  __device__ bool compare_exchange(std::uint64_t i, T& expected, T desired) const {
+    return atomic(i, [&](auto ref) { return ref.compare_exchange_strong(expected, desired, cuda::std::memory_order_relaxed); });
   }
 
   /// Holds the page of element i until the returned span is destroyed.
@@ -273,7 +273,7 @@ class array {
   /// GPU's threads. The host must not write the object while a kernel runs (host-native atomics
   /// over PCIe are not available on the platforms warpvm targets).
   template <class Op>
-  __device__ T atomic(std::uint64_t i, Op&& op) const {
+  __device__ auto atomic(std::uint64_t i, Op&& op) const {
     return with_element(i, true, [&](T* slot) { return op(cuda::atomic_ref<T, cuda::thread_scope_device>(*slot)); });
   }
 #endif

@@ -44,12 +44,12 @@
 /// (channel_handle::monitor): consumer warps post requests and park, and it wakes them once their
 /// tags are set; the data is read in place (docs/channels.md, "The monitor warp").
 
-#include "warpvm/detail/sync/availability.hpp"
-#include "warpvm/detail/sync/channel_view.hpp"
+#include "warpvm/detail/channel/availability.hpp"
+#include "warpvm/detail/channel/channel_view.hpp"
 #include "warpvm/error.hpp"
 
 #if defined(__CUDACC__)
-#include "warpvm/detail/sync/channel_device.cuh"
+#include "warpvm/detail/channel/channel_device.cuh"
 #endif
 
 #include <cstddef>

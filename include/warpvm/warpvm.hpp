@@ -4,6 +4,7 @@
 /// page_span, cursor) is available; in plain C++ files only the host API.
 
 #include "warpvm/array.hpp"
+#include "warpvm/channel.hpp"
 #include "warpvm/config.hpp"
 #include "warpvm/error.hpp"
 #include "warpvm/heap.hpp"

@@ -3,7 +3,7 @@
 // Runtime and its objects are used from one host thread at a time.
 
 #include "warpvm/detail/core/cuda_buffers.hpp"
-#include "../transport/host_batched_service.hpp"
+#include "transport/host_batched_service.hpp"
 
 #include "warpvm/config.hpp"
 #include "warpvm/detail/core/cache_view.hpp"

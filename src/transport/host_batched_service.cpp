@@ -1,6 +1,6 @@
 #include "host_batched_service.hpp"
 
-#include "nvtx_range.hpp"
+#include "core/nvtx_range.hpp"
 
 #include "warpvm/detail/core/geometry.hpp"
 #include "warpvm/detail/policy/eviction_order.hpp"
@@ -298,9 +298,9 @@ std::uint32_t HostBatchedService::evict_block(std::uint64_t block, bool& chunk_g
   return pages;
 }
 
-void HostBatchedService::give_up_chunks(const std::vector<sim::BlockPages>& evictions, FaultBatch& batch) {
+void HostBatchedService::give_up_chunks(const std::vector<detail::BlockPages>& evictions, FaultBatch& batch) {
   const std::uint64_t first_order = orders_posted_;
-  for (const sim::BlockPages& eviction : evictions) {
+  for (const detail::BlockPages& eviction : evictions) {
     bool chunk_given_up = false;
     batch.pages_evicted += evict_block(eviction.block, chunk_given_up);
     batch.chunks_evicted += chunk_given_up ? 1u : 0u;
@@ -512,7 +512,7 @@ void HostBatchedService::serve(std::vector<std::uint64_t> faults, Clock::time_po
     run_start_ = started;
     run_started_ = true;
   }
-  sim::UvmPlan plan = model_.service(std::move(faults));
+  detail::UvmPlan plan = model_.service(std::move(faults));
 
   // The model's decisions: the chunks it gave up (LRU by last migration), then the pages it
   // migrated, queued per block until the block has a chunk whose previous pages are gone. The
@@ -526,7 +526,7 @@ void HostBatchedService::serve(std::vector<std::uint64_t> faults, Clock::time_po
   plan.batch.pages_evicted = 0;
   reap_orders(plan.batch, /*kernels_stopped=*/false);
   give_up_chunks(plan.evictions, plan.batch);
-  for (const sim::BlockPages& migration : plan.migrations) {
+  for (const detail::BlockPages& migration : plan.migrations) {
     const std::uint64_t first_key = migration.block * uvm_block_pages;
     const unsigned in_object = pages_in_block(objects_.at(key_object(first_key)), key_page(first_key));
     // The model sees whole blocks: what it prefetched past the object's end is not copied.

@@ -7,7 +7,7 @@
 
 #include "warpvm/config.hpp"
 #include "warpvm/detail/core/cache_view.hpp"
-#include "warpvm/sim/uvm_model.hpp"
+#include "warpvm/detail/policy/uvm_model.hpp"
 #include "warpvm/trace.hpp"
 
 #include <atomic>
@@ -123,7 +123,7 @@ class HostBatchedService {
   std::uint32_t evict_block(std::uint64_t block, bool& chunk_given_up);
   /// Gives up the chunks of the model's `evictions` (evict_block) and publishes the orders;
   /// counts them on `batch`.
-  void give_up_chunks(const std::vector<sim::BlockPages>& evictions, FaultBatch& batch);
+  void give_up_chunks(const std::vector<detail::BlockPages>& evictions, FaultBatch& batch);
   /// Copies the posted orders and the replay state (with orders_posted) to the device.
   void publish_orders(std::size_t first_staged, std::size_t count);
   /// Takes the device's acknowledgements. Orders carried out (their pages are BUSY on the
@@ -172,7 +172,7 @@ class HostBatchedService {
   std::uint64_t taken_position_ = 0;
 
   mutable std::mutex mutex_;  // held while a batch is served, and by the runtime's changes
-  sim::UvmModel model_;
+  detail::UvmModel model_;
   std::unordered_map<std::uint32_t, ServedObject> objects_;
   std::unordered_map<std::uint64_t, ServedBlock> blocks_;
   std::vector<std::uint64_t> queue_;                 // blocks with queued pages, in arrival order

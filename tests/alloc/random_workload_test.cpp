@@ -5,7 +5,7 @@
 // prints its refusals and where the reserved bytes go; docs/allocator.md ("Measured with the fast
 // path") quotes them.
 
-#include "alloc_workloads.hpp"  // bench/alloc: the benchmark's size and slot draws
+#include "warpvm/workloads/alloc/alloc_workloads.hpp"  // bench/alloc: the benchmark's size and slot draws
 #include "warpvm/detail/alloc/heap_ptr.hpp"
 #include "warpvm/detail/alloc/heap_space.hpp"
 #include "warpvm/detail/alloc/small_blocks.hpp"
@@ -176,11 +176,11 @@ Replay replay(const Workload& w) {
   for (std::uint32_t step = 0; step < w.steps; ++step) {
     allocating.clear();
     for (std::uint64_t t = 0; t < w.threads; ++t) {
-      const std::uint64_t i = bench::random_slot(step, t, w.slots);
+      const std::uint64_t i = workloads::random_slot(step, t, w.slots);
       if (slot_bytes[i] != 0) {
         free_slot(i);
       } else {
-        slot_bytes[i] = static_cast<std::uint32_t>(bench::random_bytes(step, t, w.lo, w.hi));
+        slot_bytes[i] = static_cast<std::uint32_t>(workloads::random_bytes(step, t, w.lo, w.hi));
         allocating.push_back(i);
       }
     }

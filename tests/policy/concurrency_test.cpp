@@ -1,7 +1,7 @@
 // The fault-path protocol under real concurrency on the CPU: threads acquire random pages of a
 // cache far smaller than the data, read and write them, and the data stays exact.
 
-#include "warpvm/sim/page_cache_model.hpp"
+#include "page_cache_model.hpp"
 
 #include <gtest/gtest.h>
 

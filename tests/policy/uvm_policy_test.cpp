@@ -5,7 +5,7 @@
 
 #include "warpvm/detail/policy/eviction_order.hpp"
 #include "warpvm/detail/policy/uvm_prefetch.hpp"
-#include "warpvm/sim/uvm_model.hpp"
+#include "warpvm/detail/policy/uvm_model.hpp"
 
 #include <gtest/gtest.h>
 
@@ -57,7 +57,7 @@ TEST(UvmPrefetch, ResidentPagesCountTowardTheTree) {
 }
 
 TEST(UvmModel, DuplicatesAreDroppedWithinABatch) {
-  sim::UvmModel uvm(/*chunks=*/8);
+  detail::UvmModel uvm(/*chunks=*/8);
   for (int warp = 0; warp < 10; ++warp) uvm.access(7);
   uvm.drain();
   ASSERT_EQ(uvm.batches().size(), 1u);
@@ -70,7 +70,7 @@ TEST(UvmModel, DuplicatesAreDroppedWithinABatch) {
 }
 
 TEST(UvmModel, BatchesTakeAtMost256FaultsAndServicePerBlock) {
-  sim::UvmModel uvm(/*chunks=*/8, /*prefetch=*/false);
+  detail::UvmModel uvm(/*chunks=*/8, /*prefetch=*/false);
   for (std::uint64_t p = 0; p < 300; ++p) uvm.access(p * 3);  // 900 pages: blocks 0 and 1
   uvm.drain();
   ASSERT_EQ(uvm.batches().size(), 2u);
@@ -82,7 +82,7 @@ TEST(UvmModel, BatchesTakeAtMost256FaultsAndServicePerBlock) {
 }
 
 TEST(UvmModel, EvictsTheChunkMigratedIntoLongestAgoEvenIfUsedSince) {
-  sim::UvmModel uvm(/*chunks=*/2, /*prefetch=*/false, /*batch_size=*/1);
+  detail::UvmModel uvm(/*chunks=*/2, /*prefetch=*/false, /*batch_size=*/1);
   const std::uint64_t a = 0, b = 512, c = 1024, d = 1536;  // first pages of four blocks
   uvm.access(a);
   uvm.access(b);
@@ -101,8 +101,8 @@ TEST(UvmModel, EvictsTheChunkMigratedIntoLongestAgoEvenIfUsedSince) {
 }
 
 TEST(UvmModel, ServicePlansTheCopiesOfFaultedAndPrefetchedPages) {
-  sim::UvmModel plain(/*chunks=*/4, /*prefetch=*/false);
-  const sim::UvmPlan one = plain.service({515, 3, 515});  // page 3 of block 0, page 3 of block 1 twice
+  detail::UvmModel plain(/*chunks=*/4, /*prefetch=*/false);
+  const detail::UvmPlan one = plain.service({515, 3, 515});  // page 3 of block 0, page 3 of block 1 twice
   EXPECT_EQ(one.batch.faults, 3u);
   EXPECT_EQ(one.batch.unique_faults, 2u);
   ASSERT_EQ(one.migrations.size(), 2u);
@@ -113,8 +113,8 @@ TEST(UvmModel, ServicePlansTheCopiesOfFaultedAndPrefetchedPages) {
   EXPECT_TRUE(plain.resident_pages(1).test(3));
   EXPECT_TRUE(plain.service({3}).migrations.empty());  // resident already: nothing to copy
 
-  sim::UvmModel prefetching(/*chunks=*/4, /*prefetch=*/true);
-  const sim::UvmPlan big = prefetching.service({20});
+  detail::UvmModel prefetching(/*chunks=*/4, /*prefetch=*/true);
+  const detail::UvmPlan big = prefetching.service({20});
   ASSERT_EQ(big.migrations.size(), 1u);
   EXPECT_EQ(big.migrations[0].pages.count_in(16, 16), 16u);  // the faulted page and its 64 KB big page
   EXPECT_EQ(big.migrations[0].pages.count(), 16u);
@@ -123,9 +123,9 @@ TEST(UvmModel, ServicePlansTheCopiesOfFaultedAndPrefetchedPages) {
 }
 
 TEST(UvmModel, PlanNamesTheEvictedChunkAndForgottenBlocksFreeTheirs) {
-  sim::UvmModel uvm(/*chunks=*/1, /*prefetch=*/false);
+  detail::UvmModel uvm(/*chunks=*/1, /*prefetch=*/false);
   (void)uvm.service({1, 2});
-  const sim::UvmPlan second = uvm.service({512});
+  const detail::UvmPlan second = uvm.service({512});
   ASSERT_EQ(second.evictions.size(), 1u);
   EXPECT_EQ(second.evictions[0].block, 0u);
   EXPECT_EQ(second.evictions[0].pages.count(), 2u);
@@ -136,19 +136,19 @@ TEST(UvmModel, PlanNamesTheEvictedChunkAndForgottenBlocksFreeTheirs) {
 }
 
 TEST(UvmModel, AChunkThatFailedToEvictIsResidentAgainAndTheNextOldestGoes) {
-  sim::UvmModel uvm(/*chunks=*/3, /*prefetch=*/false);
+  detail::UvmModel uvm(/*chunks=*/3, /*prefetch=*/false);
   const std::uint64_t a = 0, b = 512, c = 1024, d = 1536;  // first pages of four blocks
   (void)uvm.service({a, a + 7});
   (void)uvm.service({b});
   (void)uvm.service({c});
-  const sim::UvmPlan full = uvm.service({d});  // A, migrated into longest ago, is the victim
+  const detail::UvmPlan full = uvm.service({d});  // A, migrated into longest ago, is the victim
   ASSERT_EQ(full.evictions.size(), 1u);
   ASSERT_EQ(full.evictions[0].block, 0u);
   EXPECT_EQ(uvm.chunks_in_use(), 3u);
 
   // A's pages stayed held on the GPU: A is resident again with them, and B (now the oldest)
   // gives up its chunk in A's place.
-  const std::vector<sim::BlockPages> instead = uvm.eviction_failed(0, full.evictions[0].pages);
+  const std::vector<detail::BlockPages> instead = uvm.eviction_failed(0, full.evictions[0].pages);
   ASSERT_EQ(instead.size(), 1u);
   EXPECT_EQ(instead[0].block, 1u);
   EXPECT_TRUE(instead[0].pages.test(0));
@@ -165,12 +165,12 @@ TEST(UvmModel, AChunkThatFailedToEvictIsResidentAgainAndTheNextOldestGoes) {
 }
 
 TEST(UvmModel, AFailedEvictionOfABlockMigratedIntoAgainKeepsBothItsPageSets) {
-  sim::UvmModel uvm(/*chunks=*/2, /*prefetch=*/false);
+  detail::UvmModel uvm(/*chunks=*/2, /*prefetch=*/false);
   (void)uvm.service({3});
   (void)uvm.service({512});
-  const sim::UvmPlan evicting = uvm.service({1024});  // block 0 goes
+  const detail::UvmPlan evicting = uvm.service({1024});  // block 0 goes
   ASSERT_EQ(evicting.evictions.size(), 1u);
-  const sim::UvmPlan back = uvm.service({9});  // block 0 faults again before its eviction is done: block 1 goes
+  const detail::UvmPlan back = uvm.service({9});  // block 0 faults again before its eviction is done: block 1 goes
   ASSERT_EQ(back.evictions.size(), 1u);
   EXPECT_EQ(back.evictions[0].block, 1u);
   // The first eviction fails: block 0 already has a chunk again, so nothing more is evicted.

@@ -1,4 +1,4 @@
-#include "warpvm/sim/page_cache_model.hpp"
+#include "page_cache_model.hpp"
 
 #include <gtest/gtest.h>
 
