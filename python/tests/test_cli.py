@@ -98,7 +98,9 @@ def fake_bench(build: Path, exit_code: int = 0) -> Path:
 def fake_sim(build: Path) -> Path:
     """A warpvm-sim that logs its arguments and prints two records."""
     lines = "".join(f"echo '{json.dumps(r)}'\n" for r in SIM_LINES)
-    return write_script(build / "src" / "sim" / "warpvm-sim", 'echo "$@" > "$(dirname "$0")/args"\n' + lines)
+    return write_script(
+        build / "tools" / "sim" / "warpvm-sim", 'echo "$@" > "$(dirname "$0")/args"\n' + lines
+    )
 
 
 def table_rows(output: str) -> list[list[str]]:
@@ -121,7 +123,7 @@ def test_quick_without_gpu_runs_the_simulator(cli: CliRunner, fake_path: Path, t
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[0] == NO_GPU_MESSAGE
     assert not (build / "bench" / "args").exists()  # no GPU: the benchmark is not started
-    args = (build / "src" / "sim" / "args").read_text().split()
+    args = (build / "tools" / "sim" / "args").read_text().split()
     expected = (
         "--workloads stream,vadd,random_page,hotset --bytes 1GiB "
         "--cache-fractions 1,0.5,0.25,0.125 --eviction clock --model warpvm"
@@ -224,7 +226,7 @@ def test_bench_run_rejects_unknown_modes(cli: CliRunner, tmp_path: Path) -> None
     assert "unknown turbo" in result.output
 
 
-@pytest.mark.parametrize(("gpu", "missing"), [(True, "bench/warpvm-bench"), (False, "src/sim/warpvm-sim")])
+@pytest.mark.parametrize(("gpu", "missing"), [(True, "bench/warpvm-bench"), (False, "tools/sim/warpvm-sim")])
 def test_missing_binary(cli: CliRunner, fake_path: Path, tmp_path: Path, gpu: bool, missing: str) -> None:
     fake_gpu(fake_path, present=gpu)
     build = tmp_path / "empty-build"
@@ -242,7 +244,7 @@ def test_build_dir_from_environment(cli: CliRunner, tmp_path: Path, monkeypatch:
     monkeypatch.setenv("WARPVM_BUILD_DIR", str(build))
     result = cli.invoke(app, ["sim", "--workloads", "stream", "--bytes", "64MiB", "--eviction", "fifo"])
     assert result.exit_code == 0, result.output
-    args = (build / "src" / "sim" / "args").read_text().split()
+    args = (build / "tools" / "sim" / "args").read_text().split()
     assert args[:4] == ["--workloads", "stream", "--bytes", "64MiB"] and "fifo" in args
     assert "records appended" not in result.output  # no --out: nothing written
     assert table_rows(result.output)[0][4] == "262,144"
@@ -254,7 +256,7 @@ def test_sim_model_is_passed_through(cli: CliRunner, tmp_path: Path, monkeypatch
     monkeypatch.setenv("WARPVM_BUILD_DIR", str(build))
     result = cli.invoke(app, ["sim", "--model", "uvm"])
     assert result.exit_code == 0, result.output
-    args = (build / "src" / "sim" / "args").read_text().split()
+    args = (build / "tools" / "sim" / "args").read_text().split()
     assert args[args.index("--model") + 1] == "uvm"
 
 

@@ -181,7 +181,7 @@ def warpvm_sim() -> Path:
         binary = runner.find_binary(runner.resolve_build_dir(None), runner.SIM)
     except runner.MissingBinaryError as error:
         pytest.skip(str(error))
-    source = Path(__file__).resolve().parents[2] / "src" / "sim" / "warpvm_sim.cpp"
+    source = Path(__file__).resolve().parents[2] / "tools" / "sim" / "warpvm_sim.cpp"
     if source.is_file() and os.path.getmtime(source) > os.path.getmtime(binary):
         pytest.skip(f"{binary} is older than {source}: rebuild it")
     return binary

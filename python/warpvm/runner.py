@@ -14,7 +14,7 @@ from typing import TextIO
 from warpvm.results import Record, parse_line
 
 BENCH = Path("bench/warpvm-bench")
-SIM = Path("src/sim/warpvm-sim")
+SIM = Path("tools/sim/warpvm-sim")
 NO_GPU_EXIT = 3
 BUILD_HINT = "cmake --preset default && cmake --build build"
 
