@@ -127,7 +127,7 @@ def test_eviction_time_beyond_the_batch_is_rejected(tmp_path: Path) -> None:
 
 def test_cli_untimed_trace_skips_what_needs_time(trace_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "report"
-    result = CliRunner(env={"COLUMNS": "250"}).invoke(app, ["trace", str(trace_file), "--out", str(out)])
+    result = CliRunner().invoke(app, ["trace", str(trace_file), "--out", str(out)])
     assert result.exit_code == 0, result.output
     written = ("batch_sizes.png", "migration_per_batch.png", "blocks_per_batch.png", "eviction_cost.png")
     for name in written:
@@ -150,9 +150,7 @@ def test_cli_untimed_trace_skips_what_needs_time(trace_file: Path, tmp_path: Pat
 def test_cli_several_files_give_every_plot(timed_file: Path, tmp_path: Path) -> None:
     sweep = write_trace(tmp_path / "sweep.csv", with_durations(SWEEP_TRACE, {64: 1000, 128: 1500, 256: 3000}))
     out = tmp_path / "report"
-    result = CliRunner(env={"COLUMNS": "250"}).invoke(
-        app, ["trace", str(timed_file), str(sweep), "--out", str(out)]
-    )
+    result = CliRunner().invoke(app, ["trace", str(timed_file), str(sweep), "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "skipped" not in result.output
     for name in ALL_PLOTS:
