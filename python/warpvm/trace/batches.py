@@ -6,7 +6,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from warpvm.results import ResultsError, format_fraction, load_csv
+from warpvm.results import ResultsError, format_fraction, group_by, load_csv
 
 COLUMNS = (
     "workload",
@@ -202,9 +202,7 @@ def load_traces(paths: Sequence[Path]) -> list[Batch]:
 def runs(batches: Iterable[Batch]) -> dict[Run, list[Batch]]:
     """Batches grouped by run, each run's batches in trace order. Runs are ordered by workload (in
     order of appearance), then largest cache first, batch limit, prefetch off before on."""
-    grouped: dict[Run, list[Batch]] = {}
-    for b in batches:
-        grouped.setdefault(b.run, []).append(b)
+    grouped = group_by(batches, lambda b: b.run)
     workloads = {w: i for i, w in enumerate(dict.fromkeys(run.workload for run in grouped))}
     order = sorted(
         grouped, key=lambda r: (workloads[r.workload], -r.cache_fraction, r.batch_limit, r.prefetch)

@@ -8,7 +8,7 @@ from statistics import median
 
 from matplotlib.figure import Figure
 
-from warpvm.results import TextTable
+from warpvm.results import TextTable, group_by
 from warpvm.trace.analysis import finish_axes, new_figure, per_run, run_table, time_axis
 from warpvm.trace.batches import Batch, Run, runs, timed
 
@@ -72,9 +72,10 @@ def eviction_costs(batches: Iterable[Batch], ratio: float = LEVEL_RATIO) -> list
         if not any(b.chunks_evicted for b in group):
             return None
         use_time = timed(group)
-        by_count: dict[int, list[float]] = {}
-        for b in group:
-            by_count.setdefault(b.chunks_evicted, []).append(batch_cost(b, use_time))
+        by_count = {
+            count: [batch_cost(b, use_time) for b in evicting]
+            for count, evicting in group_by(group, lambda b: b.chunks_evicted).items()
+        }
         levels = [
             CostLevel(count, len(level), level[0], median(level), level[-1])
             for count in sorted(by_count)

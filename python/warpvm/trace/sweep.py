@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from matplotlib.figure import Figure
 
 from warpvm.plots import log2_x_axis
-from warpvm.results import TextTable, format_fraction
+from warpvm.results import TextTable, format_fraction, group_by
 from warpvm.trace.analysis import finish_axes, format_ms, new_figure
 from warpvm.trace.batches import Batch, label, on_off
-from warpvm.trace.summary import RunSummary, summarize
+from warpvm.trace.summary import summarize
 
 
 @dataclass(frozen=True)
@@ -44,9 +44,7 @@ class Sweep:
 
 def batch_size_sweeps(batches: Iterable[Batch]) -> list[Sweep]:
     """Every set of two or more runs differing only in batch_limit."""
-    families: dict[tuple[str, float, bool], list[RunSummary]] = {}
-    for s in summarize(batches):
-        families.setdefault((s.run.workload, s.run.cache_fraction, s.run.prefetch), []).append(s)
+    families = group_by(summarize(batches), lambda s: (s.run.workload, s.run.cache_fraction, s.run.prefetch))
     out = []
     for (workload, fraction, prefetch), family in families.items():
         if len(family) < 2:
