@@ -325,6 +325,18 @@ def test_sim_model_is_passed_through(cli: CliRunner, tmp_path: Path, monkeypatch
     assert args[args.index("--model") + 1] == "uvm"
 
 
+def test_messages_print_brackets_as_they_are(
+    cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build = tmp_path / "build"
+    fake_sim(build)
+    monkeypatch.setenv("WARPVM_BUILD_DIR", str(build))
+    out = tmp_path / "results[dim]" / "sim.jsonl"
+    result = cli.invoke(app, ["sim", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert f"2 records appended to {out}" in result.output
+
+
 def test_report_writes_summary_and_plots(cli: CliRunner, records_file: Path, tmp_path: Path) -> None:
     extra = write_jsonl(tmp_path / "more.jsonl", [record(device="NVIDIA H100", mode="uvm", useful_gbps=8.0)])
     out = tmp_path / "report"

@@ -225,7 +225,8 @@ def _show(console: Console, result: runner.RunResult, name: str, out: Path | Non
 
 
 def _console() -> Console:
-    console = Console(highlight=False)
+    # No markup: a path or a name with brackets, like results[dim].jsonl, prints as it is.
+    console = Console(highlight=False, markup=False)
     # A pipe or a file has no width to keep to: lines go out whole, not wrapped at rich's guess.
     console.soft_wrap = not console.is_terminal
     return console
