@@ -40,7 +40,7 @@ PAGE_BYTES = 4096
 MIB = 2**20
 
 
-def label(
+def run_label(
     workload: str, cache_fraction: float, batch_limit: int | None = None, prefetch: bool | None = None
 ) -> str:
     """'workload, cache 50%[, 256/batch][, prefetch|no prefetch]': what names a run or a set of runs."""
@@ -68,7 +68,7 @@ class Run:
 
     def label(self) -> str:
         """E.g. 'stream, cache 50%, 256/batch, prefetch'."""
-        return label(self.workload, self.cache_fraction, self.batch_limit, self.prefetch)
+        return run_label(self.workload, self.cache_fraction, self.batch_limit, self.prefetch)
 
     def cells(self) -> tuple[str, str, str, str]:
         """The run's identifying table cells."""

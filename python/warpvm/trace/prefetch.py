@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from matplotlib.figure import Figure
 
 from warpvm.results import TextTable
 from warpvm.trace.analysis import finish_axes, format_ms, new_figure, run_table
-from warpvm.trace.batches import Batch, Run, label, runs
+from warpvm.trace.batches import Batch, Run, run_label, runs
 from warpvm.trace.summary import RunTotals, run_totals
 
 
@@ -24,7 +24,7 @@ class PrefetchComparison:
     on: RunTotals
 
     def label(self) -> str:
-        return label(self.workload, self.cache_fraction, self.batch_limit)
+        return run_label(self.workload, self.cache_fraction, self.batch_limit)
 
     def run(self, prefetch: bool) -> Run:
         """The run of the pair with prefetching on or off."""
@@ -43,7 +43,7 @@ def prefetch_comparisons(batches: Iterable[Batch]) -> list[PrefetchComparison]:
     for run, group in grouped.items():
         if not run.prefetch:
             continue
-        off = grouped.get(Run(run.workload, run.cache_fraction, run.batch_limit, False))
+        off = grouped.get(replace(run, prefetch=False))
         if off is not None:
             out.append(
                 PrefetchComparison(

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from warpvm.plots import log2_x_axis
 from warpvm.results import TextTable, format_fraction, group_by
 from warpvm.trace.analysis import finish_axes, format_ms, new_figure
-from warpvm.trace.batches import Batch, label, on_off
+from warpvm.trace.batches import Batch, on_off, run_label
 from warpvm.trace.summary import summarize
 
 
@@ -35,7 +35,7 @@ class Sweep:
     points: list[SweepPoint]
 
     def label(self) -> str:
-        return label(self.workload, self.cache_fraction, prefetch=self.prefetch)
+        return run_label(self.workload, self.cache_fraction, prefetch=self.prefetch)
 
     @property
     def timed(self) -> bool:
