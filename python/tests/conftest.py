@@ -1,4 +1,4 @@
-"""Shared test data: sample records and fake executables."""
+"""Shared test data: sample records, batch traces and fake executables."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from warpvm import trace
 
 GiB = 2**30
 
@@ -154,3 +156,70 @@ def fake_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bin_dir.mkdir()
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     return bin_dir
+
+
+# --- batch traces (warpvm trace) ---------------------------------------------------------------
+
+TRACE_HEADER = ",".join(trace.COLUMNS) + "\n"
+
+# Simulator-style rows (timings empty): workload,cache_fraction,batch_limit,prefetch,batch,faults,
+# unique_faults,blocks,pages_faulted,pages_prefetched,chunks_evicted,pages_evicted,start_ns,duration_ns,
+# transfer_ns
+UNTIMED_TRACE = """\
+stream,1,256,1,0,256,128,1,128,0,0,0,,,
+stream,1,256,1,1,256,256,2,200,56,0,0,,,
+random_page,0.5,256,1,0,100,100,50,100,400,2,300,,,
+"""
+
+# A GPU-style run with timings: two batches without eviction, three evicting one chunk each, of which
+# one is cheap (a lower cost level, as in the study's Fig. 13).
+TIMED_TRACE = """\
+sgemm,0.5,256,1,0,256,128,2,128,128,0,0,0,50000,5000
+sgemm,0.5,256,1,1,256,256,4,256,256,0,0,60000,70000,20000
+sgemm,0.5,256,1,2,200,64,1,64,192,1,512,150000,400000,40000
+sgemm,0.5,256,1,3,256,64,1,64,192,1,512,600000,190000,19000
+sgemm,0.5,256,1,4,100,100,1,100,0,1,256,800000,420000,42000
+"""
+
+# Runs differing only in batch_limit (64, 128, 256 with prefetch) and only in prefetch (256).
+SWEEP_TRACE = """\
+stream,1,64,1,0,64,60,1,60,0,0,0,,,
+stream,1,64,1,1,64,60,1,60,0,0,0,,,
+stream,1,64,1,2,64,60,1,60,0,0,0,,,
+stream,1,64,1,3,64,60,1,60,0,0,0,,,
+stream,1,128,1,0,128,120,1,100,0,0,0,,,
+stream,1,128,1,1,128,120,1,100,0,0,0,,,
+stream,1,256,1,0,256,200,1,200,312,0,0,,,
+stream,1,256,0,0,256,200,1,200,0,0,0,,,
+stream,1,256,0,1,56,56,1,56,0,0,0,,,
+"""
+
+
+def write_trace(path: Path, body: str, header: str = TRACE_HEADER) -> Path:
+    """A batch trace: `header` (the trace columns unless given), then `body`."""
+    return write_csv(path, header, body)
+
+
+def with_durations(body: str, ns: dict[int, int]) -> str:
+    """SWEEP_TRACE rows with timings: every batch of limit L takes ns[L], a quarter of it transfer."""
+    rows = []
+    for line in body.splitlines():
+        cells = line.split(",")
+        duration = ns[int(cells[2])]
+        rows.append(",".join([*cells[:12], str(1000 * int(cells[4])), str(duration), str(duration // 4)]))
+    return "\n".join(rows) + "\n"
+
+
+@pytest.fixture
+def trace_file(tmp_path: Path) -> Path:
+    return write_trace(tmp_path / "batches.csv", UNTIMED_TRACE)
+
+
+@pytest.fixture
+def timed_file(tmp_path: Path) -> Path:
+    return write_trace(tmp_path / "timed.csv", TIMED_TRACE)
+
+
+@pytest.fixture
+def sweep_file(tmp_path: Path) -> Path:
+    return write_trace(tmp_path / "sweep.csv", SWEEP_TRACE)

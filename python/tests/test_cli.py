@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
 import pytest
 from conftest import GiB, record, sim_record, write_jsonl, write_script
+from rich.console import Console
 from typer.testing import CliRunner
 
-from warpvm.cli import NO_GPU_MESSAGE, app
+from warpvm.cli import NO_GPU_MESSAGE, _console, _print_table, app
+from warpvm.results import TextTable
 from warpvm.runner import BENCH_MODES
 
 SIM_LINES = [
@@ -66,7 +69,8 @@ BENCH_POINTS = [
 
 @pytest.fixture
 def cli(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    """A runner with a wide terminal, so tables are not truncated."""
+    """A runner with a wide terminal, so typer's own error panels are not cut (warpvm's tables are
+    whole at any width: the output is not a terminal)."""
     monkeypatch.delenv("WARPVM_BUILD_DIR", raising=False)
     return CliRunner(env={"COLUMNS": "200"})
 
@@ -98,7 +102,9 @@ def fake_bench(build: Path, exit_code: int = 0) -> Path:
 def fake_sim(build: Path) -> Path:
     """A warpvm-sim that logs its arguments and prints two records."""
     lines = "".join(f"echo '{json.dumps(r)}'\n" for r in SIM_LINES)
-    return write_script(build / "src" / "sim" / "warpvm-sim", 'echo "$@" > "$(dirname "$0")/args"\n' + lines)
+    return write_script(
+        build / "tools" / "sim" / "warpvm-sim", 'echo "$@" > "$(dirname "$0")/args"\n' + lines
+    )
 
 
 def table_rows(output: str) -> list[list[str]]:
@@ -111,6 +117,36 @@ def table_rows(output: str) -> list[list[str]]:
     return rows
 
 
+def column_text(output: str) -> list[str]:
+    """Each body column of the rich table in `output`, top to bottom, without spaces: what its
+    cells read once their wrapped or folded lines are joined again."""
+    columns: list[str] = []
+    for line in output.splitlines():
+        cells = line.split("│")[1:-1]
+        columns = columns or [""] * len(cells)
+        for i, cell in enumerate(cells):
+            columns[i] += cell.replace(" ", "")
+    return columns
+
+
+SIM_ROWS = [
+    ["stream", "warpvm_sim", "50%", "clock", "262,144", "131,072", "1.00 GiB", "1.00x"],
+    ["random_page", "warpvm_sim", "25%", "clock", "4,096", "3,072", "16.00 MiB", "2.00x"],
+]
+
+# Wider than 80 columns, with cells longer than a narrow terminal's columns; a workload per row, so
+# that no first cell is left blank.
+WIDE_TABLE = TextTable(
+    "A table wider than the terminal",
+    ("workload", "mode", "cache", "policy", "useful GB/s", "rate", "speed-up over uvm", "verified"),
+    [
+        ("random_page", "warpvm_remote", "12.5%", "clock", "51.10", "730.00 k pages/s", "12.00x", "NO"),
+        ("sparse_read", "uvm_prefetch", "-", "-", "0.25", "61.00 k pages/s", "-", "yes"),
+        ("hotset", "warpvm_auto", "100%", "fifo", "1234.56", "1.20 G reads/s", "123.45x", "yes"),
+    ],
+)
+
+
 def test_quick_without_gpu_runs_the_simulator(cli: CliRunner, fake_path: Path, tmp_path: Path) -> None:
     fake_gpu(fake_path, present=False)
     build = tmp_path / "build"
@@ -121,17 +157,14 @@ def test_quick_without_gpu_runs_the_simulator(cli: CliRunner, fake_path: Path, t
     assert result.exit_code == 0, result.output
     assert result.output.splitlines()[0] == NO_GPU_MESSAGE
     assert not (build / "bench" / "args").exists()  # no GPU: the benchmark is not started
-    args = (build / "src" / "sim" / "args").read_text().split()
+    args = (build / "tools" / "sim" / "args").read_text().split()
     expected = (
         "--workloads stream,vadd,random_page,hotset --bytes 1GiB "
         "--cache-fractions 1,0.5,0.25,0.125 --eviction clock --model warpvm"
     )
     assert args == [*expected.split(), "--out", "-"]
     assert "cpu-simulator: simulated (counts, no timings)" in result.output
-    assert table_rows(result.output) == [
-        ["stream", "warpvm_sim", "50%", "clock", "262,144", "131,072", "1.00 GiB", "1.00x"],
-        ["random_page", "warpvm_sim", "25%", "clock", "4,096", "3,072", "16.00 MiB", "2.00x"],
-    ]
+    assert table_rows(result.output) == SIM_ROWS
     assert [json.loads(line)["workload"] for line in out.read_text().splitlines()] == [
         "stream",
         "random_page",
@@ -224,7 +257,7 @@ def test_bench_run_rejects_unknown_modes(cli: CliRunner, tmp_path: Path) -> None
     assert "unknown turbo" in result.output
 
 
-@pytest.mark.parametrize(("gpu", "missing"), [(True, "bench/warpvm-bench"), (False, "src/sim/warpvm-sim")])
+@pytest.mark.parametrize(("gpu", "missing"), [(True, "bench/warpvm-bench"), (False, "tools/sim/warpvm-sim")])
 def test_missing_binary(cli: CliRunner, fake_path: Path, tmp_path: Path, gpu: bool, missing: str) -> None:
     fake_gpu(fake_path, present=gpu)
     build = tmp_path / "empty-build"
@@ -242,10 +275,44 @@ def test_build_dir_from_environment(cli: CliRunner, tmp_path: Path, monkeypatch:
     monkeypatch.setenv("WARPVM_BUILD_DIR", str(build))
     result = cli.invoke(app, ["sim", "--workloads", "stream", "--bytes", "64MiB", "--eviction", "fifo"])
     assert result.exit_code == 0, result.output
-    args = (build / "src" / "sim" / "args").read_text().split()
+    args = (build / "tools" / "sim" / "args").read_text().split()
     assert args[:4] == ["--workloads", "stream", "--bytes", "64MiB"] and "fifo" in args
     assert "records appended" not in result.output  # no --out: nothing written
     assert table_rows(result.output)[0][4] == "262,144"
+
+
+@pytest.mark.parametrize("columns", ["80", "30"])
+def test_piped_tables_keep_every_cell_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], columns: str
+) -> None:
+    """Output that is not a terminal gets each table at its own width, whatever $COLUMNS says."""
+    build = tmp_path / "build"
+    fake_sim(build)
+    monkeypatch.setenv("WARPVM_BUILD_DIR", str(build))
+    result = CliRunner(env={"COLUMNS": columns}).invoke(app, ["sim"])
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output
+    assert table_rows(result.output) == SIM_ROWS
+    monkeypatch.setenv("COLUMNS", columns)
+    _print_table(_console(), WIDE_TABLE)
+    output = capsys.readouterr().out
+    assert "…" not in output
+    assert table_rows(output) == [list(row) for row in WIDE_TABLE.rows]
+
+
+@pytest.mark.parametrize(("width", "fits"), [(60, True), (20, False)])
+def test_narrow_terminal_wraps_cells_without_cutting_them(width: int, fits: bool) -> None:
+    """A terminal narrower than the table wraps or folds its cells to fit; one too narrow even for
+    that gets lines past its edge, never a cell cut."""
+    output = io.StringIO()
+    # The height too, so that rich keeps the width even where TERM is dumb.
+    terminal = Console(file=output, force_terminal=True, width=width, height=25, color_system=None)
+    _print_table(terminal, WIDE_TABLE)
+    text = output.getvalue()
+    assert "…" not in text
+    assert (max(len(line) for line in text.splitlines()) <= width) == fits
+    columns = zip(*WIDE_TABLE.rows, strict=True)
+    assert column_text(text) == ["".join(column).replace(" ", "") for column in columns]
 
 
 def test_sim_model_is_passed_through(cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -254,8 +321,20 @@ def test_sim_model_is_passed_through(cli: CliRunner, tmp_path: Path, monkeypatch
     monkeypatch.setenv("WARPVM_BUILD_DIR", str(build))
     result = cli.invoke(app, ["sim", "--model", "uvm"])
     assert result.exit_code == 0, result.output
-    args = (build / "src" / "sim" / "args").read_text().split()
+    args = (build / "tools" / "sim" / "args").read_text().split()
     assert args[args.index("--model") + 1] == "uvm"
+
+
+def test_messages_print_brackets_as_they_are(
+    cli: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    build = tmp_path / "build"
+    fake_sim(build)
+    monkeypatch.setenv("WARPVM_BUILD_DIR", str(build))
+    out = tmp_path / "results[dim]" / "sim.jsonl"
+    result = cli.invoke(app, ["sim", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert f"2 records appended to {out}" in result.output
 
 
 def test_report_writes_summary_and_plots(cli: CliRunner, records_file: Path, tmp_path: Path) -> None:

@@ -38,7 +38,7 @@ def test_find_binary(tmp_path: Path) -> None:
     assert (
         str(error.value) == f"{script} not found: build first (cmake --preset default && cmake --build build)"
     )
-    with pytest.raises(runner.MissingBinaryError, match="src/sim/warpvm-sim not found"):
+    with pytest.raises(runner.MissingBinaryError, match="tools/sim/warpvm-sim not found"):
         runner.find_binary(tmp_path, runner.SIM)
 
 

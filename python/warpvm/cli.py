@@ -10,6 +10,7 @@ from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
+from rich.measure import Measurement
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -40,6 +41,9 @@ T = TypeVar("T")
 NO_GPU_MESSAGE = (
     "No CUDA GPU visible: running the CPU simulator instead (counts of faults and bytes moved, no timings)."
 )
+
+# Wide enough for any table: measuring against it gives a table's natural width.
+_UNLIMITED_WIDTH = 1_000_000
 
 ALL_WORKLOADS = ",".join(runner.BENCH_WORKLOADS)
 ALL_MODES = ",".join(runner.BENCH_MODES)
@@ -150,10 +154,17 @@ def _exit_on_bad_input() -> Iterator[None]:
 
 
 def _print_table(console: Console, table: TextTable) -> None:
-    """Renders a summary table, one section per workload."""
+    """Renders a summary table, one section per workload, never cutting a cell.
+
+    A pipe or a file has no width to keep to (rich would take $COLUMNS, the terminal's or 80, and
+    cut the cells to fit), so there the table is as wide as its widest cells. In a terminal
+    narrower than the table the cells wrap, long words folded; no column shrinks to nothing, and
+    where even that is too wide the lines run past the edge rather than lose characters.
+    """
     rich_table = Table(title=table.title, title_justify="left")
     for i, header in enumerate(table.headers):
-        rich_table.add_column(header, justify="right" if table.numeric(i) else "left", no_wrap=True)
+        justify = "right" if table.numeric(i) else "left"
+        rich_table.add_column(header, justify=justify, overflow="fold", min_width=1)
     previous = None
     for row in table.rows:
         if previous is not None and row[0] != previous:
@@ -163,7 +174,10 @@ def _print_table(console: Console, table: TextTable) -> None:
             cells[0] = Text("")
         rich_table.add_row(*cells)
         previous = row[0]
-    console.print(rich_table)
+    if not console.is_terminal:
+        unlimited = console.options.update_width(_UNLIMITED_WIDTH)
+        rich_table.width = Measurement.get(console, unlimited, rich_table).maximum
+    console.print(rich_table, crop=False)
 
 
 def _run(
@@ -211,7 +225,11 @@ def _show(console: Console, result: runner.RunResult, name: str, out: Path | Non
 
 
 def _console() -> Console:
-    return Console(highlight=False)
+    # No markup: a path or a name with brackets, like results[dim].jsonl, prints as it is.
+    console = Console(highlight=False, markup=False)
+    # A pipe or a file has no width to keep to: lines go out whole, not wrapped at rich's guess.
+    console.soft_wrap = not console.is_terminal
+    return console
 
 
 def _bench(

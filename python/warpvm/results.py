@@ -5,12 +5,13 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
 
 # Field name -> accepted kinds: "str", "number", "int", each optionally "|null".
 REQUIRED_FIELDS: dict[str, str] = {
@@ -310,9 +311,9 @@ def latest_points(records: Iterable[Record]) -> list[Record]:
     return list(points.values())
 
 
-def group_by(items: Iterable[T], key: Callable[[T], str]) -> dict[str, list[T]]:
+def group_by(items: Iterable[T], key: Callable[[T], K]) -> dict[K, list[T]]:
     """Items per key, keys in order of first appearance, items in their order."""
-    groups: dict[str, list[T]] = {}
+    groups: dict[K, list[T]] = {}
     for item in items:
         groups.setdefault(key(item), []).append(item)
     return groups

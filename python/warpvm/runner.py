@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from typing import TextIO
 from warpvm.results import Record, parse_line
 
 BENCH = Path("bench/warpvm-bench")
-SIM = Path("src/sim/warpvm-sim")
+SIM = Path("tools/sim/warpvm-sim")
 NO_GPU_EXIT = 3
 BUILD_HINT = "cmake --preset default && cmake --build build"
 
@@ -56,6 +55,11 @@ _POINT_LINE = re.compile(r"^(?P<workload>\S+)\s+(?P<mode>\S+)\s+cache=(?P<cache>
 _SIZE = re.compile(r"^\d+(\.\d+)?(GiB|MiB|KiB|G|M|K)?$")
 
 
+def _fraction_list(fractions: Sequence[float]) -> str:
+    """Cache fractions as the binaries' --cache-fractions takes them: '1,0.5,0.25'."""
+    return ",".join(f"{f:g}" for f in fractions)
+
+
 class MissingBinaryError(FileNotFoundError):
     """A binary the command needs has not been built."""
 
@@ -92,7 +96,7 @@ class BenchSettings:
             *("--workloads", ",".join(self.workloads)),
             *("--modes", ",".join(self.modes)),
             *("--bytes", self.size),
-            *("--cache-fractions", ",".join(f"{f:g}" for f in self.cache_fractions)),
+            *("--cache-fractions", _fraction_list(self.cache_fractions)),
             *("--repeats", str(self.repeats)),
             *("--eviction", self.eviction),
             *("--commit", self.commit),
@@ -202,7 +206,7 @@ class SuiteSettings:
         if self.cache_fractions:
             if not self.suite.takes_cache_fractions:
                 raise ValueError(f"warpvm bench {self.suite.name} has no cache sizes (--cache-fractions)")
-            args += ["--cache-fractions", ",".join(f"{f:g}" for f in self.cache_fractions)]
+            args += ["--cache-fractions", _fraction_list(self.cache_fractions)]
         if self.repeats is not None:
             args += ["--repeats", str(self.repeats)]
         args += ["--commit", self.commit, "--driver", self.driver]
@@ -224,7 +228,7 @@ class SimSettings:
         return [
             *("--workloads", ",".join(self.workloads)),
             *("--bytes", self.size),
-            *("--cache-fractions", ",".join(f"{f:g}" for f in self.cache_fractions)),
+            *("--cache-fractions", _fraction_list(self.cache_fractions)),
             *("--eviction", self.eviction),
             *("--model", self.model),
             *("--out", "-"),
@@ -259,9 +263,7 @@ def find_binary(build_dir: Path, relative: Path) -> Path:
 
 
 def _output(command: Sequence[str], cwd: Path | None = None) -> str | None:
-    """A command's stdout, or None if it is absent or fails."""
-    if shutil.which(command[0]) is None:
-        return None
+    """A command's stdout, or None if it is absent (FileNotFoundError) or fails."""
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=60, cwd=cwd, check=False)
     except (OSError, subprocess.TimeoutExpired):
