@@ -25,7 +25,7 @@
 // managed_contiguous) are access_bench.cu's; --modes picks from both lists, each workload
 // running the modes of its own list (all of them when --modes is not given).
 //
-// JSON Lines (bench/micro's Recorder), one record per point: seconds (median alloc kernel; for
+// JSON Lines (bench/common's Recorder), one record per point: seconds (median alloc kernel; for
 // random, median step), verified (every thread given memory read back what it wrote and,
 // warpvm, every region and small block went back to the heap and the host refused exactly the
 // threads that got null), extra: threads, size_lo, size_hi, failed (threads given null, per run:

@@ -1,7 +1,7 @@
-// warpvm-apps-bench: Polybench's MVT, ATAX and BICG (bench/apps/linear_algebra.cuh) and DREAM's
-// columnar filter-aggregate query (bench/apps/query.cuh) in every memory mode, each run's result
+// warpvm-apps-bench: Polybench's MVT, ATAX and BICG (warpvm/workloads/dense/linear_algebra.cuh) and DREAM's
+// columnar filter-aggregate query (warpvm/workloads/query/query.cuh) in every memory mode, each run's result
 // checked exactly against the CPU reference, one JSON Lines record per workload, mode and cache
-// size. The workloads, modes and fields: docs/benchmarks.md ("The apps benchmark").
+// size. The workloads, modes and fields: docs/bench/apps.md.
 
 #include "harness.cuh"
 #include "uvm_counters.hpp"

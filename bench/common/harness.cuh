@@ -1,6 +1,6 @@
 #pragma once
 // Shared pieces of the benchmarks: options, pinned host buffers filled in parallel, timing with
-// CUDA events (median of repeats after a warm-up), and JSON Lines records (docs/benchmarks.md).
+// CUDA events (median of repeats after a warm-up), and JSON Lines records (the fields: docs/bench/<suite>.md).
 
 #include "cli.hpp"
 #include "warpvm/warpvm.hpp"

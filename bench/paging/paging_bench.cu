@@ -1,6 +1,6 @@
 // warpvm-bench: the core paging micro-benchmarks (stream read, vector add, random page touch,
 // sparse 8-byte reads, resident hit path) in every memory mode, each result verified, one JSON
-// Lines record per point. Modes and record fields: docs/benchmarks.md.
+// Lines record per point. Modes and record fields: docs/bench/paging.md.
 
 #include "harness.cuh"
 #include "uvm_counters.hpp"

@@ -4,7 +4,7 @@
 // case AlignMalloc's layout is made for), over one generated graph (R-MAT or uniform, fixed seed):
 //
 //   build   each walker allocates, inside a kernel, one piece of its list size and copies the
-//           adjacency lists of the vertices it owns into it (bench/apps/random_walk.cuh);
+//           adjacency lists of the vertices it owns into it (warpvm/workloads/walk/random_walk.cuh);
 //   walk    each walker takes --steps steps from a drawn start, reading every edge from the
 //           piece of the vertex's owner (so walks cross every walker's allocation), and counts
 //           its visits per vertex (the clustering signal) and hashes its path.
@@ -23,11 +23,10 @@
 // In the warpvm modes the cache is emptied between the phases (untimed; --warm-walk keeps it),
 // so the walk reads the pieces through the fault path, as the paper's walks read UVM memory.
 // The row offsets (the directory), the visit counts and the path hashes are device memory in
-// every mode. JSON Lines (bench/micro's Recorder), one record per mode: seconds (build + walk
+// every mode. JSON Lines (bench/common's Recorder), one record per mode: seconds (build + walk
 // per run), lists alloc_seconds and walk_seconds, faults and bytes_moved of the walk phase
 // (warpvm), extra build_faults, build_bytes_moved, failed (walkers given null), requests (heap
-// host round trips), peak_reserved_bytes; docs/benchmarks.md ("The random-walk clustering
-// case"). Exits 1 when a mode is not verified.
+// host round trips), peak_reserved_bytes; docs/bench/walk.md. Exits 1 when a mode is not verified.
 
 #include "harness.cuh"
 #include "cli.hpp"

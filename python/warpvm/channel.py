@@ -4,7 +4,7 @@ A *case* is one configuration of one workload: a device, the consumer threads, t
 blocks' work, the input size of the GPU-to-GPU workloads and where the producer thread ran.
 Each run's latest record in a case (a mode, and for the channel the CPU its monitor was pinned
 to: one row per placement) is compared with the case's naive polling and its best baseline, as
-issue #7's targets ask (docs/channels.md, "Metrics").
+issue #7's targets ask (docs/bench/channel.md, "Metrics").
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def channel_markdown(records: Iterable[Record]) -> str:
         "## Producer/consumer channels (warpvm-channel-bench)",
         "",
         "x naive: naive polling's time over the mode's; x best baseline: the mode's time over the",
-        "fastest polling baseline's (above 1: slower). The other columns as in docs/channels.md, Metrics.",
+        "fastest polling baseline's (above 1: slower). The other columns as in docs/bench/channel.md, Metrics.",
     ]
     for case in cases:
         table = case_table(case)

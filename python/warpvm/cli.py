@@ -528,7 +528,7 @@ def warp_timeline_command(
     """Summarise the channel benchmark's consumer waits and write them as a Perfetto timeline: one
     track per warp, its life as a slice with its waits inside.
 
-    Open the JSON in https://ui.perfetto.dev (or chrome://tracing). docs/channels.md, "Metrics",
+    Open the JSON in https://ui.perfetto.dev (or chrome://tracing). docs/bench/channel.md, "Metrics",
     says what the stamps mean.
     """
     _summarise_timeline(

@@ -1,4 +1,4 @@
-"""Warp timelines of the channel benchmark (docs/channels.md, "Metrics").
+"""Warp timelines of the channel benchmark (docs/bench/channel.md, "Metrics").
 
 `warpvm-channel-bench --timeline FILE` appends, for the last measured run of each workload and
 mode, one CSV row per warp life and per recorded wait (`run,warp,sm,consumer,kind,start_ns,

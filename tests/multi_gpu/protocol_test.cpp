@@ -321,7 +321,7 @@ class PageModel {
     check_invariants();
   }
 
-  /// place_on_gpus() putting the page on GPU `g`, as space.cu's place_pages does: a page on the
+  /// place_on_gpus() putting the page on GPU `g`, as multi_gpu.cu's place_pages does: a page on the
   /// host is read through the fault path, then, if that was a first touch, marked placed.
   void place(unsigned g) {
     if (entry_.owner != owner_host) return;

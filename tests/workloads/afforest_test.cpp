@@ -1,4 +1,4 @@
-// Afforest's logic (bench/apps/afforest.hpp), which warpvm-graph-bench's cc_afforest kernels run:
+// Afforest's logic (warpvm/workloads/graph/afforest.hpp), which warpvm-graph-bench's cc_afforest kernels run:
 // the union-find's link and compress (also with stale reads), the sample and its most frequent
 // root, step 3's test, and the whole algorithm replayed on the host, pass by pass as the kernels
 // run it, serial and threaded, against workloads::reference_cc.

@@ -1,6 +1,6 @@
-// Polybench's MVT, ATAX, BICG (bench/apps/linear_algebra.cuh; both forms of the column product,
+// Polybench's MVT, ATAX, BICG (warpvm/workloads/dense/linear_algebra.cuh; both forms of the column product,
 // tiles and bands) and the filter-aggregate query
-// (bench/apps/query.cuh) against their CPU references, which they must match exactly: through
+// (warpvm/workloads/query/query.cuh) against their CPU references, which they must match exactly: through
 // warpvm with everything cached, with a cache small enough to evict (warpvm's default and DREAM's
 // preset; also an odd matrix size whose rows straddle pages), with remote placement, and the plain-pointer kernels the benchmark's other modes use
 // (on device memory; the query also in chunks, as its bulk copy runs it).

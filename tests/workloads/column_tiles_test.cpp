@@ -1,4 +1,4 @@
-// The tiled column product's split of the matrix (bench/apps/column_tiles.hpp), which
+// The tiled column product's split of the matrix (warpvm/workloads/dense/column_tiles.hpp), which
 // warpvm-apps-bench's kernels run: every entry in exactly one tile, the strips taken from the
 // right, and, replayed through the page-cache model after the row product's pass, the reason for
 // that order: the column pass finds the row pass's last pages instead of evicting them first.

@@ -1,4 +1,4 @@
-// The graph inputs beside R-MAT (include/warpvm/sim/graph_inputs.hpp): the uniform generator is
+// The graph inputs beside R-MAT (warpvm/workloads/graph/graph_inputs.hpp): the uniform generator is
 // deterministic and well formed, weights are symmetric and in range, the loaders read what was
 // written and name the line of what is wrong, the binary cache round-trips and refuses damaged
 // files, and the Balanced CSR covers every edge once in bounded chunks.

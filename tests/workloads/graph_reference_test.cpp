@@ -1,5 +1,5 @@
 // Edge weights and the CPU references for connected components and shortest paths
-// (include/warpvm/sim/graph_reference.hpp): exact answers on hand-made graphs, and on R-MAT
+// (warpvm/workloads/graph/graph_reference.hpp): exact answers on hand-made graphs, and on R-MAT
 // graphs agreement with independent slower methods (BFS per component, Bellman-Ford), the same
 // serial and threaded.
 

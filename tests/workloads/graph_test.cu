@@ -1,5 +1,5 @@
 // The benchmark's graph kernels on an R-MAT graph against the CPU references. Breadth-first
-// search (bench/apps/bfs.cuh), from several roots: through warpvm with the whole graph cached,
+// search (warpvm/workloads/graph/bfs.cuh), from several roots: through warpvm with the whole graph cached,
 // with a quarter of it, and with the least cache the launch may have; through the uvm preset
 // where it can run (and its refusal where it cannot); and the plain-pointer kernel the
 // benchmark's other modes use. Connected components (cc.cuh) and shortest paths (sssp.cuh, from

@@ -1,4 +1,4 @@
-// The random-walk clustering workload's shared logic (bench/apps/random_walk.cuh), which
+// The random-walk clustering workload's shared logic (warpvm/workloads/walk/random_walk.cuh), which
 // warpvm-walk-bench's kernels run and its host replay checks: the split of the vertices among
 // the walkers, walks read from the walkers' pieces equal to walks read from the CSR, every step
 // along an edge (or a jump from a vertex without one), and the draws a pure function of

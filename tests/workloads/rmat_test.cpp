@@ -1,4 +1,4 @@
-// The R-MAT generator and the reference BFS (include/warpvm/sim/rmat.hpp): a graph is a pure
+// The R-MAT generator and the reference BFS (warpvm/workloads/graph/rmat.hpp): a graph is a pure
 // function of its parameters, whatever the threads; its CSR is well formed and symmetric; the
 // reference search gives valid levels, the same serial and threaded.
 

@@ -5,7 +5,7 @@
 /// the object's O-Table entry, without the id in the pointer's upper bits. Two levels, as in the
 /// paper: a root of leaf pointers, and leaves of `shadow_leaf_entries` ids each, made only where
 /// objects lie. The lookup is host/device code with no CUDA runtime calls; ShadowMap keeps the
-/// host's copy and hands out the addresses (space.cu uploads the leaves it changes to each GPU).
+/// host's copy and hands out the addresses (multi_gpu.cu uploads the leaves it changes to each GPU).
 
 #include "warpvm/detail/core/geometry.hpp"
 #include "warpvm/detail/host_device.hpp"

@@ -14,7 +14,7 @@ namespace warpvm::detail {
 /// 16-byte loads each lane keeps in flight while copying a page. More hides more link latency per
 /// warp, but each costs four registers in every kernel that can fault (the fill is inlined), and
 /// registers bound occupancy. On the H200, 2 keeps PCIe full (51 GB/s) with the most resident
-/// warps; 8 cost the hit path up to half its speed (docs/benchmarks.md). Override with
+/// warps; 8 cost the hit path up to half its speed (docs/bench/paging.md). Override with
 /// -DWARPVM_COPY_LOADS_IN_FLIGHT=n.
 #ifndef WARPVM_COPY_LOADS_IN_FLIGHT
 #define WARPVM_COPY_LOADS_IN_FLIGHT 2

@@ -12,7 +12,7 @@
 // The strips of columns are taken from the right. The row product before it walks every row left
 // to right, so a cache smaller than A ends that pass holding the rows' right-hand pages: starting
 // there, the column product finds them before it evicts them, and moves about (1 - cache share)
-// of A instead of all of it (docs/benchmarks.md, "Column tiles").
+// of A instead of all of it (docs/bench/apps.md).
 
 #include "warpvm/detail/host_device.hpp"
 

@@ -22,7 +22,7 @@
 // Exact results: A's entries and the vectors' are small integers (1..16), the vectors and sums
 // are doubles, so every product and partial sum is an integer below 2^53 (N <= linear_max_n) and
 // the GPU's sums equal the CPU reference's bit for bit, in any order of summation.
-// Used by warpvm-apps-bench and the GPU tests (tests/gpu/apps_test.cu); docs/benchmarks.md
+// Used by warpvm-apps-bench and the GPU tests (tests/workloads/apps_test.cu); docs/bench/apps.md
 // describes the workloads.
 
 #include "warpvm/workloads/dense/column_tiles.hpp"

@@ -13,7 +13,7 @@
 // Exact results: every value is a multiple of 1/64 below 2^9 in magnitude, exact as a float, and
 // the sums are doubles: any sum of fewer than 2^38 of them is exact, in any order, so the GPU's
 // totals equal the CPU reference's bit for bit.
-// Used by warpvm-apps-bench and the GPU tests (tests/gpu/apps_test.cu); docs/benchmarks.md
+// Used by warpvm-apps-bench and the GPU tests (tests/workloads/apps_test.cu); docs/bench/apps.md
 // describes the workload.
 
 #include "warpvm/workloads/graph/rmat.hpp"
