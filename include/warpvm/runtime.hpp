@@ -60,6 +60,9 @@ class ObjectHandle {
 
  private:
   void reset() noexcept;
+  /// The runtime's state; throws (invalid_argument) for an empty object: default-constructed or
+  /// moved from.
+  [[nodiscard]] RuntimeState& state() const;
   std::shared_ptr<RuntimeState> state_;
   std::uint32_t id_ = ~0u;
 };
@@ -67,7 +70,8 @@ class ObjectHandle {
 
 /// An object in the paged space, owned by the host. Move-only; destroying it discards its cached
 /// pages (flush() first to keep GPU writes) and frees the backing store it allocated. The
-/// Runtime's state lives until its last object is gone.
+/// Runtime's state lives until its last object is gone. An empty object (default-constructed or
+/// moved from) may be assigned to or destroyed; any other call throws warpvm::Error.
 template <class T>
 class object {
  public:

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 #include <utility>
 
@@ -115,12 +116,20 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
 }
 
 RuntimeState::~RuntimeState() {
-  // Kernels may still use the buffers freed next; nothing useful can be done about an error here.
-  cudaDeviceSynchronize();
+  // Kernels may still use the buffers freed next. There is no later call to raise an error at:
+  // one still pending is said on stderr rather than lost.
+  settle();
+  if (!pending_error_) return;
+  try {
+    std::rethrow_exception(pending_error_);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "warpvm: an error was still pending when the Runtime was destroyed: %s\n", e.what());
+  }
 }
 
 std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t bytes, Placement placement,
                                             std::string name) {
+  synchronize();  // an earlier error is reported before anything is allocated
   WARPVM_EXPECTS(bytes > 0, ErrorKind::invalid_argument, "object '" + name + "' has no elements");
   WARPVM_EXPECTS(adopted == nullptr || reinterpret_cast<std::uintptr_t>(adopted) % 16 == 0,
                  ErrorKind::invalid_argument, "adopt: memory of '" + name + "' must be 16-byte aligned");
@@ -171,6 +180,7 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
   slot.in_use = true;
   *free_slot = std::move(slot);
   try {
+    synchronize();
     publish_descriptor(id);
   } catch (...) {
     release_slot(id);
@@ -190,7 +200,6 @@ void RuntimeState::release_slot(std::uint32_t id) noexcept {
 }
 
 void RuntimeState::publish_descriptor(std::uint32_t id) {
-  synchronize();
   WARPVM_CUDA_TRY(cudaMemcpy(objects_.get() + id, &slots_[id].descriptor, sizeof(ObjectDescriptor),
                              cudaMemcpyHostToDevice));
   bool fits = false;
@@ -225,14 +234,18 @@ void RuntimeState::mark_pages_absent(std::uint32_t id) {
 }
 
 void RuntimeState::unregister_object(std::uint32_t id) noexcept {
+  // A destructor must neither throw nor lose an error: an error of the kernels that ran before
+  // (say an out-of-range index in checked mode) is kept for the next host call, and the object
+  // is still dropped, so that no frame goes on naming its freed page table.
+  settle();
   try {
     const DeviceGuard on_device(config.device);
-    write_back(id, /*write_back=*/false, /*drop=*/true);  // a dying object's cached pages are discarded
+    write_back_frames(id, /*write_back=*/false, /*drop=*/true);  // a dying object's cached pages are discarded
     release_slot(id);
     publish_descriptor(id);
-  } catch (const Error&) {
-    // A destructor must not throw; a broken context is reported by the next checked call.
-    release_slot(id);
+  } catch (...) {
+    keep_pending_error();  // a broken context: the next host call reports it
+    if (slots_[id].in_use) release_slot(id);
   }
 }
 
@@ -304,6 +317,11 @@ void RuntimeState::write_back(std::uint32_t object_filter, bool write_back, bool
                              : "warpvm: flush");
   const DeviceGuard on_device(config.device);
   synchronize();
+  write_back_frames(object_filter, write_back, drop);
+  synchronize();
+}
+
+void RuntimeState::write_back_frames(std::uint32_t object_filter, bool write_back, bool drop) {
   {
     // No host_batched batch may land between the drop's steps (it would map a page into a
     // frame the service then forgets): the service stays paused until they are done.
@@ -329,15 +347,31 @@ void RuntimeState::write_back(std::uint32_t object_filter, bool write_back, bool
     }
     WARPVM_CUDA_TRY(cudaStreamSynchronize(stream()));
   }
-  synchronize();
 }
 
 void RuntimeState::synchronize() {
-  const DeviceGuard on_device(config.device);
-  const cudaError_t status = cudaDeviceSynchronize();
-  if (service_) service_->raise_failure();  // first: a failed service is why warps timed out
-  raise_device_error();
-  WARPVM_CUDA_TRY(status);
+  settle();
+  raise_pending_error();
+}
+
+void RuntimeState::raise_pending_error() {
+  if (pending_error_) std::rethrow_exception(std::exchange(pending_error_, nullptr));
+}
+
+void RuntimeState::settle() noexcept {
+  try {
+    const DeviceGuard on_device(config.device);
+    const cudaError_t status = cudaDeviceSynchronize();
+    if (service_) service_->raise_failure();  // first: a failed service is why warps timed out
+    raise_device_error();
+    WARPVM_CUDA_TRY(status);
+  } catch (...) {
+    keep_pending_error();
+  }
+}
+
+void RuntimeState::keep_pending_error() noexcept {
+  if (!pending_error_) pending_error_ = std::current_exception();
 }
 
 void RuntimeState::raise_device_error() {
@@ -443,12 +477,18 @@ void ObjectHandle::reset() noexcept {
   state_.reset();
   id_ = ~0u;
 }
-CacheView ObjectHandle::cache_view() const { return state_->view(); }
-ObjectDescriptor ObjectHandle::descriptor() const { return state_->slot(id_).descriptor; }
-bool ObjectHandle::checked() const { return state_->config.checked; }
-std::byte* ObjectHandle::host_data() const { return state_->slot(id_).host; }
-const std::string& ObjectHandle::name() const { return state_->slot(id_).name; }
-void ObjectHandle::set_placement(Placement placement) { state_->set_placement(id_, placement); }
+RuntimeState& ObjectHandle::state() const {
+  WARPVM_EXPECTS(state_ != nullptr, ErrorKind::invalid_argument,
+                 "an empty warpvm::object (default-constructed or moved from) was used; assign an object of a "
+                 "Runtime to it first");
+  return *state_;
+}
+CacheView ObjectHandle::cache_view() const { return state().view(); }
+ObjectDescriptor ObjectHandle::descriptor() const { return state().slot(id_).descriptor; }
+bool ObjectHandle::checked() const { return state().config.checked; }
+std::byte* ObjectHandle::host_data() const { return state().slot(id_).host; }
+const std::string& ObjectHandle::name() const { return state().slot(id_).name; }
+void ObjectHandle::set_placement(Placement placement) { state().set_placement(id_, placement); }
 
 }  // namespace detail
 
@@ -508,6 +548,7 @@ std::uint64_t Runtime::max_resident_threads() const {
 
 void Runtime::launch_raw(const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes, void** args) {
   const detail::NvtxRange range("warpvm: launch");
+  state_->raise_pending_error();
   check_launch(kernel, grid, block, shared_bytes);
   const detail::DeviceGuard on_device(state_->config.device);
   WARPVM_CUDA_TRY(cudaLaunchKernel(kernel, grid, block, args, shared_bytes, state_->stream()));

@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -60,8 +61,12 @@ class RuntimeState {
   /// too): with write_back, writes the dirty ones back; with drop, empties them and marks the
   /// objects' pages absent.
   void write_back(std::uint32_t object_filter, bool write_back, bool drop);
-  /// Waits for all device work, then raises the first device-side error, or a CUDA error.
+  /// Waits for all device work, then raises the first error: one kept from an object's
+  /// destructor, else the first device-side error, else a CUDA error.
   void synchronize();
+  /// Raises an error kept from a destructor, if there is one (a launch checks this first, as
+  /// CUDA's next call reports an earlier asynchronous error).
+  void raise_pending_error();
   [[nodiscard]] Stats stats();
   void reset_stats();
   /// The recorded fault events (waits for device work first); `dropped` gets those past the capacity.
@@ -86,7 +91,8 @@ class RuntimeState {
  private:
   /// Uploads slot `id`'s descriptor, tells the host_batched service (if any) whether it serves
   /// the object, and re-decides whether eviction is possible at all (under host_batched: the
-  /// service's evicts()). Waits for all device work first: kernels read the descriptor and flag.
+  /// service's evicts()). Callers wait for all device work first: kernels read the descriptor
+  /// and flag.
   void publish_descriptor(std::uint32_t id);
   void mark_pages_absent(std::uint32_t id);
   /// Tells the host_batched service (if any) which objects it serves: the migrate ones.
@@ -95,6 +101,13 @@ class RuntimeState {
   /// cannot be told), and only then are its host memory and page table freed.
   void release_slot(std::uint32_t id) noexcept;
   void raise_device_error();
+  /// Waits for all device work; the first error (synchronize()'s) is kept for the next host
+  /// call instead of thrown: for destructors, which must neither throw nor lose it.
+  void settle() noexcept;
+  /// Keeps the exception in flight as the pending error unless one is pending already.
+  void keep_pending_error() noexcept;
+  /// write_back() without its waits: the drop or write-back kernel, and what the host must learn.
+  void write_back_frames(std::uint32_t object_filter, bool write_back, bool drop);
 
   device_ptr<std::byte> frame_data_;
   device_ptr<std::uint64_t> owner_;
@@ -113,6 +126,7 @@ class RuntimeState {
   CacheView view_{};
   std::vector<ObjectSlot> slots_;
   FrameRanges resident_frames_;  // the free frames of Config::resident_bytes
+  std::exception_ptr pending_error_;  // raised by the next synchronize() or launch
   std::unique_ptr<HostBatchedService> service_;  // last: its thread stops before the buffers go
 };
 

@@ -622,6 +622,55 @@ TEST_F(Api, OverlappingAdoptionAndOverflowingSizesAreRefused) {
   EXPECT_THROW((void)rt.alloc<double>(std::numeric_limits<std::size_t>::max() / 4), Error);
 }
 
+TEST_F(Api, AMovedFromObjectRaisesOnUse) {
+  Runtime rt(Config{.cache_bytes = 1ull << 20});
+  auto a = rt.alloc<float>(1000, Placement::migrate, "a");
+  auto b = std::move(a);
+  try {
+    (void)a.device();  // NOLINT(bugprone-use-after-move): the point of the test
+    FAIL() << "expected a moved-from object to be refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
+  }
+  EXPECT_EQ(b.size(), 1000u);
+  EXPECT_EQ(b.name(), "a");
+}
+
+/// Copies every element (caching every page), and the first thread also reads one past the end.
+__global__ void copy_and_overrun(array<std::uint32_t> from, array<std::uint32_t> to) {
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < from.size();
+       i += std::uint64_t{gridDim.x} * blockDim.x)
+    to.store(i, from[i]);
+  if (blockIdx.x == 0 && threadIdx.x == 0) (void)from[from.size()];
+}
+
+TEST_F(Api, AnObjectDestroyedWithAPendingErrorKeepsItForTheNextCallAndLeavesNoFrame) {
+  Runtime rt(Config{.cache_bytes = 1ull << 20, .checked = true, .max_pages_held_per_thread = 1});
+  auto to = rt.alloc<std::uint32_t>(200000, Placement::migrate, "to");
+  std::uint32_t doomed_id = 0;
+  {
+    auto doomed = rt.alloc<std::uint32_t>(200000, Placement::migrate, "doomed");
+    doomed_id = doomed.id();
+    fill_initial(doomed, 3);
+    rt.launch(copy_and_overrun, dim3(64), dim3(256), 0, doomed.device(), to.device());
+  }  // destroyed with the kernel's error on record, unsynchronized
+  try {
+    rt.synchronize();
+    FAIL() << "expected the destroyed object's out-of-range read to be reported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::index_out_of_range);
+    EXPECT_NE(std::string(e.what()).find("'doomed'"), std::string::npos) << e.what();
+  }
+  for (const std::uint64_t key : detail::frame_owners(rt))
+    if (key != detail::empty_page_key) ASSERT_NE(detail::key_object(key), doomed_id) << "a frame names the freed object";
+  // The runtime works on: a new object takes the freed slot and every frame.
+  auto from = rt.alloc<std::uint32_t>(300000, Placement::migrate, "from");
+  fill_initial(from, 4);
+  rt.launch(copy_elements, dim3(64), dim3(256), 0, from.device(), to.device());
+  rt.flush();
+  for (std::size_t i = 0; i < to.size(); ++i) ASSERT_EQ(to.host()[i], initial_value(i, 4)) << i;
+}
+
 /// Holds two pages per thread while the launch declared one: with one frame this cannot progress.
 __global__ void hold_two_pages(array<std::uint32_t> a) {
   const auto first = a.span(0);
@@ -644,6 +693,28 @@ void run_until_watchdog() {
 
 TEST_F(Api, WatchdogTurnsAStuckKernelIntoAnError) {
   EXPECT_EXIT(run_until_watchdog(), ::testing::ExitedWithCode(0), "no frame to evict");
+}
+
+/// Every warp of a full grid stalls at once: the error that reaches the host is still the
+/// watchdog's no_progress (the first failure is on record before any warp ends the kernel), not
+/// a bare launch failure.
+void run_many_warps_until_watchdog() {
+  try {
+    Runtime rt(Config{.cache_bytes = 4096, .max_pages_held_per_thread = 1, .watchdog_seconds = 0.5});
+    auto a = rt.alloc<std::uint32_t>(2048);
+    // Past the launch check (which refuses this grid): a raw launch on the runtime's stream.
+    hold_two_pages<<<4 * rt.multiprocessor_count(), 256, 0, rt.stream()>>>(a.device());
+    rt.synchronize();
+  } catch (const Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    std::exit(e.kind() == ErrorKind::no_progress ? 0 : 1);
+  }
+  std::exit(2);
+}
+
+TEST_F(Api, ManyWarpsStallingAtOnceReportNoProgress) {
+  for (int run = 0; run < 3; ++run)
+    EXPECT_EXIT(run_many_warps_until_watchdog(), ::testing::ExitedWithCode(0), "no frame to evict") << "run " << run;
 }
 
 }  // namespace

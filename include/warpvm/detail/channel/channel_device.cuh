@@ -20,8 +20,7 @@ namespace warpvm::detail {
 /// it as a warpvm::Error from channel::synchronize().
 __device__ inline void channel_fail(const ChannelView& view, ChannelFault fault, std::uint32_t warp,
                                     std::uint32_t first_tag, std::uint64_t value, std::uint64_t source_offset) {
-  cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device> claim(*view.error_claim);
-  if (claim.exchange(1u, cuda::std::memory_order_relaxed) == 0u) {
+  record_first_failure(view.error_claim, [&] {
     volatile ChannelErrorRecord* record = view.error;
     record->fault = static_cast<std::uint32_t>(fault);
     record->warp = warp;
@@ -30,15 +29,8 @@ __device__ inline void channel_fail(const ChannelView& view, ChannelFault fault,
     record->source_offset = source_offset;
     __threadfence_system();
     record->state = 1;
-    __threadfence_system();
-    claim.store(2u, cuda::std::memory_order_release);
-  } else {
-    // A trap ends the whole kernel: wait (boundedly) until the first failure is on record.
-    const std::uint64_t started = global_timer_ns();
-    while (claim.load(cuda::std::memory_order_acquire) != 2u && global_timer_ns() - started < 1000000000ull)
-      __nanosleep(1000);
-  }
-  __trap();
+  });
+  trap_once_recorded(view.error_claim);
 }
 
 /// What acquire returns to every lane: where the data is and what to release (`released` is

@@ -40,8 +40,7 @@ __device__ inline Victim claim_victim(const CacheView& cache) {
     if (first_failure_ns == 0) {
       first_failure_ns = now;
     } else if (now - first_failure_ns > cache.watchdog_ns) {
-      record_error(cache, ErrorKind::no_progress, ~0u, 0, cache.table.count);
-      __trap();
+      fail_kernel(cache, ErrorKind::no_progress, ~0u, 0, cache.table.count);
     }
     __nanosleep(backoff_max_ns);
   }

@@ -87,7 +87,7 @@ __device__ inline void store_entry(DirectoryEntry& e, const DirectoryEntry& v) {
 /// object); later ones are dropped.
 __device__ inline void record_failure(const SpaceView& s, DeviceFailure failure, std::uint32_t object_id,
                                       std::uint64_t where) {
-  if (cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(*s.error_claim).exchange(1u) == 0u) {
+  record_first_failure<cuda::thread_scope_system>(s.error_claim, [&] {
     volatile ErrorRecord* record = s.error;
     record->object_id = object_id;
     record->gpu = s.gpu;
@@ -96,8 +96,7 @@ __device__ inline void record_failure(const SpaceView& s, DeviceFailure failure,
     record->failure = failure;
     __threadfence_system();
     record->state = 1;
-    __threadfence_system();
-  }
+  });
 }
 
 [[nodiscard]] __device__ inline std::uint64_t page_bytes_of(const SpaceView& s, const ObjectView& o, std::uint64_t page) {
@@ -259,7 +258,7 @@ __device__ inline bool begin_eviction(const SpaceView& s, std::uint32_t object_i
     }
     if (now() - since > static_cast<std::uint32_t>(eviction_give_up_ns >> 20)) {
       record_failure(s, DeviceFailure::out_of_frames, object_id, faulting_page);
-      __trap();  // the fault cannot be served; nothing the kernel does next could be right
+      trap_once_recorded<cuda::thread_scope_system>(s.error_claim);  // the fault cannot be served
     }
     __nanosleep(lock_backoff_max_ns);
   }
