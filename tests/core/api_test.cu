@@ -645,7 +645,7 @@ __global__ void copy_and_overrun(array<std::uint32_t> from, array<std::uint32_t>
 }
 
 TEST_F(Api, AnObjectDestroyedWithAPendingErrorKeepsItForTheNextCallAndLeavesNoFrame) {
-  Runtime rt(Config{.cache_bytes = 1ull << 20, .checked = true, .max_pages_held_per_thread = 1});
+  Runtime rt(Config{.cache_bytes = 64ull << 20, .checked = true, .max_pages_held_per_thread = 1});
   auto to = rt.alloc<std::uint32_t>(200000, Placement::migrate, "to");
   std::uint32_t doomed_id = 0;
   {
