@@ -107,6 +107,11 @@ int bench_main(const char* name, const char* no_device_hint, const std::function
     std::fprintf(stderr, "%s: %s\n", name, e.what());
     return 1;
   }
+  if (const std::uint64_t wrong = Recorder::unverified(); wrong != 0) {
+    std::fprintf(stderr, "%s: %llu point(s) did not match the reference (\"verified\": false in the records)\n", name,
+                 static_cast<unsigned long long>(wrong));
+    return 1;
+  }
   return 0;
 }
 
@@ -208,7 +213,14 @@ Recorder::Recorder(const Options& options) : options_(options) {
   date_ = buf;
 }
 
+namespace {
+std::atomic<std::uint64_t> unverified_records{0};
+}  // namespace
+
+std::uint64_t Recorder::unverified() { return unverified_records.load(); }
+
 void Recorder::write(const Record& r) {
+  if (!r.verified) ++unverified_records;
   const double t = median(r.seconds);
   std::ostringstream line;
   line.precision(9);

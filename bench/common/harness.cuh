@@ -56,8 +56,9 @@ void add_shared_options(CLI::App& app, Options& o);
 void add_automatic_option(CLI::App& app, Options& o);
 
 /// A benchmark's main() after its options are parsed: exit code 3 (saying so, then
-/// `no_device_hint`) when no CUDA device is visible, 1 (with the message) when `run` throws,
-/// else 0. Messages go to stderr prefixed with `name`.
+/// `no_device_hint`) when no CUDA device is visible, 1 (with the message) when `run` throws or
+/// wrote a record that failed its check against the reference (Recorder::unverified()), else 0.
+/// Messages go to stderr prefixed with `name`.
 int bench_main(const char* name, const char* no_device_hint, const std::function<void()>& run);
 
 /// Pinned host memory (cudaHostAlloc, mapped), move-only.
@@ -122,6 +123,8 @@ class Recorder {
  public:
   explicit Recorder(const Options& options);
   void write(const Record& record);
+  /// Records written in this process, by any Recorder, whose result did not match the reference.
+  static std::uint64_t unverified();
 
  private:
   const Options& options_;

@@ -92,9 +92,11 @@ class object {
   [[nodiscard]] std::uint32_t id() const { return handle_.descriptor().id; }
   [[nodiscard]] const std::string& name() const { return handle_.name(); }
   [[nodiscard]] Placement placement() const { return handle_.descriptor().placement; }
-  /// Switches between caching pages (migrate, automatic) and zero-copy access (remote). Going
-  /// to remote writes the object's dirty pages back and drops them from the cache; between
-  /// migrate and automatic the cached pages stay. Take device() again afterwards.
+  /// Switches between caching pages (migrate, automatic), zero-copy access (remote) and frames
+  /// of its own (resident). Leaving the cache (to remote) or leaving resident writes the
+  /// object's dirty pages back and drops them; between migrate and automatic the cached pages
+  /// stay; going resident takes its frames from Config::resident_bytes first (refused, changing
+  /// nothing, when they are not free). Take device() again afterwards.
   void set_placement(Placement placement) { handle_.set_placement(placement); }
 
  private:
