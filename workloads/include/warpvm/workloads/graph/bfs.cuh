@@ -11,8 +11,8 @@
 //    adjacency list one page at a time through page spans (one hold per page per warp, then
 //    plain loads).
 // The frontier queues (graph_kernels.cuh) live in device memory in every mode. Used by
-// warpvm-graph-bench and the GPU tests (tests/workloads/graph_test.cu); docs/bench/graph.md describes
-// the workload.
+// warpvm-graph-bench and the GPU tests (tests/workloads/graph_test.cu); docs/bench/graph.md
+// describes the workload.
 
 #include "warpvm/workloads/graph/graph_kernels.cuh"
 #include "warpvm/workloads/graph/rmat.hpp"

@@ -72,7 +72,7 @@ struct SerialFor {
 
 /// SplitMix64's output function: a counter-based source of 64 random bits. (Not in a nested
 /// `detail` namespace: inside warpvm::sim that would hide warpvm::detail from the other headers.)
-/// Host and device: Afforest's sample (warpvm/workloads/graph/afforest.hpp) draws with it in a kernel.
+/// Host and device: Afforest's sample (graph/afforest.hpp) draws with it in a kernel.
 WARPVM_HD_INLINE std::uint64_t mix64(std::uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
