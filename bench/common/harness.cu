@@ -1,6 +1,7 @@
 #include "harness.cuh"
 
 #include "uvm_counters.hpp"
+#include "warpvm/workloads/patterns.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -131,15 +132,7 @@ void parallel_for(std::uint64_t n, const std::function<void(std::uint64_t, std::
 }
 
 void fill_random(std::uint32_t* data, std::uint64_t n, std::uint64_t seed) {
-  parallel_for(n, [&](std::uint64_t begin, std::uint64_t end) {
-    std::uint64_t x = seed * 0x9e3779b97f4a7c15ull + begin;
-    for (std::uint64_t i = begin; i < end; ++i) {
-      x ^= x << 13;
-      x ^= x >> 7;
-      x ^= x << 17;
-      data[i] = static_cast<std::uint32_t>(x >> 16) | 1u;
-    }
-  });
+  workloads::fill_random(data, n, seed, parallel_for);
 }
 
 std::uint64_t host_sum(const std::uint32_t* data, std::uint64_t n) {
