@@ -6,11 +6,11 @@
 //   cg     conjugate gradient, CPU and GPU alternating every iteration (channel_workloads.cuh)
 //   halo   a 3D cube whose six face halos the host produces every iteration (channel_workloads.cuh)
 //   stencil2gpu  GPU to GPU: a 2D stencil on a grid split between GPUs 0 and 1, each GPU producing
-//          its boundary row for the other every iteration (channel_workloads.cuh; its own runner
+//          its boundary row for the other every iteration (stencil2gpu.cuh; its own runner
 //          below, with the modes channel, channel_direct, channel_warp, peer_flag, naive and atomic_wait)
 //   kmeans2gpu  GPU to GPU: k-means (integer points, 4 dimensions) over points split between GPUs 0
 //          and 1, each GPU producing its per-centroid partial sums for the other every iteration
-//          (channel_workloads.cuh; a runner on the same GpuPair as stencil2gpu, the same modes)
+//          (kmeans2gpu.cuh; a runner on the same GpuPair as stencil2gpu, the same modes)
 //   gemm2gpu  GPU to GPU: C = (A B) D, each GPU producing its rows of T = A B panel by panel and
 //          streaming each panel to the other, both consuming all of T (gemm2gpu.cuh; same modes)
 //   bfs2gpu  GPU to GPU: BFS over an R-MAT graph whose vertices are split between the GPUs, each
@@ -53,7 +53,9 @@
 #include "warpvm/workloads/channel/bitonic2gpu.cuh"
 #include "warpvm/workloads/channel/channel_workloads.cuh"
 #include "warpvm/workloads/channel/gemm2gpu.cuh"
+#include "warpvm/workloads/channel/kmeans2gpu.cuh"
 #include "warpvm/workloads/channel/pingpong2gpu.cuh"
+#include "warpvm/workloads/channel/stencil2gpu.cuh"
 #include "cli.hpp"
 #include "warpvm/workloads/channel/overlap_metric.hpp"
 #include "warpvm/workloads/channel/timeline_csv.hpp"

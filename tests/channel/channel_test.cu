@@ -12,6 +12,7 @@
 #include "gpu_test_support.cuh"
 
 #include "warpvm/workloads/channel/channel_workloads.cuh"
+#include "warpvm/workloads/channel/peer_exchange.cuh"
 
 #include "warpvm/channel.hpp"
 
@@ -279,7 +280,7 @@ TEST_P(ChannelScale, OneToOneMillionConsumerThreads) {
 
 INSTANTIATE_TEST_SUITE_P(ChannelThreads, ChannelScale, ::testing::Values(1u, 32u, 1000u, 65536u, 1u << 20));
 
-// ---- the benchmark's workloads (bench/channel/channel_workloads.cuh) at small sizes ------------
+// ---- the benchmark's workloads (channel_workloads.cuh) at small sizes ------------
 
 
 /// The producers' side in one way of waiting: the channel, or a pinned buffer with a flag per tag.

@@ -19,7 +19,7 @@
 // exchange block only announces: a tile block's first warp acquires the other GPU's panel, and
 // after a barrier the block reads it in place (a direct acquire is a poll of the GPU's own map).
 
-#include "warpvm/workloads/channel/channel_workloads.cuh"
+#include "warpvm/workloads/channel/peer_exchange.cuh"
 
 namespace warpvm::workloads {
 
