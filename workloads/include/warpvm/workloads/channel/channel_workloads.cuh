@@ -1,7 +1,9 @@
 #pragma once
-// The CPU-to-GPU workloads of warpvm-channel-bench beyond streaming tiles, their kernels and host
-// references (also checked at small sizes by tests/channel/channel_test.cu):
+// The CPU-to-GPU workloads of warpvm-channel-bench, their kernels and host references (cg and
+// halo also checked at small sizes by tests/channel/channel_test.cu):
 //
+//   tiles a host thread publishes image tiles one after another; consumer warps blur each tile
+//         (3x3 box sum) into device memory
 //   cg    conjugate gradient with the CPU and the GPU alternating inside one persistent kernel:
 //         every iteration the GPU computes q = A p (a symmetric banded matrix, one window of p
 //         per consumer warp) and hands q back through mapped pinned memory; the CPU does the dot
@@ -12,7 +14,8 @@
 //
 // Consumer warps meet the host's data one of four ways (WaitMode, wait_modes.cuh); compute blocks
 // run independent work beside them. Host references: cg_reference and halo_reference (same
-// arithmetic, fused multiply-adds on both sides, integers for the stencil).
+// arithmetic, fused multiply-adds on both sides, integers for the stencil); the tiles' blur is
+// checked against the one its workload class computes (Tiles, cpu_workloads.cuh).
 
 #include "warpvm/workloads/channel/wait_modes.cuh"
 
@@ -23,6 +26,63 @@
 #include <vector>
 
 namespace warpvm::workloads {
+
+// ---------------------------------------------------------------------------------------------
+// Image tiles, streamed from the host.
+
+struct TilesKernel {
+  std::uint32_t* out;  ///< blurred tiles
+  std::uint32_t tiles, side, consumer_warps;
+};
+
+/// 3x3 box sum with clamped borders, threads first, first + stride, ... over the pixels.
+__device__ inline void blur(const std::uint32_t* tile, std::uint32_t* out, std::uint32_t side, std::uint32_t first,
+                            std::uint32_t stride) {
+  for (std::uint32_t p = first; p < side * side; p += stride) {
+    const int y = static_cast<int>(p / side), x = static_cast<int>(p % side), s = static_cast<int>(side);
+    std::uint32_t sum = 0;
+    for (int dy = -1; dy <= 1; ++dy)
+      for (int dx = -1; dx <= 1; ++dx) {
+        const int yy = min(max(y + dy, 0), s - 1), xx = min(max(x + dx, 0), s - 1);
+        sum += tile[yy * s + xx];
+      }
+    out[p] = sum;
+  }
+}
+
+/// Producers' buffer: tile t at t x side^2 words, under tag t.
+__global__ void __launch_bounds__(block_threads) tiles_kernel(Launch l, TilesKernel t) {
+  const std::uint32_t warp = blockIdx.x * block_warps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  const std::uint64_t started = detail::global_timer_ns();
+  const bool consumer = blockIdx.x < l.consumer_blocks;
+  const std::uint32_t pixels = t.side * t.side, bytes = pixels * 4;
+  const Source& s = l.source;
+  if (consumer && !l.compute_only) {
+    if (s.mode == WaitMode::naive) {  // Algorithm 1: the block is the consumer of a tile
+      // the block's warps' scratch, of which it uses the first tile
+      auto* scratch = reinterpret_cast<std::uint32_t*>(s.scratch + std::uint64_t{blockIdx.x} * block_warps * s.scratch_bytes);
+      for (std::uint32_t tile = blockIdx.x; tile < t.tiles; tile += l.consumer_blocks) {
+        const std::uint64_t t0 = detail::global_timer_ns();
+        // Its leading barrier also keeps the block's blur of the previous tile before this copy
+        // into the same scratch.
+        s.stamps.wait(warp, t0, block_waits_for_thread0([&] { spin_on_flags(s, tile, 1); }));
+        const auto* from = reinterpret_cast<const uint4*>(s.pinned + std::uint64_t{tile} * bytes);
+        for (std::uint32_t i = threadIdx.x; i < pixels / 4; i += block_threads) reinterpret_cast<uint4*>(scratch)[i] = from[i];
+        __syncthreads();
+        blur(scratch, t.out + std::uint64_t{tile} * pixels, t.side, threadIdx.x, block_threads);
+      }
+    } else {
+      for (std::uint32_t tile = warp; warp < t.consumer_warps && tile < t.tiles; tile += t.consumer_warps) {
+        Held held = meet(s, warp, tile, 1, tile, 1, bytes, std::uint64_t{tile} * bytes);
+        blur(reinterpret_cast<const std::uint32_t*>(held.data), t.out + std::uint64_t{tile} * pixels, t.side, lane, 32);
+        finish(held);
+      }
+    }
+  } else if (!consumer && !l.consumers_only) {
+    independent_work(l.compute_iterations, l.compute_out);
+  }
+  s.stamps.life(warp, started, consumer);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Conjugate gradient, CPU and GPU alternating.

@@ -21,6 +21,9 @@
 
 #include "warpvm/workloads/channel/peer_exchange.cuh"
 
+#include <cstdint>
+#include <vector>
+
 namespace warpvm::workloads {
 
 /// The tile product's depth per shared-memory step.
@@ -200,6 +203,26 @@ __global__ void __launch_bounds__(block_threads) gemm2gpu_kernel(Gemm2Gpu m) {
   // whole panels (their waits, for this GPU's or the other's, are waits for data to consume)
   m.stamps.life(blockIdx.x * block_warps + threadIdx.x / 32, started, true);
   peer_block_done(m.exchange);
+}
+
+/// out = left x right, n x n uint32 row-major (mod 2^32): the host reference's product (C = (A B) D
+/// is two of them). `parallel_for(n, body)` runs body(first, end) over a split of [0, n).
+template <class ParallelFor>
+std::vector<std::uint32_t> gemm_host_product(const std::vector<std::uint32_t>& left,
+                                             const std::vector<std::uint32_t>& right, std::uint32_t n,
+                                             ParallelFor&& parallel_for) {
+  std::vector<std::uint32_t> out(std::uint64_t{n} * n, 0);
+  parallel_for(n, [&](std::uint64_t first, std::uint64_t end) {
+    for (std::uint64_t i = first; i < end; ++i) {
+      std::uint32_t* row = out.data() + i * n;
+      for (std::uint64_t k = 0; k < n; ++k) {  // i-k-j: the inner loop vectorises
+        const std::uint32_t l = left[i * n + k];
+        const std::uint32_t* r = right.data() + k * n;
+        for (std::uint64_t j = 0; j < n; ++j) row[j] += l * r[j];
+      }
+    }
+  });
+  return out;
 }
 
 }  // namespace warpvm::workloads

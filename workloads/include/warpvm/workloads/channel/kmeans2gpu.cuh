@@ -1,13 +1,15 @@
 #pragma once
 // kmeans2gpu: k-means (integer points, 4 dimensions) over points split between two GPUs; every
 // iteration each GPU produces its per-centroid partial sums for the other and consumes the
-// other's.
+// other's. Host reference: kmeans_reference (the same integer arithmetic: exact on both sides).
 
 #include "warpvm/workloads/channel/peer_exchange.cuh"
 
 #include <cuda/atomic>
 
+#include <algorithm>
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 namespace warpvm::workloads {
@@ -43,6 +45,53 @@ __host__ __device__ inline std::uint32_t kmeans_nearest(uint4 p, const uint4* ce
 /// no point chose it.
 __host__ __device__ inline std::uint32_t kmeans_mean(unsigned long long sum, unsigned long long count, std::uint32_t old) {
   return count == 0 ? old : static_cast<std::uint32_t>(sum / count);
+}
+
+/// What k-means ends with: the centroids of the last state ([k][4]) and how many points chose
+/// each in the last iteration.
+struct KmeansResult {
+  std::vector<std::uint32_t> centroids;
+  std::vector<unsigned long long> counts;
+};
+
+/// `iterations` of k-means over all points on the host, without the split in two; state 0 is the
+/// first k points. The same integer arithmetic as kmeans2gpu_kernel (kmeans_nearest,
+/// kmeans_mean), so the GPUs must match it exactly. `parallel_for(n, body)` runs body(first, end)
+/// over a split of [0, n).
+template <class ParallelFor>
+KmeansResult kmeans_reference(const std::vector<uint4>& points, std::uint32_t k, std::uint32_t iterations,
+                              ParallelFor&& parallel_for) {
+  constexpr std::uint32_t per = kmeans_words_per_centroid;
+  std::vector<uint4> centroids(points.begin(), points.begin() + k);
+  std::vector<unsigned long long> totals(std::uint64_t{k} * per);
+  std::mutex totals_lock;
+  for (std::uint32_t i = 0; i < iterations; ++i) {
+    std::fill(totals.begin(), totals.end(), 0ull);
+    parallel_for(points.size(), [&](std::uint64_t first, std::uint64_t end) {
+      std::vector<unsigned long long> sums(totals.size(), 0);
+      for (std::uint64_t p = first; p < end; ++p) {
+        const uint4 point = points[p];
+        unsigned long long* to = sums.data() + std::uint64_t{kmeans_nearest(point, centroids.data(), k)} * per;
+        to[0] += point.x;
+        to[1] += point.y;
+        to[2] += point.z;
+        to[3] += point.w;
+        to[4] += 1;
+      }
+      const std::lock_guard<std::mutex> hold(totals_lock);
+      for (std::size_t w = 0; w < sums.size(); ++w) totals[w] += sums[w];
+    });
+    for (std::uint32_t c = 0; c < k; ++c) {
+      const unsigned long long* sums = totals.data() + std::uint64_t{c} * per;
+      uint4& centroid = centroids[c];
+      centroid = make_uint4(kmeans_mean(sums[0], sums[4], centroid.x), kmeans_mean(sums[1], sums[4], centroid.y),
+                            kmeans_mean(sums[2], sums[4], centroid.z), kmeans_mean(sums[3], sums[4], centroid.w));
+    }
+  }
+  KmeansResult result;
+  for (const uint4& c : centroids) result.centroids.insert(result.centroids.end(), {c.x, c.y, c.z, c.w});
+  for (std::uint32_t c = 0; c < k; ++c) result.counts.push_back(totals[std::uint64_t{c} * per + kmeans_dims]);
+  return result;
 }
 
 /// One GPU's half of the points: GPU 0 the first, GPU 1 the second; k centroids, the same on both

@@ -16,6 +16,30 @@
 
 namespace warpvm::workloads {
 
+// CPU to GPU, four ways to meet the data:
+//
+//   channel       warpvm::channel: the warp posts a request and parks on a device word; the
+//                 monitor thread copies the data into staging and wakes it
+//   pinned_flag   lane 0 of each consumer warp spins on per-tag flags in pinned host memory
+//                 (an acquire load over PCIe per poll), then the warp copies the data from pinned
+//                 memory into device memory
+//   naive         the paper's Algorithm 1: per block, __syncthreads, thread 0 spins on the flags
+//                 in pinned host memory, __syncthreads, then the data is copied from pinned
+//                 memory. The paper polls with atomicAdd(&flag, 0) on managed memory; on the lent
+//                 H200 (no host-native atomics) a device atomicAdd on pinned host memory never saw
+//                 the host's store (the kernel hung), so thread 0 polls with a system-scope
+//                 acquire load instead: the same spin, one PCIe read each
+//   atomic_wait   lane 0 calls cuda::atomic_ref<uint32_t, thread_scope_system>::wait(0) on each
+//                 flag (libcu++'s device wait: loads with an exponential nanosleep backoff)
+//
+// GPU to GPU, peer_flag replaces pinned_flag: the producing kernel stores its row into the other
+// GPU's memory over NVLink, then a flag there, on which lane 0 of each consumer warp spins; and
+// channel_direct is the channel in direct mode: consumer warps poll the device availability map
+// in their own GPU's memory and read the row in place (by default their own GPU's memory, which
+// the producer's stores fill over NVLink), no host monitor involved; channel_warp is the channel
+// with a monitor warp: consumer warps post requests and park, and a one-warp kernel beside the
+// workload's polls the map and wakes them (data in place, as channel_direct).
+
 /// How consumer warps meet the producer's data.
 enum class WaitMode : std::uint32_t {
   channel,      ///< warpvm::channel: acquire parks the warp; the data arrives in staging
@@ -33,6 +57,26 @@ enum class WaitMode : std::uint32_t {
 __host__ __device__ constexpr bool uses_channel(WaitMode mode) {
   return mode == WaitMode::channel || mode == WaitMode::channel_direct || mode == WaitMode::channel_warp;
 }
+
+/// The mode's name in flags and records.
+inline const char* mode_name(WaitMode mode) {
+  switch (mode) {
+    case WaitMode::channel: return "channel";
+    case WaitMode::pinned_flag: return "pinned_flag";
+    case WaitMode::naive: return "naive";
+    case WaitMode::atomic_wait: return "atomic_wait";
+    case WaitMode::peer_flag: return "peer_flag";
+    case WaitMode::channel_direct: return "channel_direct";
+    case WaitMode::channel_warp: return "channel_warp";
+  }
+  return "?";
+}
+
+/// The modes the CPU-to-GPU workloads (tiles, cg, halo) run, and those the GPU-to-GPU ones run.
+inline constexpr WaitMode cpu_to_gpu_modes[] = {WaitMode::channel, WaitMode::pinned_flag, WaitMode::naive,
+                                                WaitMode::atomic_wait};
+inline constexpr WaitMode gpu_pair_modes[] = {WaitMode::channel,   WaitMode::channel_direct, WaitMode::channel_warp,
+                                              WaitMode::peer_flag, WaitMode::naive,          WaitMode::atomic_wait};
 
 /// Per-warp stamps for the waiting metrics; a null `lives` records nothing.
 struct Stamps {
@@ -81,7 +125,7 @@ __device__ inline void spin_on_flags(const Source& s, std::uint32_t first_tag, s
     cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> flag(s.flags[t]);
     if (s.mode == WaitMode::atomic_wait) {
       flag.wait(0u, cuda::std::memory_order_acquire);  // returns once the flag is no longer 0
-    } else {  // Algorithm 1 polls with atomicAdd(&flag, 0): see channel_bench.cu on the H200
+    } else {  // Algorithm 1 polls with atomicAdd(&flag, 0): see the comment above WaitMode (H200)
       while (flag.load(cuda::std::memory_order_acquire) != 1u) {
       }
     }
