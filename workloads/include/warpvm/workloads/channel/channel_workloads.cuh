@@ -1,6 +1,6 @@
 #pragma once
 // The CPU-to-GPU workloads of warpvm-channel-bench, their kernels and host references (cg and
-// halo also checked at small sizes by tests/channel/channel_test.cu):
+// halo also checked at small sizes by tests/workloads/channel_workloads_test.cu):
 //
 //   tiles a host thread publishes image tiles one after another; consumer warps blur each tile
 //         (3x3 box sum) into device memory
