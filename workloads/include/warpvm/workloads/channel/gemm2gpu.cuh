@@ -131,7 +131,7 @@ __device__ inline void gemm_run_task(const Gemm2Gpu& m, GemmTask task, GemmShare
     // Direct mode: the block's first warp acquires the other GPU's panel (a poll of this GPU's
     // map) and the block reads it in place, in the channel's buffer: no exchange-block copy. The
     // barrier extends that warp's acquire to the block, as for the baselines' flag; with every
-    // warp acquiring, this branch was 3-5% behind peer_flag (docs/channels.md, gemm2gpu). Direct
+    // warp acquiring, this branch was 3-5% behind peer_flag (docs/bench/channel.md, gemm2gpu). Direct
     // mode has nothing to release (with staging the warp would release after a second barrier).
     __shared__ const std::uint32_t* panel_data;
     const std::uint64_t began = detail::global_timer_ns();

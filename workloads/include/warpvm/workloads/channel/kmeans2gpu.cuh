@@ -117,7 +117,7 @@ struct Kmeans2Gpu {
   unsigned long long* neighbour_mailbox; ///< the neighbour's `mailbox` (a peer address)
   /// Lives and waits by global warp: the exchange block's for the other GPU's partial sums, the
   /// other blocks' for the next state (so that their waiting does not count as work that hides
-  /// the exchange: docs/channels.md, kmeans2gpu)
+  /// the exchange: docs/bench/channel.md)
   Stamps stamps;
 };
 

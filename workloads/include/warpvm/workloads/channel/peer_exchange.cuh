@@ -103,7 +103,7 @@ __device__ inline void peer_wait_published(const PeerExchange& x, const char* wo
   cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system> published(*x.published);
   const std::uint64_t since = detail::global_timer_ns();
   if (x.mode == WaitMode::atomic_wait) {
-    // libcu++'s wait returns once the word differs from `seen` (docs/channels.md: a backoff loop)
+    // libcu++'s wait returns once the word differs from `seen` (docs/bench/channel.md, "Modes": a backoff loop)
     for (std::uint32_t seen = published.load(cuda::std::memory_order_acquire); seen < count;
          seen = published.load(cuda::std::memory_order_acquire))
       published.wait(seen, cuda::std::memory_order_acquire);
@@ -156,8 +156,8 @@ __device__ inline PeerWindow peer_meet(const PeerExchange& x, const char* worklo
                                        const Stamps& stamps, std::uint32_t stamp_row) {
   // The warp's lanes together: a caller may come here straight from a branch that only some of
   // them took (kmeans2gpu: thread 0's publish), and acquire is collective over the lanes active
-  // at the call, so a warp still diverged would acquire twice, as two groups (docs/channels.md,
-  // kmeans2gpu).
+  // at the call, so a warp still diverged would acquire twice, as two groups (docs/bench/channel.md,
+  // "What was tried").
   __syncwarp();
   const std::uint64_t began = detail::global_timer_ns();
   PeerWindow window;
