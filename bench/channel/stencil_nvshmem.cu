@@ -1,4 +1,4 @@
-// warpvm-stencil-nvshmem: stencil2gpu (channel_workloads.cuh, stencil_run) with its cut rows
+// warpvm-stencil-nvshmem: stencil2gpu (stencil2gpu.cuh, stencil_run) with its cut rows
 // exchanged through NVSHMEM, the design of NVIDIA's multi-GPU Jacobi NVSHMEM example: each GPU's
 // cut block stores its new cut row locally, then puts it into the other GPU's halo with a signal
 // (nvshmemx_putmem_signal_nbi_block), and lane 0 of each of its warps waits on its own signal
@@ -16,7 +16,7 @@
 #include <nvshmemx.h>
 
 #include "harness.cuh"
-#include "warpvm/workloads/channel/channel_workloads.cuh"
+#include "warpvm/workloads/channel/stencil2gpu.cuh"
 #include "warpvm/detail/core/cuda_buffers.hpp"
 
 #include <algorithm>

@@ -11,7 +11,7 @@
 // GPU, meets the other's, claims the vertices it marks, and tells the blocks whether a level L +
 // 1 follows: both GPUs decide alike, from the same four counts (see bfs_goes_on).
 
-#include "warpvm/workloads/channel/channel_workloads.cuh"
+#include "warpvm/workloads/channel/peer_exchange.cuh"
 #include "warpvm/workloads/graph/rmat.hpp"
 
 namespace warpvm::workloads {

@@ -18,7 +18,7 @@
 // block's 8 warps a window each), then the merge, 4096 outputs a task, once every pair-up is
 // done.
 
-#include "warpvm/workloads/channel/channel_workloads.cuh"
+#include "warpvm/workloads/channel/peer_exchange.cuh"
 
 namespace warpvm::workloads {
 

@@ -19,7 +19,10 @@
 // exchange block only announces: a tile block's first warp acquires the other GPU's panel, and
 // after a barrier the block reads it in place (a direct acquire is a poll of the GPU's own map).
 
-#include "warpvm/workloads/channel/channel_workloads.cuh"
+#include "warpvm/workloads/channel/peer_exchange.cuh"
+
+#include <cstdint>
+#include <vector>
 
 namespace warpvm::workloads {
 
@@ -128,7 +131,7 @@ __device__ inline void gemm_run_task(const Gemm2Gpu& m, GemmTask task, GemmShare
     // Direct mode: the block's first warp acquires the other GPU's panel (a poll of this GPU's
     // map) and the block reads it in place, in the channel's buffer: no exchange-block copy. The
     // barrier extends that warp's acquire to the block, as for the baselines' flag; with every
-    // warp acquiring, this branch was 3-5% behind peer_flag (docs/channels.md, gemm2gpu). Direct
+    // warp acquiring, this branch was 3-5% behind peer_flag (docs/bench/channel.md, gemm2gpu). Direct
     // mode has nothing to release (with staging the warp would release after a second barrier).
     __shared__ const std::uint32_t* panel_data;
     const std::uint64_t began = detail::global_timer_ns();
@@ -200,6 +203,26 @@ __global__ void __launch_bounds__(block_threads) gemm2gpu_kernel(Gemm2Gpu m) {
   // whole panels (their waits, for this GPU's or the other's, are waits for data to consume)
   m.stamps.life(blockIdx.x * block_warps + threadIdx.x / 32, started, true);
   peer_block_done(m.exchange);
+}
+
+/// out = left x right, n x n uint32 row-major (mod 2^32): the host reference's product (C = (A B) D
+/// is two of them). `parallel_for(n, body)` runs body(first, end) over a split of [0, n).
+template <class ParallelFor>
+std::vector<std::uint32_t> gemm_host_product(const std::vector<std::uint32_t>& left,
+                                             const std::vector<std::uint32_t>& right, std::uint32_t n,
+                                             ParallelFor&& parallel_for) {
+  std::vector<std::uint32_t> out(std::uint64_t{n} * n, 0);
+  parallel_for(n, [&](std::uint64_t first, std::uint64_t end) {
+    for (std::uint64_t i = first; i < end; ++i) {
+      std::uint32_t* row = out.data() + i * n;
+      for (std::uint64_t k = 0; k < n; ++k) {  // i-k-j: the inner loop vectorises
+        const std::uint32_t l = left[i * n + k];
+        const std::uint32_t* r = right.data() + k * n;
+        for (std::uint64_t j = 0; j < n; ++j) row[j] += l * r[j];
+      }
+    }
+  });
+  return out;
 }
 
 }  // namespace warpvm::workloads

@@ -1,5 +1,5 @@
 #pragma once
-// The waiting metrics of warpvm-channel-bench (docs/channels.md, "Metrics"), from per-warp
+// The waiting metrics of warpvm-channel-bench (docs/bench/channel.md, "Metrics"), from per-warp
 // %globaltimer stamps: each warp's lifetime and SM, and every interval in which it waited for the
 // producer's data (from the moment it started waiting to the moment its data had arrived).
 //

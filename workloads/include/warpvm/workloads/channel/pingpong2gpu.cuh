@@ -4,7 +4,7 @@
 // sends its own. So the kernel time over the iterations is one round trip: two hand-offs, each
 // a producer's stores and announce and a consumer's wait, with nothing to hide them behind.
 
-#include "warpvm/workloads/channel/channel_workloads.cuh"
+#include "warpvm/workloads/channel/peer_exchange.cuh"
 
 namespace warpvm::workloads {
 
