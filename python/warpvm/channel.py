@@ -155,7 +155,7 @@ def channel_markdown(records: Iterable[Record]) -> str:
         "## Producer/consumer channels (warpvm-channel-bench)",
         "",
         "x naive: naive polling's time over the mode's; x best baseline: the mode's time over the",
-        "fastest polling baseline's (above 1: slower). The other columns as in docs/bench/channel.md, Metrics.",
+        "fastest polling baseline's (above 1: slower). The other columns: docs/bench/channel.md, Metrics.",
     ]
     for case in cases:
         table = case_table(case)
