@@ -5,7 +5,7 @@
 // prints its refusals and where the reserved bytes go; docs/allocator.md ("Measured with the fast
 // path") quotes them.
 
-#include "warpvm/workloads/alloc/alloc_workloads.hpp"  // bench/alloc: the benchmark's size and slot draws
+#include "warpvm/workloads/alloc/alloc_workloads.hpp"  // warpvm-alloc-bench's size and slot draws
 #include "warpvm/detail/alloc/heap_ptr.hpp"
 #include "warpvm/detail/alloc/heap_space.hpp"
 #include "warpvm/detail/alloc/small_blocks.hpp"

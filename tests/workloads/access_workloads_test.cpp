@@ -5,7 +5,7 @@
 // heap size it computes fits every point; and the references (touched pages, expected sums)
 // count what the reads do.
 
-#include "warpvm/workloads/alloc/access_workloads.hpp"  // bench/alloc
+#include "warpvm/workloads/alloc/access_workloads.hpp"
 
 #include <gtest/gtest.h>
 
