@@ -1,4 +1,4 @@
-// warpvm-alloc-bench's access workloads, their host side (bench/alloc/access_workloads.hpp):
+// warpvm-alloc-bench's access workloads, their host side (warpvm/workloads/alloc/access_workloads.hpp):
 // the managed backend's placement gives every thread bytes of its own, within the buffer, in
 // the heap's region shapes (regions under 2 MB in the PortionSpace, larger ones on 2 MB
 // boundaries after it; the layouts' offsets as Eq. 1-2 and the contiguous rule give them); the
