@@ -1,4 +1,4 @@
-// warpvm-channel-bench's waiting metrics (bench/channel/overlap_metric.hpp): hand-made timelines
+// warpvm-channel-bench's waiting metrics (warpvm/workloads/channel/overlap_metric.hpp): hand-made timelines
 // with known answers, and a random differential run against a per-nanosecond count.
 
 #include "warpvm/workloads/channel/overlap_metric.hpp"

@@ -1,5 +1,5 @@
 // The host-and-device logic of warpvm-channel-bench's GPU-to-GPU workloads
-// (bench/channel/pair_schedules.hpp): gemm2gpu's task queue, bfs2gpu's message layout and its
+// (warpvm/workloads/channel/pair_schedules.hpp): gemm2gpu's task queue, bfs2gpu's message layout and its
 // decision to go on, and bitonic2gpu's pairing and merge, replayed on the host for both GPUs
 // against std::sort.
 
