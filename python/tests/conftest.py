@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from warpvm import trace
+from warpvm import runner, trace
 
 GiB = 2**30
 
@@ -147,6 +147,17 @@ def write_script(path: Path, body: str) -> Path:
 def records_file(tmp_path: Path) -> Path:
     """sample_records() in a JSON Lines file."""
     return write_jsonl(tmp_path / "results.jsonl", sample_records())
+
+
+@pytest.fixture(autouse=True)
+def no_cuda_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No CUDA library loads, whatever this machine has: runner.gpu_visible() then asks nvidia-smi,
+    which the tests fake (fake_path); a test of the CUDA path passes gpu_visible a loader of its own."""
+
+    def refuse(name: str) -> None:
+        raise OSError(f"{name}: cannot open shared object file (the tests load no CUDA library)")
+
+    monkeypatch.setattr(runner, "_load_library", refuse)
 
 
 @pytest.fixture

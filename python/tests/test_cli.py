@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from conftest import GiB, record, sim_record, write_jsonl, write_script
 from rich.console import Console
 from typer.testing import CliRunner
 
-from warpvm.cli import NO_GPU_MESSAGE, _console, _print_table, app
+from warpvm import runner
+from warpvm.cli import NO_GPU_MESSAGE, TIMEOUT_EXIT, Eviction, _console, _print_table, app
 from warpvm.results import TextTable
 from warpvm.runner import BENCH_MODES
 
@@ -441,3 +446,227 @@ def test_bench_suite_failures(cli: CliRunner, fake_path: Path, tmp_path: Path) -
 def test_version(cli: CliRunner) -> None:
     result = cli.invoke(app, ["--version"])
     assert result.exit_code == 0 and result.output == "warpvm 0.1.0\n"
+
+
+def fake_slow_sim(build: Path) -> Path:
+    """A warpvm-sim that logs its arguments, prints the first of SIM_LINES, then hangs."""
+    return write_script(
+        build / "tools" / "sim" / "warpvm-sim",
+        f'echo "$@" > "$(dirname "$0")/args"\necho \'{json.dumps(SIM_LINES[0])}\'\nexec sleep 30\n',
+    )
+
+
+def test_sim_timeout_keeps_the_records_and_names_binary_and_limit(cli: CliRunner, tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    fake_slow_sim(build)
+    out = tmp_path / "sim.jsonl"
+    started = time.monotonic()
+    result = cli.invoke(app, ["sim", "--timeout", "0.5", "--build-dir", str(build), "--out", str(out)])
+    assert time.monotonic() - started < 10
+    assert result.exit_code == TIMEOUT_EXIT == 124
+    assert (
+        "error: warpvm-sim ran past its time limit of 0.5 s and was stopped "
+        f"(--timeout or $WARPVM_TIMEOUT sets the limit, 0 for none); 1 records kept in {out}"
+    ) in result.output
+    assert table_rows(result.output) == SIM_ROWS[:1]  # what it wrote before, shown
+    assert [json.loads(line) for line in out.read_text().splitlines()] == SIM_LINES[:1]
+
+
+def test_timeout_from_the_environment_and_the_default(
+    cli: CliRunner, fake_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_gpu(fake_path, present=True)
+    build = tmp_path / "build"
+    write_script(build / "bench" / "warpvm-walk-bench", "exec sleep 30\n")
+    monkeypatch.setenv("WARPVM_TIMEOUT", "0.3")
+    result = cli.invoke(app, ["bench", "walk", "--build-dir", str(build), "--out", str(tmp_path / "w.jsonl")])
+    assert result.exit_code == TIMEOUT_EXIT
+    assert "error: warpvm-walk-bench ran past its time limit of 0.3 s" in result.output
+    assert (
+        "0.3 s and was stopped (--timeout or $WARPVM_TIMEOUT sets the limit, 0 for none); no records written"
+        in (result.output)
+    )
+    monkeypatch.setenv("WARPVM_TIMEOUT", "soon")
+    refused = cli.invoke(app, ["bench", "walk", "--build-dir", str(build)])
+    assert refused.exit_code == 2
+    assert "Invalid value for '--timeout' (env var: 'WARPVM_TIMEOUT')" in refused.output
+    # Neither given: the command's default.
+    monkeypatch.delenv("WARPVM_TIMEOUT")
+    monkeypatch.setattr(runner, "SIM_TIMEOUT_S", 0.3)
+    fake_slow_sim(build)
+    defaulted = cli.invoke(app, ["sim", "--build-dir", str(build)])
+    assert defaulted.exit_code == TIMEOUT_EXIT
+    assert "error: warpvm-sim ran past its time limit of 0.3 s" in defaulted.output
+    assert "1 records shown above" in defaulted.output
+
+
+@pytest.mark.parametrize(
+    ("command", "default"),
+    [(["sim"], "600"), (["bench", "run"], "3600"), (["bench", "graph"], "3600"), (["bench", "walk"], "1800")],
+)
+def test_timeout_help_names_the_default_and_the_variable(
+    cli: CliRunner, command: list[str], default: str
+) -> None:
+    result = cli.invoke(app, [*command, "--help"], env={"COLUMNS": "300"})
+    assert result.exit_code == 0
+    assert f"Default: $WARPVM_TIMEOUT, else {default}." in result.output
+    assert "env var: WARPVM_TIMEOUT" in result.output
+
+
+def test_quick_stops_at_the_time_limit_without_falling_back(
+    cli: CliRunner, fake_path: Path, tmp_path: Path
+) -> None:
+    fake_gpu(fake_path, present=True)
+    build = tmp_path / "build"
+    write_script(build / "bench" / "warpvm-bench", f"echo '{json.dumps(record())}'\nexec sleep 30\n")
+    fake_sim(build)
+    out = tmp_path / "q.jsonl"
+    result = cli.invoke(
+        app, ["bench", "quick", "--timeout", "0.5", "--build-dir", str(build), "--out", str(out)]
+    )
+    assert result.exit_code == TIMEOUT_EXIT
+    assert "warpvm-bench ran past its time limit of 0.5 s and was stopped" in result.output
+    assert NO_GPU_MESSAGE not in result.output and not (build / "tools" / "sim" / "args").exists()
+    assert len(out.read_text().splitlines()) == 1
+
+
+def test_live_run_reports_malformed_records_and_keeps_the_good(cli: CliRunner, tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    lines = [json.dumps(SIM_LINES[0]), '{"suite": "sim", "workload": "stream",', json.dumps(SIM_LINES[1])]
+    write_script(build / "tools" / "sim" / "warpvm-sim", "".join(f"echo '{line}'\n" for line in lines))
+    out = tmp_path / "sim.jsonl"
+    result = cli.invoke(app, ["sim", "--build-dir", str(build), "--out", str(out)])
+    assert result.exit_code == 1
+    assert table_rows(result.output) == SIM_ROWS
+    assert (
+        "error: warpvm-sim stdout:2: malformed JSON (Expecting property name enclosed in double quotes "
+        'at column 39): {"suite": "sim", "workload": "stream",'
+    ) in result.output
+    assert f"error: warpvm-sim wrote 1 malformed record line, left out; the 2 records kept in {out}" in (
+        result.output
+    )
+    assert [json.loads(line) for line in out.read_text().splitlines()] == SIM_LINES
+    assert "Traceback" not in result.output
+
+
+def test_live_run_reports_a_record_missing_fields(cli: CliRunner, fake_path: Path, tmp_path: Path) -> None:
+    fake_gpu(fake_path, present=True)
+    build = tmp_path / "build"
+    partial = record(suite="alloc")
+    del partial["seconds"], partial["mode"]
+    fake_suite_binary(build, "bench/warpvm-alloc-bench", [record(suite="alloc"), partial])
+    result = cli.invoke(
+        app, ["bench", "alloc", "--build-dir", str(build), "--out", str(tmp_path / "a.jsonl")]
+    )
+    assert result.exit_code == 1
+    assert "error: warpvm-alloc-bench stdout:2: missing required field(s): mode, seconds: {" in result.output
+    assert "the 1 records kept in" in result.output
+
+
+def test_report_refuses_a_record_missing_fields_and_a_binary_file(cli: CliRunner, tmp_path: Path) -> None:
+    partial = record()
+    del partial["workload"]
+    results = write_jsonl(tmp_path / "partial.jsonl", [record(), record(), partial])
+    result = cli.invoke(app, ["report", str(results), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 1
+    assert f"error: {results}:3: missing required field(s): workload" in result.output
+    packed = tmp_path / "results.jsonl.gz"
+    packed.write_bytes(json.dumps(record()).encode() + b"\n\x1f\x8b\x08\x00")
+    result = cli.invoke(app, ["report", str(packed), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 1
+    assert f"error: {packed}:2: not UTF-8 text (byte 0x8b; compressed? decompress it first)" in result.output
+    assert not (tmp_path / "r").exists() and "Traceback" not in result.output
+
+
+def test_eviction_accepts_clock_and_fifo_only(cli: CliRunner, fake_path: Path, tmp_path: Path) -> None:
+    assert [policy.value for policy in Eviction] == list(runner.EVICTION_POLICIES) == ["clock", "fifo"]
+    fake_gpu(fake_path, present=True)
+    build = tmp_path / "build"
+    fake_sim(build)
+    fake_bench(build)
+    fake_suite_binary(build, "bench/warpvm-graph-bench", [record(suite="graph")])
+    for command in (["sim"], ["bench", "run"]):
+        for name in ("lru", "CLOCK", ""):
+            result = cli.invoke(app, [*command, "--eviction", name, "--build-dir", str(build)])
+            assert result.exit_code == 2
+            assert (
+                f"Invalid value for '--eviction': Value error, '{name}' is not one of 'clock', 'fifo'."
+                in (" ".join(result.output.replace("│", " ").split()))
+            )
+    for extra in (["--eviction", "lru"], ["--eviction=lru"]):
+        result = cli.invoke(app, ["bench", "graph", "--build-dir", str(build), "--", *extra])
+        assert result.exit_code == 2
+        assert "unknown eviction policy 'lru' (choose from clock, fifo)" in result.output
+    assert not any((build / where / "args").exists() for where in ("bench", "tools/sim"))  # none started
+    passed = cli.invoke(
+        app,
+        [
+            "bench",
+            "graph",
+            "--build-dir",
+            str(build),
+            "--out",
+            str(tmp_path / "g.jsonl"),
+            "--",
+            "--eviction",
+            "fifo",
+        ],
+    )
+    assert passed.exit_code == 0, passed.output
+    assert (build / "bench" / "args").read_text().split()[-4:] == ["--eviction", "fifo", "--out", "-"]
+
+
+def test_a_binary_refusing_its_arguments_is_a_usage_error(cli: CliRunner, tmp_path: Path) -> None:
+    build = tmp_path / "build"
+    write_script(
+        build / "tools" / "sim" / "warpvm-sim",
+        "echo '--eviction: lru not in {clock,fifo}' >&2\n"
+        "echo 'Run with --help for more information.' >&2\n"
+        "exit 2\n",
+    )
+    result = cli.invoke(app, ["sim", "--workloads", "stream", "--build-dir", str(build)])
+    assert result.exit_code == 2
+    lines = result.output.splitlines()
+    assert lines[:2] == ["--eviction: lru not in {clock,fifo}", "Run with --help for more information."]
+    assert lines[2] == (
+        "error: warpvm-sim refused its arguments (exit code 2: a usage error, its message above): "
+        "--workloads stream --bytes 1GiB --cache-fractions 1,0.5,0.25,0.125 --eviction clock --model warpvm "
+        "--out -"
+    )
+
+
+def test_a_real_simulator_refuses_an_unknown_eviction(tmp_path: Path) -> None:
+    """The built warpvm-sim (WARPVM_BUILD_DIR), where there is one, exits 2 as the CLI expects."""
+    build = os.environ.get("WARPVM_BUILD_DIR")
+    sim = Path(build or "/nonexistent") / "tools" / "sim" / "warpvm-sim"
+    if not (build and os.access(sim, os.X_OK)):
+        pytest.skip("no built warpvm-sim (set WARPVM_BUILD_DIR)")
+    refused = runner.run_binary(sim, ["--eviction", "lru", "--out", "-"], timeout=60)
+    assert refused.returncode == runner.USAGE_EXIT and any("lru" in m for m in refused.messages)
+    ran = runner.run_binary(sim, ["--workloads", "stream", "--bytes", "16MiB", "--out", "-"], timeout=60)
+    assert ran.returncode == 0 and ran.records and not ran.bad_lines and not ran.timed_out
+
+
+def test_quick_asks_cuda_before_nvidia_smi(
+    cli: CliRunner, fake_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nvidia-smi lists a GPU that CUDA does not see (CUDA_VISIBLE_DEVICES, say): the simulator runs."""
+    fake_gpu(fake_path, present=True)
+    build = tmp_path / "build"
+    fake_bench(build)
+    fake_sim(build)
+
+    def no_device(name: str) -> SimpleNamespace:
+        def cudaGetDeviceCount(pointer: Any) -> int:  # noqa: N802 (the C name)
+            pointer.contents.value = 0
+            return 100  # cudaErrorNoDevice
+
+        return SimpleNamespace(cudaGetDeviceCount=cudaGetDeviceCount)
+
+    monkeypatch.setattr(runner, "_load_library", no_device)
+    result = cli.invoke(
+        app, ["bench", "quick", "--build-dir", str(build), "--out", str(tmp_path / "q.jsonl")]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[0] == NO_GPU_MESSAGE
+    assert not (build / "bench" / "args").exists()

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
+import signal
+import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from conftest import record, write_script
 
 from warpvm import runner
-from warpvm.results import Record, ResultsError
+from warpvm.results import REQUIRED_FIELDS, Record
 
 
 def test_check_size() -> None:
@@ -78,6 +83,88 @@ def test_gpu_visible_from_nvidia_smi(fake_path: Path) -> None:
     assert not runner.gpu_visible()
 
 
+class FakeLoader:
+    """A library loader for runner.gpu_visible: `libraries` by name, OSError for any other; the
+    names asked for in `tried`."""
+
+    def __init__(self, **libraries: Any) -> None:
+        self.libraries = libraries
+        self.tried: list[str] = []
+
+    def __call__(self, name: str) -> Any:
+        self.tried.append(name)
+        if name not in self.libraries:
+            raise OSError(f"{name}: cannot open shared object file")
+        return self.libraries[name]
+
+
+def cudart(status: int = 0, count: int = 1) -> SimpleNamespace:
+    """A CUDA runtime whose cudaGetDeviceCount returns `status` and writes `count`."""
+
+    def cudaGetDeviceCount(pointer: Any) -> int:  # noqa: N802 (the C name)
+        pointer.contents.value = count
+        return status
+
+    return SimpleNamespace(cudaGetDeviceCount=cudaGetDeviceCount)
+
+
+def cuda_driver(init_status: int = 0, count: int = 1) -> SimpleNamespace:
+    """A driver API library: cuInit returns `init_status`, cuDeviceGetCount writes `count`."""
+
+    def cuInit(flags: int) -> int:  # noqa: N802
+        assert flags == 0
+        return init_status
+
+    def cuDeviceGetCount(pointer: Any) -> int:  # noqa: N802
+        pointer.contents.value = count
+        return 0
+
+    return SimpleNamespace(cuInit=cuInit, cuDeviceGetCount=cuDeviceGetCount)
+
+
+@pytest.fixture
+def smi_lists_a_gpu(fake_path: Path) -> Path:
+    """An nvidia-smi that lists a GPU and leaves a file `asked` behind: the CUDA answers must win."""
+    write_script(fake_path / "nvidia-smi", 'touch "$(dirname "$0")/asked"\necho "GPU 0: NVIDIA H200"\n')
+    return fake_path / "asked"
+
+
+def test_gpu_visible_asks_the_cuda_runtime(smi_lists_a_gpu: Path) -> None:
+    two = FakeLoader(**{"libcudart.so.12": cudart(count=2)})
+    assert runner.gpu_visible(two) and runner.cuda_device_count(two) == 2
+    assert two.tried[:2] == ["libcudart.so.13", "libcudart.so.12"]  # newest soname first
+    # Loaded, but no driver (cudaErrorInsufficientDriver), no device, none visible.
+    for library in (cudart(status=35, count=0), cudart(status=100, count=0), cudart(count=0)):
+        assert not runner.gpu_visible(FakeLoader(**{"libcudart.so": library}))
+    # Loaded, but without the entry point: an error, so no GPU (and no nvidia-smi).
+    assert not runner.gpu_visible(FakeLoader(**{"libcudart.so.13": SimpleNamespace()}))
+    assert not smi_lists_a_gpu.exists()
+
+
+def test_gpu_visible_asks_the_driver_api_without_a_runtime(smi_lists_a_gpu: Path) -> None:
+    driver = FakeLoader(**{"libcuda.so.1": cuda_driver(count=4)})
+    assert runner.cuda_device_count(driver) == 4
+    assert driver.tried == [*runner.CUDART_LIBRARIES, "libcuda.so.1"]  # every runtime soname first
+    assert runner.gpu_visible(driver)
+    assert not runner.gpu_visible(FakeLoader(**{"libcuda.so": cuda_driver(init_status=100)}))
+    assert not runner.gpu_visible(FakeLoader(**{"libcuda.so.1": cuda_driver(count=0)}))
+    assert not smi_lists_a_gpu.exists()
+
+
+def test_gpu_visible_falls_back_to_nvidia_smi_without_cuda_libraries(smi_lists_a_gpu: Path) -> None:
+    nothing = FakeLoader()
+    assert runner.cuda_device_count(nothing) is None
+    assert nothing.tried == [*runner.CUDART_LIBRARIES, *runner.CUDA_DRIVER_LIBRARIES]
+    assert runner.gpu_visible(nothing) and smi_lists_a_gpu.exists()
+
+
+def test_gpu_visible_with_this_machines_libraries() -> None:
+    """Whatever this machine has (a runtime without a driver, say), the answer is a bool, quickly."""
+    started = time.monotonic()
+    assert runner.gpu_visible(ctypes.CDLL) in (True, False)
+    assert time.monotonic() - started < 10
+
+
 def test_no_gpu_without_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     assert not runner.gpu_visible()
@@ -131,10 +218,135 @@ def test_run_binary_exit_code_and_no_output_file(tmp_path: Path) -> None:
     assert not out.exists()
 
 
-def test_run_binary_rejects_a_bad_record(tmp_path: Path) -> None:
-    binary = write_script(tmp_path / "fake-sim", 'echo "note"\necho \'{"suite": "paging"}\'\nexec sleep 30\n')
-    with pytest.raises(ResultsError, match="^fake-sim output:2: missing required field"):
-        runner.run_binary(binary, [])
+def test_run_binary_reports_bad_records_and_keeps_the_good(tmp_path: Path) -> None:
+    """A line that starts like a record but is none is reported with its stdout line and what is
+    wrong, left out of the records and the file, and the run goes on."""
+    good, wrong = json.dumps(record(mode="uvm")), json.dumps(record(faults="many"))
+    binary = write_script(
+        tmp_path / "fake-sim",
+        f"echo '{good}'\n"
+        "echo '{not json'\n"
+        "echo 'not a record' >&2\n"
+        'echo \'{"suite": "paging"}\'\n'
+        f"echo '{wrong}'\n"
+        f"echo '{good}'\n"
+        'printf \'{"suite": "pag\'\n',
+    )
+    out = tmp_path / "results.jsonl"
+    result = runner.run_binary(binary, [], out=out)
+    assert result.returncode == 0 and not result.timed_out
+    assert [r.mode for r in result.records] == ["uvm", "uvm"]
+    assert out.read_text() == f"{good}\n{good}\n"
+    assert result.messages == ["not a record"]
+    missing = ", ".join(name for name in REQUIRED_FIELDS if name != "suite")
+    assert result.bad_lines == [
+        "fake-sim stdout:2: malformed JSON (Expecting property name enclosed in double quotes at column 2): "
+        "{not json",
+        f'fake-sim stdout:3: missing required field(s): {missing}: {{"suite": "paging"}}',
+        f"fake-sim stdout:4: field 'faults' should be int, got \"many\": {wrong[:117]}...",
+        "fake-sim stdout:6: malformed JSON (Unterminated string starting at column 11) "
+        '(the output ended inside this line): {"suite": "pag',
+    ]
+
+
+def test_run_binary_callback_error_kills_the_binary(tmp_path: Path) -> None:
+    """An exception out of a callback stops the binary and its children before it propagates."""
+    line = json.dumps(record())
+    binary = write_script(
+        tmp_path / "fake-bench",
+        f'sleep 30 &\necho $! > "$(dirname "$0")/child"\necho \'{line}\'\nexec sleep 30\n',
+    )
+
+    def refuse(record: Record) -> None:
+        raise RuntimeError("stop")
+
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="stop"):
+        runner.run_binary(binary, [], on_record=refuse)
+    assert time.monotonic() - started < 10
+    assert gone(int((tmp_path / "child").read_text()))
+
+
+def gone(pid: int) -> bool:
+    """Whether process `pid` has ended (a zombie nobody reaped yet counts as ended)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_run_binary_timeout_keeps_the_records_and_kills_the_group(tmp_path: Path) -> None:
+    line = json.dumps(record())
+    binary = write_script(
+        tmp_path / "fake-bench",
+        f'sleep 30 &\necho $! > "$(dirname "$0")/child"\necho \'{line}\'\necho working >&2\nwait\n',
+    )
+    out = tmp_path / "results.jsonl"
+    started = time.monotonic()
+    result = runner.run_binary(binary, [], out=out, timeout=0.5)
+    elapsed = time.monotonic() - started
+    assert result.timed_out and result.timeout == 0.5 and 0.5 <= elapsed < 5
+    assert result.returncode == -signal.SIGTERM
+    assert len(result.records) == 1 and out.read_text() == line + "\n"
+    assert result.messages == ["working"]
+    assert gone(int((tmp_path / "child").read_text()))  # the background child held the pipes
+
+
+def test_run_binary_timeout_kills_what_ignores_sigterm(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runner, "_TERM_GRACE_S", 0.3)
+    binary = write_script(tmp_path / "stubborn", "trap '' TERM\nwhile :; do sleep 1; done\n")
+    started = time.monotonic()
+    result = runner.run_binary(binary, [], timeout=0.3)
+    assert result.timed_out and result.returncode == -signal.SIGKILL
+    assert time.monotonic() - started < 5
+
+
+def test_run_binary_timeout_of_a_binary_that_closed_its_output(tmp_path: Path) -> None:
+    binary = write_script(tmp_path / "quiet", "exec >&- 2>&-\nexec sleep 30\n")
+    started = time.monotonic()
+    result = runner.run_binary(binary, [], timeout=0.3)
+    assert result.timed_out and result.returncode == -signal.SIGKILL
+    assert time.monotonic() - started < 5
+
+
+def test_run_binary_within_its_time_limit(tmp_path: Path) -> None:
+    binary = write_script(tmp_path / "fast", f"echo '{json.dumps(record())}'\nprintf 'caf\\351\\n' >&2\n")
+    result = runner.run_binary(binary, ["--out", "-"], timeout=30)
+    assert (result.returncode, result.timed_out, result.timeout) == (0, False, 30)
+    assert len(result.records) == 1 and result.args == ("--out", "-")
+    assert result.messages == ["caf\ufffd"]  # a byte that is not UTF-8 is replaced, not a traceback
+
+
+def test_resolve_timeout() -> None:
+    assert runner.resolve_timeout(None, 3600) == 3600
+    assert runner.resolve_timeout(5, 3600) == 5
+    assert runner.resolve_timeout(0, 3600) is None
+    assert runner.resolve_timeout(None, 0) is None
+    assert {suite.timeout_s > 0 for suite in runner.SUITES.values()} == {True}
+
+
+def test_eviction_names_are_checked() -> None:
+    assert runner.check_eviction("fifo") == "fifo"
+    with pytest.raises(ValueError, match=r"^unknown eviction policy 'lru' \(choose from clock, fifo\)$"):
+        runner.check_eviction("lru")
+    with pytest.raises(ValueError, match="unknown eviction policy 'CLOCK'"):
+        runner.BenchSettings(eviction="CLOCK")
+    with pytest.raises(ValueError, match="unknown eviction policy 'random'"):
+        runner.SimSettings(eviction="random")
+    graph = runner.SUITES["graph"]
+    passed = runner.SuiteSettings(suite=graph, extra=("--eviction", "fifo", "--scale", "20")).args()
+    assert passed[-6:] == ["--eviction", "fifo", "--scale", "20", "--out", "-"]
+    for extra in (("--eviction", "lru"), ("--eviction=lru",), ("--eviction=fifo", "--eviction", "lru")):
+        with pytest.raises(ValueError, match="unknown eviction policy 'lru'"):
+            runner.SuiteSettings(suite=graph, extra=extra).args()
 
 
 def test_single_workload_suite_passes_options_and_refuses_workloads() -> None:

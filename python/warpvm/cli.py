@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -42,6 +42,9 @@ NO_GPU_MESSAGE = (
     "No CUDA GPU visible: running the CPU simulator instead (counts of faults and bytes moved, no timings)."
 )
 
+# The exit code for a binary stopped at its time limit, as timeout(1) has it.
+TIMEOUT_EXIT = 124
+
 # Wide enough for any table: measuring against it gives a table's natural width.
 _UNLIMITED_WIDTH = 1_000_000
 
@@ -57,7 +60,8 @@ app.add_typer(bench_app, name="bench")
 
 
 class Eviction(str, Enum):
-    """Page-cache eviction policies."""
+    """Page-cache eviction policies (runner.EVICTION_POLICIES): typer refuses any other name,
+    listing these."""
 
     clock = "clock"
     fifo = "fifo"
@@ -86,6 +90,33 @@ EvictionOption = Annotated[Eviction, typer.Option("--eviction", help="Eviction p
 BenchOut = Annotated[Path, typer.Option("--out", dir_okay=False, help="JSON Lines file to append to.")]
 SimOut = Annotated[Path | None, typer.Option("--out", dir_okay=False, help="JSON Lines file to append to.")]
 ReportOut = Annotated[Path, typer.Option("--out", file_okay=False, help="Directory to write to.")]
+
+
+def _timeout_option(what: str, default: str) -> Any:
+    """A command's --timeout (also read from $WARPVM_TIMEOUT): seconds `what` may run; None when
+    neither is given (then the `default` the help states)."""
+    return Annotated[
+        float | None,
+        typer.Option(
+            "--timeout",
+            min=0,
+            envvar=runner.TIMEOUT_ENV,
+            show_envvar=True,
+            help=(
+                f"Seconds {what} may run before it is stopped (its process group killed, the records "
+                f"written so far kept, exit code {TIMEOUT_EXIT}); 0: no limit. "
+                f"Default: ${runner.TIMEOUT_ENV}, else {default}."
+            ),
+        ),
+    ]
+
+
+BenchTimeout = _timeout_option("warpvm-bench", f"{runner.BENCH_TIMEOUT_S:g}")
+SimTimeout = _timeout_option("warpvm-sim", f"{runner.SIM_TIMEOUT_S:g}")
+QuickTimeout = _timeout_option(
+    "each binary",
+    f"{runner.BENCH_TIMEOUT_S:g} for warpvm-bench, {runner.SIM_TIMEOUT_S:g} for warpvm-sim",
+)
 
 
 def _version(show: bool) -> None:
@@ -181,9 +212,15 @@ def _print_table(console: Console, table: TextTable) -> None:
 
 
 def _run(
-    console: Console, binary: Path, args: list[str], out: Path | None, expected: int | None
+    console: Console,
+    binary: Path,
+    args: list[str],
+    out: Path | None,
+    expected: int | None,
+    timeout: float | None,
 ) -> runner.RunResult:
-    """Runs a binary under a progress display counting the records it writes."""
+    """Runs a binary under a progress display counting the records it writes, stopping it after
+    `timeout` seconds (None: no limit)."""
     progress = Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -207,21 +244,72 @@ def _run(
         def on_point(line: str) -> None:
             progress.console.print(Text(line, style="dim"), soft_wrap=True)
 
-        return runner.run_binary(binary, args, out=out, on_record=on_record, on_point=on_point)
+        return runner.run_binary(
+            binary, args, out=out, on_record=on_record, on_point=on_point, timeout=timeout
+        )
 
 
-def _show(console: Console, result: runner.RunResult, name: str, out: Path | None) -> None:
-    """Prints a finished run's tables, or its messages and exits with its code if it failed."""
-    if result.returncode != 0 or not result.records:
+def _kept(count: int, out: Path | None) -> str:
+    """Where a failed run's records are: '3 records kept in FILE', '... shown above', 'no records'."""
+    if count == 0:
+        return "no records written"
+    return f"{count} records kept in {out}" if out is not None else f"{count} records shown above"
+
+
+def _show(
+    console: Console,
+    result: runner.RunResult,
+    name: str,
+    out: Path | None,
+    note: Callable[[list[Record]], None] | None = None,
+) -> None:
+    """Prints a finished run's tables (then `note`s on its records), or its messages and exits
+    non-zero if it failed: TIMEOUT_EXIT when it was stopped at its time limit (the tables of the
+    records it wrote before), 2 when it refused its arguments (a usage error, its message shown),
+    else its own code. Lines that looked like records but were not are reported, and a run that
+    otherwise succeeded then exits with 1 (its good records kept)."""
+    failed = result.timed_out or result.returncode != 0 or not result.records
+    if failed:
         for message in result.messages:
             typer.echo(message, err=True)
+    if result.records and (result.timed_out or not failed):
+        for table in summary_tables(result.records):
+            _print_table(console, table)
+        if out is not None and not result.timed_out:
+            console.print(f"{len(result.records)} records appended to {out}")
+        if note is not None:
+            note(result.records)
+    for bad in result.bad_lines:
+        typer.echo(f"error: {bad}", err=True)
+    if result.timed_out:
+        limit = f"{result.timeout:g} s" if result.timeout is not None else "its time limit"
+        typer.echo(
+            f"error: {name} ran past its time limit of {limit} and was stopped "
+            f"(--timeout or ${runner.TIMEOUT_ENV} sets the limit, 0 for none); "
+            f"{_kept(len(result.records), out)}",
+            err=True,
+        )
+        raise typer.Exit(TIMEOUT_EXIT)
+    if result.returncode == runner.USAGE_EXIT:
+        said = ", its message above" if result.messages else ""
+        typer.echo(
+            f"error: {name} refused its arguments (exit code {runner.USAGE_EXIT}: a usage error{said}): "
+            f"{' '.join(result.args)}",
+            err=True,
+        )
+        raise typer.Exit(runner.USAGE_EXIT)
+    if failed:
         reason = f"exit code {result.returncode}" if result.returncode else "no records written"
         typer.echo(f"error: {name} failed ({reason})", err=True)
         raise typer.Exit(result.returncode or 1)
-    for table in summary_tables(result.records):
-        _print_table(console, table)
-    if out is not None:
-        console.print(f"{len(result.records)} records appended to {out}")
+    if result.bad_lines:
+        count = len(result.bad_lines)
+        typer.echo(
+            f"error: {name} wrote {count} malformed record line{'s' if count > 1 else ''}, left out; "
+            f"the {_kept(len(result.records), out)}",
+            err=True,
+        )
+        raise typer.Exit(1)
 
 
 def _console() -> Console:
@@ -233,16 +321,28 @@ def _console() -> Console:
 
 
 def _bench(
-    console: Console, build_dir: Path | None, settings: runner.BenchSettings, out: Path
+    console: Console,
+    build_dir: Path | None,
+    settings: runner.BenchSettings,
+    out: Path,
+    timeout: float | None,
 ) -> runner.RunResult:
-    """Runs warpvm-bench."""
+    """Runs warpvm-bench; `timeout`: --timeout (or $WARPVM_TIMEOUT), None for BENCH_TIMEOUT_S."""
     binary = _binary(build_dir, runner.BENCH)
-    return _run(console, binary, settings.args(), out, settings.expected_points())
+    limit = runner.resolve_timeout(timeout, runner.BENCH_TIMEOUT_S)
+    return _run(console, binary, settings.args(), out, settings.expected_points(), limit)
 
 
-def _sim(console: Console, build_dir: Path | None, settings: runner.SimSettings, out: Path | None) -> None:
+def _sim(
+    console: Console,
+    build_dir: Path | None,
+    settings: runner.SimSettings,
+    out: Path | None,
+    timeout: float | None,
+) -> None:
     binary = _binary(build_dir, runner.SIM)
-    _show(console, _run(console, binary, settings.args(), out, None), binary.name, out)
+    limit = runner.resolve_timeout(timeout, runner.SIM_TIMEOUT_S)
+    _show(console, _run(console, binary, settings.args(), out, None, limit), binary.name, out)
 
 
 def _commit(build_dir: Path | None, given: str | None) -> str:
@@ -255,22 +355,23 @@ def quick(
     size: Size = "4GiB",
     out: BenchOut = Path("bench-results.jsonl"),
     build_dir: BuildDir = None,
+    timeout: QuickTimeout = None,
 ) -> None:
     """The headline run: every workload and mode at cache sizes 100% to 12.5% of the data.
 
-    Without a visible GPU, runs the CPU simulator instead.
+    Without a visible GPU (as the CUDA runtime sees them), runs the CPU simulator instead.
     """
     console = _console()
     size = _size(size)
     if runner.gpu_visible():
         commit, driver = _commit(build_dir, None), runner.driver_version()
         settings = runner.BenchSettings(size=size, commit=commit, driver=driver)
-        result = _bench(console, build_dir, settings, out)
-        if result.returncode != runner.NO_GPU_EXIT:
+        result = _bench(console, build_dir, settings, out, timeout)
+        if result.timed_out or result.returncode != runner.NO_GPU_EXIT:
             _show(console, result, "warpvm-bench", out)
             return
     typer.echo(NO_GPU_MESSAGE)
-    _sim(console, build_dir, runner.SimSettings(), out)
+    _sim(console, build_dir, runner.SimSettings(), out, timeout)
 
 
 @bench_app.command("run")
@@ -284,6 +385,7 @@ def bench_run(
     out: BenchOut = Path("bench-results.jsonl"),
     commit: Annotated[str | None, typer.Option(help="Commit to record (default: git HEAD).")] = None,
     build_dir: BuildDir = None,
+    timeout: BenchTimeout = None,
 ) -> None:
     """Run warpvm-bench with the given options."""
     settings = runner.BenchSettings(
@@ -297,7 +399,7 @@ def bench_run(
         driver=runner.driver_version(),
     )
     console = _console()
-    _show(console, _bench(console, build_dir, settings, out), "warpvm-bench", out)
+    _show(console, _bench(console, build_dir, settings, out, timeout), "warpvm-bench", out)
 
 
 def _suite_command(suite: runner.Suite) -> None:
@@ -323,6 +425,7 @@ def _suite_command(suite: runner.Suite) -> None:
         out: BenchOut = Path(f"{suite.name}-results.jsonl"),
         commit: Annotated[str | None, typer.Option(help="Commit to record (default: git HEAD).")] = None,
         build_dir: BuildDir = None,
+        timeout: BenchTimeout = None,  # its help and default made the suite's below
     ) -> None:
         binary = _binary(build_dir, suite.binary)
         try:
@@ -340,15 +443,21 @@ def _suite_command(suite: runner.Suite) -> None:
         except ValueError as error:
             raise typer.BadParameter(str(error)) from None
         console = _console()
-        result = _run(console, binary, args, out, None)
-        _show(console, result, binary.name, out)
-        unchecked = [r for r in result.records if r.verified is not True]
-        if unchecked:
-            kinds = sorted({f"{r.workload} {r.mode}" for r in unchecked})
-            console.print(
-                f"{len(unchecked)} records not verified (bounds, unchecked modes): {', '.join(kinds)}"
-            )
+        result = _run(console, binary, args, out, None, runner.resolve_timeout(timeout, suite.timeout_s))
 
+        def note_unverified(records: list[Record]) -> None:
+            unchecked = [r for r in records if r.verified is not True]
+            if unchecked:
+                kinds = sorted({f"{r.workload} {r.mode}" for r in unchecked})
+                console.print(
+                    f"{len(unchecked)} records not verified (bounds, unchecked modes): {', '.join(kinds)}"
+                )
+
+        _show(console, result, binary.name, out, note_unverified)
+
+    # The annotations are strings, evaluated in this module's globals: the suite's own --timeout
+    # help (its binary, its default) goes in as an object.
+    command.__annotations__["timeout"] = _timeout_option(suite.binary.name, f"{suite.timeout_s:g}")
     command.__doc__ = (
         f"{suite.summary}\n\nOptions after `--` go to the binary unchanged (its --help lists them)."
     )
@@ -375,6 +484,7 @@ def sim(
     ] = Model.warpvm,
     out: SimOut = None,
     build_dir: BuildDir = None,
+    timeout: SimTimeout = None,
 ) -> None:
     """Run the CPU simulator (no GPU needed): faults, evictions and bytes moved, no timings."""
     settings = runner.SimSettings(
@@ -384,7 +494,7 @@ def sim(
         eviction=eviction.value,
         model=model.value,
     )
-    _sim(_console(), build_dir, settings, out)
+    _sim(_console(), build_dir, settings, out, timeout)
 
 
 @app.command()

@@ -180,7 +180,9 @@ def parse_line(text: str, source: str, line: int) -> Record:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
-        raise ResultsError(f"{where}: malformed JSON ({error.msg} at column {error.colno})") from None
+        # removesuffix: json says "Unterminated string starting at" for one.
+        reason = f"{error.msg.removesuffix(' at')} at column {error.colno}"
+        raise ResultsError(f"{where}: malformed JSON ({reason})") from None
     if not isinstance(data, dict):
         raise ResultsError(f"{where}: expected a JSON object, got {type(data).__name__}")
     missing = [name for name in REQUIRED_FIELDS if name not in data]
@@ -209,6 +211,12 @@ def load_records(paths: Iterable[Path]) -> list[Record]:
             text = path.read_text(encoding="utf-8")
         except OSError as error:
             raise ResultsError(f"{path}: cannot read ({error.strerror})") from None
+        except UnicodeDecodeError as error:
+            line = error.object[: error.start].count(b"\n") + 1
+            raise ResultsError(
+                f"{path}:{line}: not UTF-8 text (byte 0x{error.object[error.start]:02x}; compressed? "
+                "decompress it first)"
+            ) from None
         records.extend(parse_lines(text.splitlines(), str(path)))
     return records
 

@@ -2,20 +2,44 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import re
+import selectors
+import signal
 import subprocess
+import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
-from warpvm.results import Record, parse_line
+from warpvm.results import Record, ResultsError, parse_line
 
 BENCH = Path("bench/warpvm-bench")
 SIM = Path("tools/sim/warpvm-sim")
 NO_GPU_EXIT = 3
+USAGE_EXIT = 2  # the binaries' exit code for arguments they refuse (an unknown option or value)
 BUILD_HINT = "cmake --preset default && cmake --build build"
+
+# The page-cache eviction policies every binary's --eviction accepts.
+EVICTION_POLICIES = ("clock", "fifo")
+
+# How long a binary may run before the runner stops it, in seconds (Suite.timeout_s for the
+# suites): over ten times the timed part of the longest runs recorded under results/ (4 minutes at
+# most), so that a hang meets it and a long grid does not. --timeout or $WARPVM_TIMEOUT overrides
+# it; 0 is no limit.
+TIMEOUT_ENV = "WARPVM_TIMEOUT"
+BENCH_TIMEOUT_S = 3600.0
+SIM_TIMEOUT_S = 600.0
+# After the limit: SIGTERM to the binary's process group, SIGKILL if its output is still open this
+# many seconds later, and the output given up this many seconds after that.
+_TERM_GRACE_S = 5.0
+_KILL_GRACE_S = 2.0
+
+# The CUDA runtime's sonames, newest first, then the driver API's (which every driver installs).
+CUDART_LIBRARIES = ("libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so")
+CUDA_DRIVER_LIBRARIES = ("libcuda.so.1", "libcuda.so")
 
 BENCH_WORKLOADS = ("stream", "vadd", "random_page", "sparse_read", "resident")
 BENCH_MODES = (
@@ -55,6 +79,13 @@ _POINT_LINE = re.compile(r"^(?P<workload>\S+)\s+(?P<mode>\S+)\s+cache=(?P<cache>
 _SIZE = re.compile(r"^\d+(\.\d+)?(GiB|MiB|KiB|G|M|K)?$")
 
 
+def check_eviction(name: str) -> str:
+    """An eviction policy the binaries accept (EVICTION_POLICIES); returns it, else ValueError."""
+    if name not in EVICTION_POLICIES:
+        raise ValueError(f"unknown eviction policy {name!r} (choose from {', '.join(EVICTION_POLICIES)})")
+    return name
+
+
 def _fraction_list(fractions: Sequence[float]) -> str:
     """Cache fractions as the binaries' --cache-fractions takes them: '1,0.5,0.25'."""
     return ",".join(f"{f:g}" for f in fractions)
@@ -70,11 +101,21 @@ class MissingBinaryError(FileNotFoundError):
 
 @dataclass(frozen=True)
 class RunResult:
-    """What a binary produced: exit code, its records, and its other output lines."""
+    """What a binary produced: exit code, its records, and its other output lines.
+
+    `bad_lines` says, for each stdout line that looked like a record (it starts with '{') but was
+    not a valid one, which line and what was wrong; such lines are neither in `records` nor written
+    out. `timed_out`: the binary ran past `timeout` seconds and was stopped (its records up to then
+    are kept; `returncode` is then the signal's, negative).
+    """
 
     returncode: int
     records: list[Record]
     messages: list[str]
+    bad_lines: list[str] = field(default_factory=list)
+    timed_out: bool = False
+    timeout: float | None = None
+    args: tuple[str, ...] = ()  # the arguments the binary was given
 
 
 @dataclass(frozen=True)
@@ -89,6 +130,9 @@ class BenchSettings:
     eviction: str = "clock"
     commit: str = "unknown"
     driver: str = "unknown"
+
+    def __post_init__(self) -> None:
+        check_eviction(self.eviction)
 
     def args(self) -> list[str]:
         """Command-line arguments; records go to stdout."""
@@ -127,6 +171,7 @@ class Suite:
     summary: str
     workload_flag: str | None  # the binary's option that selects workloads; None: it has one
     takes_cache_fractions: bool
+    timeout_s: float = BENCH_TIMEOUT_S  # how long a run may take by default (TIMEOUT_ENV overrides it)
 
 
 SUITES: dict[str, Suite] = {
@@ -152,6 +197,7 @@ SUITES: dict[str, Suite] = {
             "Device-side allocation: warpvm::Heap against CUDA's device malloc (warpvm-alloc-bench).",
             "--workloads",
             takes_cache_fractions=False,
+            timeout_s=1800.0,
         ),
         Suite(
             "placement",
@@ -166,6 +212,7 @@ SUITES: dict[str, Suite] = {
             "The allocator paper's random-walk clustering case, every allocator mode (warpvm-walk-bench).",
             None,
             takes_cache_fractions=False,
+            timeout_s=1800.0,
         ),
         Suite(
             "channel",
@@ -173,6 +220,7 @@ SUITES: dict[str, Suite] = {
             "warpvm::channel against polling baselines (warpvm-channel-bench).",
             "--workloads",
             takes_cache_fractions=False,
+            timeout_s=1800.0,
         ),
     )
 }
@@ -210,7 +258,21 @@ class SuiteSettings:
         if self.repeats is not None:
             args += ["--repeats", str(self.repeats)]
         args += ["--commit", self.commit, "--driver", self.driver]
+        for name in _eviction_values(self.extra):
+            check_eviction(name)
         return [*args, *self.extra, "--out", "-"]
+
+
+def _eviction_values(args: Sequence[str]) -> list[str]:
+    """The values of the --eviction options among a binary's arguments (`--eviction X` or
+    `--eviction=X`)."""
+    values = []
+    for i, arg in enumerate(args):
+        if arg == "--eviction" and i + 1 < len(args):
+            values.append(args[i + 1])
+        elif arg.startswith("--eviction="):
+            values.append(arg.removeprefix("--eviction="))
+    return values
 
 
 @dataclass(frozen=True)
@@ -222,6 +284,9 @@ class SimSettings:
     cache_fractions: tuple[float, ...] = (1.0, 0.5, 0.25, 0.125)
     eviction: str = "clock"
     model: str = "warpvm"
+
+    def __post_init__(self) -> None:
+        check_eviction(self.eviction)
 
     def args(self) -> list[str]:
         """Command-line arguments; records go to stdout."""
@@ -271,8 +336,72 @@ def _output(command: Sequence[str], cwd: Path | None = None) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
-def gpu_visible() -> bool:
-    """Whether `nvidia-smi -L` lists a GPU (False when nvidia-smi is absent or fails)."""
+# Loads a shared library by name (ctypes.CDLL's signature); raises OSError when it cannot.
+LibraryLoader = Callable[[str], Any]
+
+
+def _load_library(name: str) -> Any:
+    return ctypes.CDLL(name)
+
+
+def _first_loadable(names: Sequence[str], load: LibraryLoader) -> Any | None:
+    for name in names:
+        try:
+            return load(name)
+        except OSError:
+            continue
+    return None
+
+
+def _count_from(function: Any, *first: int) -> int:
+    """Calls a CUDA `function(*first, int* count)`; the count, or 0 where it returns an error."""
+    count = ctypes.c_int(0)
+    function.restype = ctypes.c_int
+    status = function(*first, ctypes.pointer(count))
+    return count.value if status == 0 and count.value > 0 else 0
+
+
+def _runtime_device_count(cudart: Any) -> int:
+    return _count_from(cudart.cudaGetDeviceCount)
+
+
+def _driver_device_count(cuda: Any) -> int:
+    cu_init = cuda.cuInit
+    cu_init.restype = ctypes.c_int
+    if cu_init(0) != 0:
+        return 0
+    return _count_from(cuda.cuDeviceGetCount)
+
+
+def cuda_device_count(load: LibraryLoader | None = None) -> int | None:
+    """The CUDA devices this process would see (CUDA_VISIBLE_DEVICES applied, as the binaries see
+    them): cudaGetDeviceCount of the CUDA runtime (CUDART_LIBRARIES), else cuDeviceGetCount of the
+    driver API (CUDA_DRIVER_LIBRARIES). An error either returns (no driver, no device, a driver too
+    old) counts as no device. None when neither library can be loaded.
+
+    Creates no context and allocates nothing on a device. `load` (default: ctypes.CDLL) loads a
+    library by name or raises OSError; tests pass their own.
+    """
+    load = load or _load_library
+    for names, count in (
+        (CUDART_LIBRARIES, _runtime_device_count),
+        (CUDA_DRIVER_LIBRARIES, _driver_device_count),
+    ):
+        library = _first_loadable(names, load)
+        if library is not None:
+            try:
+                return count(library)
+            except Exception:  # a library without the entry point, a call ctypes refuses
+                return 0
+    return None
+
+
+def gpu_visible(load: LibraryLoader | None = None) -> bool:
+    """Whether a CUDA GPU is visible: asks CUDA (cuda_device_count), and only where no CUDA library
+    can be loaded, whether `nvidia-smi -L` lists a GPU (False when nvidia-smi is absent or fails)."""
+    count = cuda_device_count(load)
+    if count is not None:
+        return count > 0
     listing = _output(["nvidia-smi", "-L"])
     return listing is not None and any(line.startswith("GPU ") for line in listing.splitlines())
 
@@ -298,46 +427,130 @@ def point_description(line: str) -> str | None:
     return f"{match['workload']} {match['mode']} cache={match['cache']}"
 
 
+def resolve_timeout(seconds: float | None, default: float) -> float | None:
+    """A binary's time limit: `seconds` as given (by --timeout or TIMEOUT_ENV), else `default`;
+    None (no limit) for 0."""
+    limit = default if seconds is None else seconds
+    return limit if limit > 0 else None
+
+
+def _stop_group(process: subprocess.Popen[bytes], sig: int) -> None:
+    """Sends `sig` to the binary's process group (it leads a session of its own: its children too)."""
+    try:
+        os.killpg(process.pid, sig)
+    except (ProcessLookupError, PermissionError):  # the group is gone already
+        pass
+
+
+def _cut(line: str, limit: int = 120) -> str:
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def run_binary(
     binary: Path,
     args: Sequence[str],
     out: Path | None = None,
     on_record: Callable[[Record], None] = lambda record: None,
     on_point: Callable[[str], None] = lambda line: None,
+    timeout: float | None = None,
 ) -> RunResult:
     """Runs a binary that writes records to stdout, streaming its output (stdout and stderr).
 
     Each record is validated, appended to `out` (if given) as it arrives and passed to `on_record`;
-    progress lines (see `point_description`) go to `on_point`; other lines are kept as messages.
+    a stdout line that starts like a record ('{') but is not a valid one is left out and reported
+    in `bad_lines` (its line number and what is wrong), and the run goes on. Progress lines (see
+    `point_description`) go to `on_point`; other lines, of either stream, are kept as messages.
+
+    The binary runs in a session of its own. Past `timeout` seconds (None: no limit) its process
+    group is sent SIGTERM, then SIGKILL if its output is still open _TERM_GRACE_S later, and the
+    result says `timed_out`, with the records received until then. An exception out of a callback
+    (or an interrupt) kills the group before it propagates.
     """
     records: list[Record] = []
     messages: list[str] = []
+    bad_lines: list[str] = []
     sink: TextIO | None = None
-    with subprocess.Popen(
-        [str(binary), *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
-    ) as process:
+    source = f"{binary.name} stdout"
+    stdout_lines = 0
+
+    def on_stdout(line: str, ended: bool) -> None:
+        nonlocal sink, stdout_lines
+        stdout_lines += 1
+        if not line.lstrip().startswith("{"):
+            on_text(line, ended)
+            return
         try:
-            assert process.stdout is not None
-            for number, raw in enumerate(process.stdout, start=1):
-                line = raw.rstrip("\n")
-                if line.lstrip().startswith("{"):
-                    record = parse_line(line, f"{binary.name} output", number)
-                    if out is not None and sink is None:
-                        out.parent.mkdir(parents=True, exist_ok=True)
-                        sink = out.open("a", encoding="utf-8")
-                    if sink is not None:
-                        sink.write(line.strip() + "\n")
-                        sink.flush()
-                    records.append(record)
-                    on_record(record)
-                elif point_description(line) is not None:
-                    on_point(line)
-                elif line.strip():
-                    messages.append(line)
+            record = parse_line(line, source, stdout_lines)
+        except ResultsError as error:
+            cut_off = "" if ended else " (the output ended inside this line)"
+            bad_lines.append(f"{error}{cut_off}: {_cut(line.strip())}")
+            return
+        if out is not None and sink is None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            sink = out.open("a", encoding="utf-8")
+        if sink is not None:
+            sink.write(line.strip() + "\n")
+            sink.flush()
+        records.append(record)
+        on_record(record)
+
+    def on_text(line: str, ended: bool) -> None:
+        if point_description(line) is not None:
+            on_point(line)
+        elif line.strip():
+            messages.append(line)
+
+    timed_out = False
+    with subprocess.Popen(
+        [str(binary), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    ) as process:
+        assert process.stdout is not None and process.stderr is not None
+        handlers: dict[int, Callable[[str, bool], None]] = {
+            process.stdout.fileno(): on_stdout,
+            process.stderr.fileno(): on_text,
+        }
+        pending = {fd: b"" for fd in handlers}
+        deadline = None if timeout is None else time.monotonic() + timeout
+        # Past the deadline: SIGTERM, then SIGKILL, each with a grace for the output to close; past
+        # the last, the output is given up (something outside the group holds it open).
+        escalation = [(signal.SIGTERM, _TERM_GRACE_S), (signal.SIGKILL, _KILL_GRACE_S)]
+        try:
+            with selectors.DefaultSelector() as selector:
+                for fd in handlers:
+                    selector.register(fd, selectors.EVENT_READ)
+                while selector.get_map():
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        timed_out = True
+                        if not escalation:
+                            break
+                        sig, grace = escalation.pop(0)
+                        _stop_group(process, sig)
+                        deadline = time.monotonic() + grace
+                        continue
+                    for key, _ in selector.select(remaining):
+                        fd = key.fd
+                        chunk = os.read(fd, 65536)
+                        if not chunk:
+                            selector.unregister(fd)
+                            if pending[fd]:
+                                handlers[fd](pending[fd].decode("utf-8", errors="replace"), False)
+                            continue
+                        *lines, pending[fd] = (pending[fd] + chunk).split(b"\n")
+                        for raw in lines:
+                            handlers[fd](raw.decode("utf-8", errors="replace").rstrip("\r"), True)
+            try:
+                # A second at least: a binary that closed its output may not have exited yet.
+                wait = None if deadline is None else max(deadline - time.monotonic(), 1.0)
+                process.wait(wait)
+            except subprocess.TimeoutExpired:  # it closed its output but went on running
+                timed_out = True
+                _stop_group(process, signal.SIGKILL)
+                process.wait()
         except BaseException:
-            process.kill()
+            _stop_group(process, signal.SIGKILL)
             raise
         finally:
             if sink is not None:
                 sink.close()
-    return RunResult(process.returncode, records, messages)
+    return RunResult(process.returncode, records, messages, bad_lines, timed_out, timeout, tuple(args))
