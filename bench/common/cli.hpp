@@ -109,20 +109,38 @@ inline CLI::IsMember one_of(const std::string& list) {
 /// Accepts a fraction in (0, 1] (a cache size as a share of the footprint).
 inline const CLI::Validator unit_fraction(
     [](const std::string& text) {
-      const double f = std::stod(text);
-      return f > 0 && f <= 1 ? std::string() : "must be in (0, 1], not " + text;
+      double f = 0;
+      return CLI::detail::lexical_cast(text, f) && f > 0 && f <= 1 ? std::string() : "must be in (0, 1], not '" + text + "'";
     },
     "(0, 1]");
 
-/// An option taking a comma-separated list ("a,b,c"); given, it replaces the default.
+/// An option taking a comma-separated list ("a,b,c"); given, it replaces the default. Empty
+/// entries name nothing ("a,,b" is a and b; "" is the empty list).
 template <class T>
 CLI::Option* add_list(CLI::App& app, const std::string& name, std::vector<T>& values, const std::string& help) {
-  return app.add_option(name, values, help)->delimiter(',')->type_name("LIST");
+  return app
+      .add_option_function<std::vector<std::string>>(
+          name,
+          [&values, name](const std::vector<std::string>& texts) {
+            values.clear();
+            for (const std::string& text : texts) {
+              if (text.empty()) continue;
+              T value{};
+              if (!CLI::detail::lexical_cast(text, value)) throw CLI::ConversionError(name, "cannot read '" + text + "'");
+              values.push_back(value);
+            }
+          },
+          help)
+      ->delimiter(',')
+      ->type_name("LIST");
 }
 
 /// Parses the command line. --help prints the usage and exits 0; an unknown option or a value
 /// that does not parse or validate prints the message (and where to find the usage) and exits 2.
 inline void parse(CLI::App& app, int argc, char** argv) {
+  // A flag given twice takes its last value (the CLI passes some flags, and users may repeat them).
+  for (CLI::Option* option : app.get_options())
+    if (option->get_items_expected_max() == 1) option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& help) {

@@ -681,7 +681,10 @@ std::string ChannelState::take_device_error(ErrorKind& kind) {
   const std::uint64_t value = record->value;
   const std::uint64_t source_offset = record->source_offset;
   record->state = 0;
-  cudaMemset(error_claim_.get(), 0, sizeof(std::uint32_t));  // best effort: the context may be gone
+  // Waited for: a kernel launched next on another stream must not see the old claim (its own
+  // failure would be dropped). Best effort: the context may be gone.
+  cudaMemset(error_claim_.get(), 0, sizeof(std::uint32_t));
+  cudaStreamSynchronize(cudaStreamLegacy);
   std::ostringstream what;
   kind = ErrorKind::invalid_argument;
   switch (fault) {

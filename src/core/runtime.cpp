@@ -194,14 +194,16 @@ void RuntimeState::release_slot(std::uint32_t id) noexcept {
   give_back_resident_frames(dying);
   try {
     if (service_) update_served(id, service_->pause());  // set_object forgets the object even if it throws
-  } catch (const Error&) {
-    // The device could not be told (a failed kernel); the next checked call reports it.
+  } catch (...) {
+    keep_pending_error();  // the device could not be told (a failed kernel): the next host call says so
   }
 }
 
 void RuntimeState::publish_descriptor(std::uint32_t id) {
-  WARPVM_CUDA_TRY(cudaMemcpy(objects_.get() + id, &slots_[id].descriptor, sizeof(ObjectDescriptor),
-                             cudaMemcpyHostToDevice));
+  // On the runtime's stream and waited for (below): a copy from pageable memory may return before
+  // it lands, and kernels run on the runtime's non-blocking stream, which does not wait for it.
+  WARPVM_CUDA_TRY(cudaMemcpyAsync(objects_.get() + id, &slots_[id].descriptor, sizeof(ObjectDescriptor),
+                                  cudaMemcpyHostToDevice, stream()));
   bool fits = false;
   if (service_) {  // host_batched serves whole 2 MB chunks: the service decides, from the objects it serves
     update_served(id, service_->pause());
@@ -214,7 +216,9 @@ void RuntimeState::publish_descriptor(std::uint32_t id) {
     fits = migrate_pages <= frames;
   }
   const std::uint32_t never_evicts = fits ? 1u : 0u;
-  WARPVM_CUDA_TRY(cudaMemcpy(never_evicts_.get(), &never_evicts, sizeof never_evicts, cudaMemcpyHostToDevice));
+  WARPVM_CUDA_TRY(cudaMemcpyAsync(never_evicts_.get(), &never_evicts, sizeof never_evicts, cudaMemcpyHostToDevice,
+                                  stream()));
+  WARPVM_CUDA_TRY(cudaStreamSynchronize(stream()));
 }
 
 void RuntimeState::update_served(std::uint32_t id, const std::unique_lock<std::mutex>& paused) {
@@ -298,7 +302,7 @@ void RuntimeState::give_placement(ObjectSlot& slot, Placement placement) {
       slot.remote_sectors =
           make_device_zeroed<std::uint32_t>(pages, ("the remote-sector counts of '" + slot.name + "'").c_str());
     else if (slot.descriptor.placement != Placement::automatic)  // coming back: learn from scratch
-      WARPVM_CUDA_TRY(cudaMemset(slot.remote_sectors.get(), 0, pages * sizeof(std::uint32_t)));
+      WARPVM_CUDA_TRY(cudaMemsetAsync(slot.remote_sectors.get(), 0, pages * sizeof(std::uint32_t), stream()));
   }
   // A resident object's frames go with the placement: a handle taken while it was resident must
   // not be used after it left (checked mode reports such a stale handle).
@@ -382,7 +386,10 @@ void RuntimeState::raise_device_error() {
   const std::uint64_t index = record->index;
   const std::uint64_t limit = record->limit;
   record->state = error_state_none;
-  cudaMemset(error_claim_.get(), 0, sizeof(std::uint32_t));  // best effort: the context may be gone
+  // On the runtime's stream, waited for: a kernel launched next must not see the old claim (its
+  // own failure would be dropped). Best effort: the context may be gone.
+  cudaMemsetAsync(error_claim_.get(), 0, sizeof(std::uint32_t), stream());
+  cudaStreamSynchronize(stream());
   const std::string name = object_id < slots_.size() && slots_[object_id].in_use
                                ? "'" + slots_[object_id].name + "' (id " + std::to_string(object_id) + ")"
                                : "object id " + std::to_string(object_id);

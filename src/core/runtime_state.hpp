@@ -92,7 +92,7 @@ class RuntimeState {
   /// Uploads slot `id`'s descriptor, tells the host_batched service (if any) whether it serves
   /// the object, and re-decides whether eviction is possible at all (under host_batched: the
   /// service's evicts()). Callers wait for all device work first: kernels read the descriptor
-  /// and flag.
+  /// and flag. Returns once both are in device memory (give_placement's zeroing too).
   void publish_descriptor(std::uint32_t id);
   void mark_pages_absent(std::uint32_t id);
   /// Tells the host_batched service (if any) which objects it serves: the migrate ones.

@@ -1,6 +1,6 @@
 #pragma once
 // The host side of the host_batched transport: a service thread that takes faults from the
-// GPU's fault buffer in batches and serves them with UVM's policy (sim/uvm_model.hpp, the same
+// GPU's fault buffer in batches and serves them with UVM's policy (detail/policy/uvm_model.hpp, the same
 // code the simulator replays traces through), copying pages with cudaMemcpyAsync.
 
 #include "warpvm/detail/core/cuda_buffers.hpp"

@@ -243,7 +243,9 @@ std::uint64_t replay(const std::string& workload, Stream& s, const PlacementOpti
 
 bool wants_placement_sim(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
-    if (const std::string flag = argv[i]; flag == "--gpus" || flag == "--placement") return true;
+    if (const std::string flag = argv[i]; flag == "--gpus" || flag == "--placement" || flag.starts_with("--gpus=") ||
+                                          flag.starts_with("--placement="))
+      return true;
   return false;
 }
 

@@ -93,7 +93,7 @@ Options parse(int argc, char** argv) {
          "--eviction", [&o](const std::string& v) { o.eviction = v == "fifo" ? EvictionPolicy::fifo : EvictionPolicy::clock; },
          "victim policy of warpvm's cache")
       ->check(CLI::IsMember({"clock", "fifo"}));
-  warpvm::cli::add_bytes(app, "--page-bytes", o.page_bytes, "page size");
+  warpvm::cli::add_page_bytes(app, o.page_bytes, "page size");
   app.add_option("--commit", o.commit, "commit, for the records");
   app.add_option("--trace", o.trace, "--model uvm: write its fault batches as CSV");
   auto* batch = app.add_option("--batch-size", o.batch_size, "--model uvm: most faults taken per batch")
