@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from warpvm.results import Record, ResultsError, parse_line
+from warpvm.sizes import parse_size
 
 BENCH = Path("bench/warpvm-bench")
 SIM = Path("tools/sim/warpvm-sim")
@@ -76,7 +77,6 @@ _BENCH_POINTS: dict[str, dict[str, tuple[int, bool]]] = {
 
 # warpvm-bench's line per point: "stream  warpvm  cache=0.500  0.0841 s  51.10 GB/s useful  verified".
 _POINT_LINE = re.compile(r"^(?P<workload>\S+)\s+(?P<mode>\S+)\s+cache=(?P<cache>\S+)\s.*GB/s useful")
-_SIZE = re.compile(r"^\d+(\.\d+)?(GiB|MiB|KiB|G|M|K)?$")
 
 
 def check_eviction(name: str) -> str:
@@ -302,8 +302,7 @@ class SimSettings:
 
 def check_size(text: str) -> str:
     """Validates a size as the binaries accept it (e.g. 16GiB, 512MiB, 4096); returns it."""
-    if not _SIZE.match(text):
-        raise ValueError(f"bad size {text!r}: use a number with an optional unit GiB, MiB or KiB (e.g. 4GiB)")
+    parse_size(text)
     return text
 
 
