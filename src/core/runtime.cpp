@@ -124,6 +124,8 @@ RuntimeState::~RuntimeState() {
     std::rethrow_exception(pending_error_);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "warpvm: an error was still pending when the Runtime was destroyed: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "warpvm: an error was still pending when the Runtime was destroyed\n");
   }
 }
 
@@ -180,8 +182,7 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
   slot.in_use = true;
   *free_slot = std::move(slot);
   try {
-    synchronize();
-    publish_descriptor(id);
+    publish_descriptor(id);  // the synchronize() above waited for every kernel that could read it
   } catch (...) {
     release_slot(id);
     throw;
