@@ -213,7 +213,7 @@ std::atomic<std::uint64_t> unverified_records{0};
 std::uint64_t Recorder::unverified() { return unverified_records.load(); }
 
 void Recorder::write(const Record& r) {
-  if (!r.verified) ++unverified_records;
+  if (!r.verified && !r.bound) ++unverified_records;
   const double t = median(r.seconds);
   std::ostringstream line;
   line.precision(9);

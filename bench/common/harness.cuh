@@ -115,6 +115,9 @@ struct Record {
   std::int64_t faults = -1;       ///< -1: not measured for this mode
   std::int64_t bytes_moved = -1;  ///< -1: not measured for this mode
   bool verified = false;
+  /// A bound (e.g. the placement suite's `ideal`), not a program's result: there is nothing to
+  /// check, so an unverified bound is not counted by Recorder::unverified().
+  bool bound = false;
   std::map<std::string, double> extra;  ///< workload-specific numbers
   std::map<std::string, std::vector<double>> lists;  ///< workload-specific series (JSON arrays)
 };
@@ -123,7 +126,8 @@ class Recorder {
  public:
   explicit Recorder(const Options& options);
   void write(const Record& record);
-  /// Records written in this process, by any Recorder, whose result did not match the reference.
+  /// Records written in this process, by any Recorder, whose result did not match the reference
+  /// (bounds not counted).
   static std::uint64_t unverified();
 
  private:

@@ -663,8 +663,8 @@ TEST_F(Api, AnObjectDestroyedWithAPendingErrorKeepsItForTheNextCallAndLeavesNoFr
   }
   for (const std::uint64_t key : detail::frame_owners(rt))
     if (key != detail::empty_page_key) ASSERT_NE(detail::key_object(key), doomed_id) << "a frame names the freed object";
-  // The runtime works on: a new object takes the freed slot and every frame.
-  auto from = rt.alloc<std::uint32_t>(300000, Placement::migrate, "from");
+  // The runtime works on: a new object takes the freed slot.
+  auto from = rt.alloc<std::uint32_t>(to.size(), Placement::migrate, "from");
   fill_initial(from, 4);
   rt.launch(copy_elements, dim3(64), dim3(256), 0, from.device(), to.device());
   rt.flush();
