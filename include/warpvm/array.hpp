@@ -157,7 +157,7 @@ class array {
       return false;
     }
     if (cache_.objects[object_.id].placement != object_.placement) {
-      detail::record_error(cache_, ErrorKind::invalid_argument, object_.id, i, size_);
+      detail::record_error(cache_, ErrorKind::invalid_argument, object_.id, i, size_, detail::FailureCause::stale_placement);
       return false;
     }
     return true;

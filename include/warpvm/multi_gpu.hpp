@@ -57,6 +57,9 @@ struct MultiGpuConfig {
   /// freed objects' addresses are not reused. Each GPU keeps 8 B of shadow-map root per 4096
   /// pages of it, and a 16 KiB leaf per 4096 pages that objects take.
   std::uint64_t flat_address_bytes = 1ull << 40;
+  /// A fault that finds no frame to evict, or waits for a page's directory lock, this long
+  /// fails the kernel (out_of_memory, no_progress) instead of hanging the GPU.
+  double watchdog_seconds = 10.0;
 };
 
 /// A byte's address in a MultiGpuSpace's flat addresses: shared_object::address() plus the
@@ -94,6 +97,10 @@ struct MultiGpuStats {
 class MultiGpuSpace;
 namespace detail::mg {
 class SpaceState;
+/// Test hook that corrupts on purpose: takes page `page`'s directory lock of object `object_id`
+/// and never gives it back, so that tests can show a fault waiting for it ends in an error
+/// rather than a hang. Waits for every GPU first.
+void force_directory_lock(const MultiGpuSpace& space, std::uint32_t object_id, std::uint64_t page);
 
 /// Move-only owner of one registered object; frees it (frames, tables, host memory) when dropped.
 class ObjectOwner {
@@ -456,6 +463,7 @@ class MultiGpuSpace {
   [[nodiscard]] std::uint32_t frames_per_gpu() const;
 
  private:
+  friend void detail::mg::force_directory_lock(const MultiGpuSpace&, std::uint32_t, std::uint64_t);
   template <class A>
   static const A& bind_arg(const detail::mg::SpaceState&, unsigned, const A& a) {
     return a;

@@ -384,6 +384,7 @@ void RuntimeState::raise_device_error() {
   if (record->state != error_state_set) return;
   const auto kind = static_cast<ErrorKind>(record->kind);
   const std::uint32_t object_id = record->object_id;
+  const FailureCause cause = record->cause;
   const std::uint64_t index = record->index;
   const std::uint64_t limit = record->limit;
   record->state = error_state_none;
@@ -408,10 +409,15 @@ void RuntimeState::raise_device_error() {
            << ", which is not live: a double free, or a pointer the heap did not return";
       break;
     case ErrorKind::no_progress:
-      if (limit == 0) {  // a warp waited for a host service thread (host_batched, or a Heap's)
+      if (cause == FailureCause::host_service) {  // host_batched, or a Heap's
         what << "for " << config.watchdog_seconds << " s a warp waited for a host service thread (host_batched: "
              << "page " << index << " of " << name << "; a heap: its host request, or on the fast path the slab "
              << "binding, numbered " << index << ")";
+        break;
+      }
+      if (cause == FailureCause::page_transition) {
+        what << "for " << config.watchdog_seconds << " s a warp waited for another warp to finish loading or "
+             << "evicting page " << index << " of " << name << ", and it never did (Config::watchdog_seconds)";
         break;
       }
       [[fallthrough]];
@@ -624,6 +630,15 @@ std::vector<std::uint32_t> page_states(const Runtime& runtime, std::uint32_t obj
   words.reserve(entries.size());
   for (const PageEntry& entry : entries) words.push_back(entry.state);
   return words;
+}
+
+void force_page_state(const Runtime& runtime, std::uint32_t object_id, std::uint64_t page, std::uint32_t word) {
+  RuntimeState& state = *runtime.state_;
+  const ObjectDescriptor& object = state.slot(object_id).descriptor;
+  WARPVM_EXPECTS(page < state.view().geometry().pages_for(object.bytes), ErrorKind::invalid_argument,
+                 "force_page_state: object " + std::to_string(object_id) + " has no page " + std::to_string(page));
+  state.synchronize();
+  WARPVM_CUDA_TRY(cudaMemcpy(&object.pages[page].state, &word, sizeof word, cudaMemcpyHostToDevice));
 }
 
 }  // namespace warpvm::detail

@@ -171,7 +171,7 @@ __global__ void place_pages(Binding binding, std::uint64_t pages, Spread spread)
     if (spread_gpu(spread, p, pages, binding.gpus) != binding.gpu || __ldcg(&entry.owner) != owner_host) continue;
     access_page(binding, p, false, 0, 1, [](std::byte*) {});
     if (lane_id() == 0) {
-      while (!directory_try_lock(entry)) __nanosleep(lock_backoff_min_ns);
+      (void)wait_for_directory_lock(*binding.space, entry, binding.object->id, p, [] { return false; });
       DirectoryEntry now = load_entry(entry);
       if (mark_placed(now, binding.gpu)) store_entry(entry, now);
       directory_unlock(entry);
@@ -268,6 +268,8 @@ class SpaceState {
                    "MultiGpuSpace: max_objects must be in [1, 2^24] (the frames' reverse map holds 24-bit ids)");
     WARPVM_EXPECTS(config_.drain_timeout_seconds > 0, ErrorKind::invalid_config,
                    "MultiGpuSpace: drain_timeout_seconds must be positive");
+    WARPVM_EXPECTS(config_.watchdog_seconds > 0 && config_.watchdog_seconds < 1e6, ErrorKind::invalid_config,
+                   "MultiGpuSpace: watchdog_seconds must be in (0, 1e6)");
     // 16 TiB at 4 KB pages is a root of 8 MiB per GPU (and 32 MiB of host bookkeeping).
     WARPVM_EXPECTS(config_.flat_address_bytes >= 2 * page && config_.flat_address_bytes <= (std::uint64_t{1} << 44),
                    ErrorKind::invalid_config, "MultiGpuSpace: flat_address_bytes must be from two pages to 16 TiB");
@@ -312,6 +314,7 @@ class SpaceState {
       v.error = on_device(error_.get());
       v.error_claim = error_claim_.get();
       v.drain_timeout_ns = static_cast<std::uint64_t>(config_.drain_timeout_seconds * 1e9);
+      v.watchdog_ns = static_cast<std::uint64_t>(config_.watchdog_seconds * 1e9);
       v.reset_threshold = config_.reset_threshold;
       v.counter_threshold = config_.counter_threshold;
       v.pages_per_group = std::max<std::uint32_t>(1, counter_group_bytes >> page_shift_);
@@ -456,12 +459,18 @@ class SpaceState {
                         " is " + where + " (the first such access; flat addresses come from shared_object::address())",
                     __FILE__, __LINE__);
       }
+      const std::string gpu = "GPU " + std::to_string(record.gpu) + " (device " +
+                              std::to_string(gpus_[record.gpu].device) + ")";
+      const std::string watchdog = std::to_string(config_.watchdog_seconds) + " s (MultiGpuConfig::watchdog_seconds)";
+      if (record.failure == DeviceFailure::lock_timeout)
+        throw_error(ErrorKind::no_progress,
+                    "object '" + name + "' (page " + std::to_string(record.where) + "): a fault on " + gpu +
+                        " waited " + watchdog + " for the page's directory lock, and its holder never gave it back",
+                    __FILE__, __LINE__);
       throw_error(ErrorKind::out_of_memory,
-                  "object '" + name + "' (page " + std::to_string(record.where) + "): the frame pool of GPU " +
-                      std::to_string(record.gpu) + " (device " + std::to_string(gpus_[record.gpu].device) + ", " +
-                      std::to_string(record.frames) + " frames) is full and no frame could be evicted for " +
-                      std::to_string(eviction_give_up_ns / 1'000'000'000ull) +
-                      " s (every frame held by accesses or locked by transitions): raise MultiGpuConfig::frame_bytes_per_gpu",
+                  "object '" + name + "' (page " + std::to_string(record.where) + "): the frame pool of " + gpu + " (" +
+                      std::to_string(record.frames) + " frames) is full and no frame could be evicted for " + watchdog +
+                      " (every frame held by accesses or locked by transitions): raise MultiGpuConfig::frame_bytes_per_gpu",
                   __FILE__, __LINE__);
     }
     expect_success(first, ErrorKind::cuda, "a kernel of the multi-GPU space");
@@ -621,6 +630,16 @@ const std::string& ObjectOwner::name() const {
 }
 PlacementPolicy ObjectOwner::policy() const { return state_ ? state_->object(id_).policy : PlacementPolicy::oasis; }
 flat_address ObjectOwner::flat_base() const { return state_ ? state_->object(id_).flat_base : 0; }
+
+void force_directory_lock(const MultiGpuSpace& space, std::uint32_t object_id, std::uint64_t page) {
+  SpaceState& state = *space.state_;
+  state.synchronize();
+  const ObjectState& object = state.object(object_id);
+  WARPVM_EXPECTS(page < object.pages, ErrorKind::invalid_argument,
+                 "force_directory_lock: object '" + object.name + "' has no page " + std::to_string(page));
+  const std::uint32_t locked = 1;
+  WARPVM_CUDA_TRY(cudaMemcpy(&object.directory.get()[page].lock, &locked, sizeof locked, cudaMemcpyHostToDevice));
+}
 
 }  // namespace detail::mg
 

@@ -4,7 +4,8 @@
 /// (__match_any_sync), which acquires the page once for all of them. A resident page is a hit.
 /// An absent page is loaded by the one warp that wins its BUSY bit: that warp takes a victim
 /// frame, writes the victim back if dirty, and copies the page in with all its active lanes;
-/// other warps wait with nanosleep backoff.
+/// other warps wait with nanosleep backoff, for at most Config::watchdog_seconds (then the
+/// kernel records no_progress, naming the page, and traps).
 
 #include "warpvm/detail/core/cache_view.hpp"
 #include "warpvm/detail/core/device_support.cuh"
@@ -30,18 +31,14 @@ __device__ __forceinline__ std::uint32_t& page_word_of(const CacheView& cache, s
 /// none is for longer than the watchdog, the cache is too small for what the resident threads
 /// hold: the error is recorded for the host and the kernel traps instead of hanging.
 __device__ inline Victim claim_victim(const CacheView& cache) {
-  std::uint64_t first_failure_ns = 0;
+  WaitDeadline deadline;
   for (;;) {
     const VictimSearch search =
         find_victim(cache.table, cache.eviction, *cache.never_evicts != 0u, victim_probe_budget,
                     [&](std::uint64_t key) -> std::uint32_t& { return page_word_of(cache, key); });
     if (search.found) return search.victim;
-    const std::uint64_t now = global_timer_ns();
-    if (first_failure_ns == 0) {
-      first_failure_ns = now;
-    } else if (now - first_failure_ns > cache.watchdog_ns) {
-      fail_kernel(cache, ErrorKind::no_progress, ~0u, 0, cache.table.count);
-    }
+    if (deadline.expired(cache.watchdog_ns))
+      fail_kernel(cache, ErrorKind::no_progress, ~0u, 0, cache.table.count, FailureCause::no_victim);
     __nanosleep(backoff_max_ns);
   }
 }
@@ -250,6 +247,7 @@ __device__ inline std::uint32_t acquire_page(const CacheView& cache, const Objec
   }
 
   unsigned backoff_ns = backoff_min_ns;
+  WaitDeadline deadline;  // a waiter's: the page's loader or evicter must finish within the watchdog
   for (;;) {
     for (unsigned fillers = __ballot_sync(mask, step == Step::fill); fillers != 0; fillers &= fillers - 1) {
       const unsigned driver = first_lane(fillers);
@@ -272,6 +270,10 @@ __device__ inline std::uint32_t acquire_page(const CacheView& cache, const Objec
         step = Step::ready;
       } else if (page_word::is_absent(now) && page_try_begin_fetch(word)) {
         step = Step::fill;
+      } else if (backoff_ns == backoff_max_ns && deadline.expired(cache.watchdog_ns)) {
+        // The page never left its transition: its loader or evicter cannot finish (it waits for
+        // a frame itself past the watchdog, or the page's state is corrupt). A hang otherwise.
+        fail_kernel(cache, ErrorKind::no_progress, object.id, page, 0, FailureCause::page_transition);
       }
     }
     if (__any_sync(mask, step == Step::wait)) {

@@ -39,15 +39,25 @@ enum class Counter : std::uint32_t { hits, misses, waits, evictions, writebacks,
 inline constexpr std::uint32_t counter_count = static_cast<std::uint32_t>(Counter::count);
 inline constexpr std::uint32_t counter_shards = 256;
 
+/// What a recorded failure was doing, where its kind alone does not say (the host's message
+/// depends on it, and on what `index` and `limit` then mean).
+enum class FailureCause : std::uint32_t {
+  none,
+  no_victim,        ///< no_progress: no frame to evict (limit: the cache's frames)
+  host_service,     ///< no_progress: a wait for a host service thread (index: the page, or the heap request)
+  page_transition,  ///< no_progress: a wait for another warp's load or eviction of page `index`
+  stale_placement,  ///< invalid_argument: a handle taken before set_placement() (index: the element)
+};
+
 /// First device-side failure, in mapped pinned host memory so that the host can read it even
 /// after a kernel trapped.
 struct ErrorRecord {
   std::uint32_t state;  ///< error_state_none, or error_state_set once every field is written
   std::uint32_t kind;   ///< warpvm::ErrorKind
   std::uint32_t object_id;
-  std::uint32_t pad;
-  std::uint64_t index;  ///< offending element index (index_out_of_range)
-  std::uint64_t limit;  ///< object size in elements, or frames (no_progress)
+  FailureCause cause;
+  std::uint64_t index;  ///< offending element index (index_out_of_range), or as `cause` says
+  std::uint64_t limit;  ///< object size in elements, or as `cause` says
 };
 inline constexpr std::uint32_t error_state_none = 0;
 inline constexpr std::uint32_t error_state_set = 1;

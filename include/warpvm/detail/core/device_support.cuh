@@ -82,14 +82,26 @@ __device__ void trap_once_recorded(std::uint32_t* claim_word) {
   __trap();
 }
 
+/// Bounds a wait loop: expired() is false until `limit_ns` have passed since its first call
+/// (the first round of the wait starts the clock).
+struct WaitDeadline {
+  std::uint64_t started = 0;
+  __device__ bool expired(std::uint64_t limit_ns) {
+    const std::uint64_t now = global_timer_ns();
+    if (started == 0) started = now;
+    return now - started > limit_ns;
+  }
+};
+
 /// Records a device-side failure for the host (Runtime::synchronize() raises it as a
 /// warpvm::Error); the kernel goes on.
 __device__ inline void record_error(const CacheView& cache, ErrorKind kind, std::uint32_t object_id,
-                                    std::uint64_t index, std::uint64_t limit) {
+                                    std::uint64_t index, std::uint64_t limit, FailureCause cause = FailureCause::none) {
   record_first_failure(cache.error_claim, [&] {
     volatile ErrorRecord* record = cache.error;
     record->kind = static_cast<std::uint32_t>(kind);
     record->object_id = object_id;
+    record->cause = cause;
     record->index = index;
     record->limit = limit;
     __threadfence_system();
@@ -100,8 +112,8 @@ __device__ inline void record_error(const CacheView& cache, ErrorKind kind, std:
 /// Records a failure the kernel cannot go on from (no frame to evict, no host service) and ends
 /// the kernel once the first failure is on record.
 __device__ inline void fail_kernel(const CacheView& cache, ErrorKind kind, std::uint32_t object_id,
-                                   std::uint64_t index, std::uint64_t limit) {
-  record_error(cache, kind, object_id, index, limit);
+                                   std::uint64_t index, std::uint64_t limit, FailureCause cause) {
+  record_error(cache, kind, object_id, index, limit, cause);
   trap_once_recorded(cache.error_claim);
 }
 
