@@ -148,15 +148,23 @@ class array {
     return page_span<T, A>(*this, i);
   }
 
-  /// In checked mode, records for the host an out-of-range index, or a handle whose placement
-  /// is stale (taken before set_placement()), and returns false.
+  /// In checked mode, records for the host an out-of-range index, a handle of an object destroyed
+  /// since (its slot's generation moved on), or a handle whose placement is stale (taken before
+  /// set_placement()), and returns false: the access is not made. Unchecked, such a handle is
+  /// undefined behaviour (it names freed page tables and host memory).
   [[nodiscard]] __device__ bool valid_access(std::uint64_t i) const {
     if (!checked_) return true;
     if (i >= size_) {
       detail::record_error(cache_, ErrorKind::index_out_of_range, object_.id, i, size_);
       return false;
     }
-    if (cache_.objects[object_.id].placement != object_.placement) {
+    const detail::ObjectDescriptor& now = cache_.objects[object_.id];
+    if (now.generation != object_.generation) {
+      detail::record_error(cache_, ErrorKind::invalid_argument, object_.id, object_.generation, now.generation,
+                           detail::FailureCause::destroyed_object);
+      return false;
+    }
+    if (now.placement != object_.placement) {
       detail::record_error(cache_, ErrorKind::invalid_argument, object_.id, i, size_, detail::FailureCause::stale_placement);
       return false;
     }

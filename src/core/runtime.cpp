@@ -35,6 +35,12 @@ std::size_t choose_cache_bytes(const Config& config) {
   return static_cast<std::size_t>(static_cast<double>(shared) * config.cache_fraction_of_free);
 }
 
+/// A slot's next generation: never 0, which an empty slot's zeroed descriptor has.
+std::uint16_t next_generation(std::uint16_t& newest) {
+  newest = static_cast<std::uint16_t>(newest + 1 == 0x10000 ? 1 : newest + 1);
+  return newest;
+}
+
 bool is_pinned(const void* p) {
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
@@ -112,6 +118,8 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
     view_.faults = service_->ring();
   }
   slots_.resize(config.max_objects);
+  generations_.resize(config.max_objects);
+  retired_.resize(config.max_objects);
   WARPVM_CUDA_TRY(cudaDeviceSynchronize());
 }
 
@@ -177,6 +185,7 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
                                      automatic_remote_sectors(config.page_bytes, config.automatic_remote_share),
                                      id,
                                      Placement::migrate,
+                                     next_generation(generations_[id]),
                                      0};
   give_placement(slot, placement);
   slot.in_use = true;
@@ -192,6 +201,7 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
 
 void RuntimeState::release_slot(std::uint32_t id) noexcept {
   ObjectSlot dying = std::exchange(slots_[id], ObjectSlot{});  // freed when this returns
+  retired_[id] = {dying.descriptor.generation, std::move(dying.name)};
   give_back_resident_frames(dying);
   try {
     if (service_) update_served(id, service_->pause());  // set_object forgets the object even if it throws
@@ -401,6 +411,15 @@ void RuntimeState::raise_device_error() {
       what << "a kernel accessed index " << index << " of " << name << ", which has " << limit << " elements";
       break;
     case ErrorKind::invalid_argument:
+      if (cause == FailureCause::destroyed_object) {
+        const auto& [retired_generation, retired_name] = retired_.at(object_id);
+        const std::string was = retired_generation == index ? "'" + retired_name + "'" : "an object";
+        what << "a kernel used a stale handle: " << was << " (id " << object_id << ", generation " << index
+             << ") was destroyed before the kernel ran; its slot now has generation " << limit
+             << (slots_[object_id].in_use ? " (" + name + ")" : std::string(" (empty)"))
+             << ". Take device() from a live object";
+        break;
+      }
       what << "a kernel used a handle of " << name << " taken before its placement changed; call device() again "
            << "after set_placement()";
       break;

@@ -1,7 +1,7 @@
 // Misuse and broken state that must end in a clear warpvm::Error, not a hang or silent
-// corruption (issue #28): a wait for a page whose load or eviction never finishes. Cases that
-// end the kernel with a trap run in a child process (death tests): a trap leaves the CUDA
-// context unusable.
+// corruption (issue #28): a wait for a page whose load or eviction never finishes, a handle of
+// an object destroyed since (checked mode). Cases that end the kernel with a trap run in a child
+// process (death tests): a trap leaves the CUDA context unusable.
 
 #include "gpu_test_support.cuh"
 
@@ -44,6 +44,45 @@ void run_until_page_wait_watchdog() {
 
 TEST_F(Robustness, AWaitForAPageThatNeverLeavesItsTransitionReportsNoProgress) {
   EXPECT_EXIT(run_until_page_wait_watchdog(), ::testing::ExitedWithCode(0), "evicting page 2 of 'stuck'");
+}
+
+/// Stores 0 into every element (grid-stride).
+__global__ void zero_elements(array<std::uint32_t> a) {
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < a.size();
+       i += std::uint64_t{gridDim.x} * blockDim.x)
+    a.store(i, 0u);
+}
+
+TEST_F(Robustness, AStaleHandleOfADestroyedObjectIsReportedInCheckedModeAndTouchesNothing) {
+  Runtime rt(Config{.cache_bytes = 16ull << 20, .checked = true, .max_pages_held_per_thread = 1});
+  array<std::uint32_t> stale;
+  std::uint32_t departed_id = 0;
+  {
+    auto departed = rt.alloc<std::uint32_t>(1u << 16, Placement::migrate, "departed");
+    departed_id = departed.id();
+    stale = departed.device();
+  }
+  auto successor = rt.alloc<std::uint32_t>(1u << 16, Placement::migrate, "successor");
+  ASSERT_EQ(successor.id(), departed_id) << "the test needs the slot reused";
+  fill_initial(successor, 2);
+  rt.launch(zero_elements, dim3(16), dim3(256), 0, stale);
+  try {
+    rt.synchronize();
+    FAIL() << "expected the stale handle to be reported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("stale handle: 'departed'"), std::string::npos) << what;
+    EXPECT_NE(what.find("generation 1"), std::string::npos) << what;
+    EXPECT_NE(what.find("generation 2 ('successor'"), std::string::npos) << what;
+  }
+  rt.flush();
+  for (std::size_t i = 0; i < successor.size(); ++i)
+    ASSERT_EQ(successor.host()[i], initial_value(i, 2)) << "the stale handle wrote into its successor at " << i;
+  // The runtime goes on, and the live handle works.
+  rt.launch(zero_elements, dim3(16), dim3(256), 0, successor.device());
+  rt.flush();
+  for (std::size_t i = 0; i < successor.size(); ++i) ASSERT_EQ(successor.host()[i], 0u) << i;
 }
 
 }  // namespace

@@ -29,6 +29,11 @@ struct ObjectDescriptor {
                                        ///< before it migrates (policy/automatic.hpp)
   std::uint32_t id;
   Placement placement;
+  /// Which of the objects that have had slot `id` this is: a handle whose generation differs
+  /// from the table's outlived its object (checked mode reports it). 16 bits, in what was
+  /// padding, so that the handle keeps its size; never 0 for a live object (an empty slot's
+  /// descriptor is zeroed), so a stale handle is missed only after exactly 65535 reuses of its slot.
+  std::uint16_t generation;
   /// Placement::resident: page p's frame is resident_first_frame + p, one of the frames past the
   /// cache's that Config::resident_bytes sets aside (no victim is ever taken for it).
   std::uint32_t resident_first_frame;
@@ -47,6 +52,7 @@ enum class FailureCause : std::uint32_t {
   host_service,     ///< no_progress: a wait for a host service thread (index: the page, or the heap request)
   page_transition,  ///< no_progress: a wait for another warp's load or eviction of page `index`
   stale_placement,  ///< invalid_argument: a handle taken before set_placement() (index: the element)
+  destroyed_object, ///< invalid_argument: a handle of an object destroyed since (index: its generation, limit: the slot's)
 };
 
 /// First device-side failure, in mapped pinned host memory so that the host can read it even
