@@ -212,6 +212,7 @@ class array {
     const unsigned peers = __match_any_sync(mask, h.key);
     const bool is_leader = detail::lane_id() == detail::first_lane(peers);
     __syncwarp(mask);  // every lane's writes to the frame come first
+    if (checked_) report_unwritten(h, peers, is_leader);
     bool sole_holders = false;
     if (is_leader) {
       // Clear first, then look: a writer that acquires after the look sets the bit again after
@@ -223,6 +224,26 @@ class array {
     }
     sole_holders = __shfl_sync(mask, sole_holders, detail::first_lane(peers));
     if (sole_holders) detail::write_back_page(cache_, peers, is_leader, h.frame, h.key);
+  }
+  /// Checked mode: records (once per page, by the group's leader) an overwrite span that left a
+  /// chunk of its page unwritten, still poison from its load (overwrite_check.hpp). The lanes
+  /// holding the page share the scan.
+  __device__ void report_unwritten(const detail::PageHold<T>& h, unsigned peers, bool is_leader) const {
+    const auto rank = static_cast<std::uint32_t>(__popc(peers & detail::lanemask_lt()));
+    const auto lanes = static_cast<std::uint32_t>(__popc(peers));
+    const std::uint64_t bytes = std::uint64_t{h.count} * sizeof(T);
+    const auto* page = reinterpret_cast<const std::byte*>(h.data);
+    unsigned first = ~0u;
+    for (std::uint32_t c = rank; c < detail::overwrite_chunks(bytes); c += lanes) {
+      if (detail::chunk_unwritten(page, bytes, c)) {
+        first = c;
+        break;
+      }
+    }
+    first = __reduce_min_sync(peers, first);
+    if (is_leader && first != ~0u)
+      detail::record_error(cache_, ErrorKind::invalid_argument, object_.id, page_of(h.first),
+                           std::uint64_t{first} * detail::overwrite_chunk_bytes, detail::FailureCause::overwrite_incomplete);
   }
   /// A hold of nothing whose data still points at readable memory (the scratch frame), for
   /// readers that load before they check.

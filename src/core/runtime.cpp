@@ -108,6 +108,7 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
   view_.page_shift = log2_exact(config.page_bytes);
   view_.eviction = config.eviction;
   view_.transport = config.transport;
+  view_.checked = config.checked;
   if (config.fault_event_capacity != 0) {
     fault_events_ = make_device_zeroed<FaultEvent>(config.fault_event_capacity, "the fault event recorder");
     fault_event_count_ = make_device_zeroed<std::uint64_t>(1, "the fault event count");
@@ -411,6 +412,13 @@ void RuntimeState::raise_device_error() {
       what << "a kernel accessed index " << index << " of " << name << ", which has " << limit << " elements";
       break;
     case ErrorKind::invalid_argument:
+      if (cause == FailureCause::overwrite_incomplete) {
+        what << "an overwrite span of " << name << " released page " << index << " with bytes from " << limit
+             << " of the page on never written: an overwrite span promises to write its whole page, and the "
+             << "bytes it leaves hold the frame's previous contents (another page's, perhaps another object's), "
+             << "which go back to the host. Write every element, or use access::read_write";
+        break;
+      }
       if (cause == FailureCause::destroyed_object) {
         const auto& [retired_generation, retired_name] = retired_.at(object_id);
         const std::string was = retired_generation == index ? "'" + retired_name + "'" : "an object";

@@ -1,7 +1,8 @@
 // Misuse and broken state that must end in a clear warpvm::Error, not a hang or silent
 // corruption (issue #28): a wait for a page whose load or eviction never finishes, a handle of
-// an object destroyed since (checked mode). Cases that end the kernel with a trap run in a child
-// process (death tests): a trap leaves the CUDA context unusable.
+// an object destroyed since (checked mode), an overwrite span that leaves part of its page
+// unwritten (checked mode). Cases that end the kernel with a trap run in a child process
+// (death tests): a trap leaves the CUDA context unusable.
 
 #include "gpu_test_support.cuh"
 
@@ -83,6 +84,50 @@ TEST_F(Robustness, AStaleHandleOfADestroyedObjectIsReportedInCheckedModeAndTouch
   rt.launch(zero_elements, dim3(16), dim3(256), 0, successor.device());
   rt.flush();
   for (std::size_t i = 0; i < successor.size(); ++i) ASSERT_EQ(successor.host()[i], 0u) << i;
+}
+
+/// A warp per page, through an overwrite span; its lanes write the first `written` elements of
+/// each page only (all of them when `written` is the page's size or more).
+__global__ void overwrite_pages(array<std::uint32_t> a, std::uint32_t written) {
+  const std::uint64_t warp = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
+  const std::uint64_t warps = std::uint64_t{gridDim.x} * blockDim.x / 32;
+  const std::uint64_t per_page = a.elements_per_page();
+  for (std::uint64_t first = warp * per_page; first < a.size(); first += warps * per_page) {
+    const auto page = a.span<access::overwrite>(first);
+    for (std::uint32_t j = threadIdx.x % 32; j < page.size() && j < written; j += 32)
+      page[j] = static_cast<std::uint32_t>(page.first() + j);
+  }
+}
+
+TEST_F(Robustness, AnOverwriteSpanThatLeavesBytesUnwrittenIsReportedInCheckedMode) {
+  Runtime rt(Config{.cache_bytes = 16ull << 20, .checked = true, .max_pages_held_per_thread = 1});
+  // A page's previous contents are another object's: 'earlier' fills frames, is dropped, and
+  // 'output' takes them over.
+  auto earlier = rt.alloc<std::uint32_t>(1u << 16, Placement::migrate, "earlier");
+  fill_initial(earlier, 3);
+  DeviceVector<unsigned long long> sink(1);
+  rt.launch(sum_elements, dim3(16), dim3(256), 0, earlier.device(), sink.get());
+  rt.drop_cached();
+
+  auto complete = rt.alloc<std::uint32_t>(5000, Placement::migrate, "complete");  // a partial last page
+  rt.launch(overwrite_pages, dim3(8), dim3(128), 0, complete.device(), ~0u);
+  rt.flush();  // a span that wrote its whole page is not reported
+  for (std::size_t i = 0; i < complete.size(); ++i) ASSERT_EQ(complete.host()[i], i) << i;
+
+  auto half = rt.alloc<std::uint32_t>(1u << 14, Placement::migrate, "half-written");
+  const auto per_page = static_cast<std::uint32_t>(rt.page_bytes() / sizeof(std::uint32_t));
+  rt.launch(overwrite_pages, dim3(8), dim3(128), 0, half.device(), per_page / 2);
+  try {
+    rt.synchronize();
+    FAIL() << "expected the unwritten half pages to be reported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::invalid_argument);
+    const std::string what = e.what();
+    EXPECT_NE(what.find("overwrite span of 'half-written'"), std::string::npos) << what;
+    EXPECT_NE(what.find("with bytes from " + std::to_string(rt.page_bytes() / 2) + " of the page on never written"),
+              std::string::npos)
+        << what;
+  }
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "warpvm/detail/core/cache_view.hpp"
 #include "warpvm/detail/core/device_support.cuh"
+#include "warpvm/detail/core/overwrite_check.hpp"
 #include "warpvm/detail/core/page_table.hpp"
 #include "warpvm/detail/policy/automatic.hpp"
 #include "warpvm/detail/policy/victim.hpp"
@@ -61,6 +62,16 @@ __device__ inline void write_back_page(const CacheView& cache, unsigned mask, bo
   }
 }
 
+/// Checked mode, a page loaded for overwrite: fills its frame with poison, so that the span's
+/// release finds what it left unwritten (overwrite_check.hpp). Every lane in `mask` helps.
+__device__ inline void poison_frame(const CacheView& cache, unsigned mask, std::uint32_t frame) {
+  const unsigned rank = static_cast<unsigned>(__popc(mask & lanemask_lt()));
+  const unsigned lanes = static_cast<unsigned>(__popc(mask));
+  const uint4 poison{overwrite_poison_word, overwrite_poison_word, overwrite_poison_word, overwrite_poison_word};
+  auto* words = reinterpret_cast<uint4*>(cache.frame_data(frame));
+  for (std::uint64_t w = rank; w < (std::uint64_t{1} << cache.page_shift) / sizeof(uint4); w += lanes) words[w] = poison;
+}
+
 /// Loads the page named by `key` into a frame; every lane in `mask` helps copy, lane `driver`
 /// owns the page's BUSY bit, does the bookkeeping and records the fault (`started`, `lanes`
 /// and `write` are the driver's). Returns the frame.
@@ -89,6 +100,7 @@ __device__ inline std::uint32_t fill_page(const CacheView& cache, unsigned mask,
 
   const std::uint64_t bytes = load_contents ? geometry.bytes_in_page(page, object.bytes) : 0;
   warp_copy(mask, cache.frame_data(frame), object.host + geometry.page_begin(page), bytes);
+  if (!load_contents && cache.checked) poison_frame(cache, mask, frame);
   __threadfence();
   __syncwarp(mask);
   if (is_driver) {

@@ -53,6 +53,7 @@ enum class FailureCause : std::uint32_t {
   page_transition,  ///< no_progress: a wait for another warp's load or eviction of page `index`
   stale_placement,  ///< invalid_argument: a handle taken before set_placement() (index: the element)
   destroyed_object, ///< invalid_argument: a handle of an object destroyed since (index: its generation, limit: the slot's)
+  overwrite_incomplete,  ///< invalid_argument: an overwrite span left bytes unwritten (index: the page, limit: the first byte)
 };
 
 /// First device-side failure, in mapped pinned host memory so that the host can read it even
@@ -146,6 +147,7 @@ struct CacheView {
   unsigned page_shift;
   EvictionPolicy eviction;
   Transport transport;
+  bool checked;                       ///< Config::checked: pages loaded for overwrite are poisoned
   FaultRing faults;                   ///< host_batched only
   FaultRecorder recorder;
 
