@@ -445,32 +445,51 @@ class SpaceState {
     const ErrorRecord record = *error_;
     if (record.state != 0) {
       cudaGetLastError();
+      // The record is the cause, and is raised even when a kernel trapped afterwards (a later
+      // failure finds the claim taken and only traps): CUDA's bare launch failure would lose it.
+      const std::string then_failed = first == cudaSuccess ? std::string{}
+                                                           : std::string("; the kernel then failed: ") +
+                                                                 cudaGetErrorString(first);
       const std::string name = record.object_id < objects_.size() && objects_[record.object_id].live
                                    ? objects_[record.object_id].name
                                    : "object " + std::to_string(record.object_id);
-      if (record.failure == DeviceFailure::bad_flat_address) {
-        // Nothing was accessed: the space stays usable, so the record is cleared for the next failure.
-        *error_ = ErrorRecord{};
-        error_claim_.zero();
-        expect_success(first, ErrorKind::cuda, "a kernel of the multi-GPU space");
-        const std::string where = record.object_id == no_object ? "no object's" : "in object '" + name + "', but misaligned or past its end for the access";
-        throw_error(ErrorKind::index_out_of_range,
-                    "flat_view on GPU " + std::to_string(record.gpu) + ": flat address " + std::to_string(record.where) +
-                        " is " + where + " (the first such access; flat addresses come from shared_object::address())",
-                    __FILE__, __LINE__);
-      }
       const std::string gpu = "GPU " + std::to_string(record.gpu) + " (device " +
                               std::to_string(gpus_[record.gpu].device) + ")";
       const std::string watchdog = std::to_string(config_.watchdog_seconds) + " s (MultiGpuConfig::watchdog_seconds)";
-      if (record.failure == DeviceFailure::lock_timeout)
-        throw_error(ErrorKind::no_progress,
-                    "object '" + name + "' (page " + std::to_string(record.where) + "): a fault on " + gpu +
-                        " waited " + watchdog + " for the page's directory lock, and its holder never gave it back",
-                    __FILE__, __LINE__);
+      switch (record.failure) {
+        case DeviceFailure::bad_flat_address: {
+          if (first == cudaSuccess) {
+            // Nothing was accessed: the space stays usable, so the record is cleared for the next failure.
+            *error_ = ErrorRecord{};
+            error_claim_.zero();
+          }
+          const std::string where = record.object_id == no_object ? "no object's" : "in object '" + name + "', but misaligned or past its end for the access";
+          throw_error(ErrorKind::index_out_of_range,
+                      "flat_view on GPU " + std::to_string(record.gpu) + ": flat address " + std::to_string(record.where) +
+                          " is " + where + " (the first such access; flat addresses come from shared_object::address())" +
+                          then_failed,
+                      __FILE__, __LINE__);
+        }
+        case DeviceFailure::bad_span:
+          throw_error(ErrorKind::index_out_of_range,
+                      "shared_array::with_span on " + gpu + ": the span at element " + std::to_string(record.where) +
+                          " of '" + name + "' runs past the object's end or across a page (a span must lie in one page)" +
+                          then_failed,
+                      __FILE__, __LINE__);
+        case DeviceFailure::lock_timeout:
+          throw_error(ErrorKind::no_progress,
+                      "object '" + name + "' (page " + std::to_string(record.where) + "): a fault on " + gpu +
+                          " waited " + watchdog + " for the page's directory lock, and its holder never gave it back" +
+                          then_failed,
+                      __FILE__, __LINE__);
+        case DeviceFailure::out_of_frames:
+          break;
+      }
       throw_error(ErrorKind::out_of_memory,
                   "object '" + name + "' (page " + std::to_string(record.where) + "): the frame pool of " + gpu + " (" +
                       std::to_string(record.frames) + " frames) is full and no frame could be evicted for " + watchdog +
-                      " (every frame held by accesses or locked by transitions): raise MultiGpuConfig::frame_bytes_per_gpu",
+                      " (every frame held by accesses or locked by transitions): raise MultiGpuConfig::frame_bytes_per_gpu" +
+                      then_failed,
                   __FILE__, __LINE__);
     }
     expect_success(first, ErrorKind::cuda, "a kernel of the multi-GPU space");

@@ -1,7 +1,8 @@
 // Failures of a MultiGpuSpace's kernels that must reach the host as a clear warpvm::Error naming
 // the object (issue #28): a directory lock never given back (the wait is bounded by
-// MultiGpuConfig::watchdog_seconds). Each ends the kernel with a trap, so each runs in a child
-// process (death tests). One GPU suffices.
+// MultiGpuConfig::watchdog_seconds), a span outside its object, and a first failure on record
+// followed by a trap (the record, not CUDA's bare launch failure, is raised). Each ends the
+// kernel with a trap, so each runs in a child process (death tests). One GPU suffices.
 
 #include "gpu_test_support.cuh"
 
@@ -41,6 +42,42 @@ TEST_F(MultiGpuFailures, AFaultOnADirectoryLockNeverGivenBackReportsNoProgress) 
                                      space.synchronize();
                                    }),
               ::testing::ExitedWithCode(0), "object 'locked' \\(page 0\\).*directory lock");
+}
+
+/// A span of two elements across the end of `a`.
+__global__ void span_past_the_end(shared_array<std::uint32_t> a) {
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    a.with_span<access::read>(a.size() - 1, 2, [](const std::uint32_t*) {});
+}
+
+TEST_F(MultiGpuFailures, ASpanPastItsObjectIsRecordedBeforeTheTrap) {
+  EXPECT_EXIT(exit_with_error_kind(ErrorKind::index_out_of_range,
+                                   [] {
+                                     MultiGpuSpace space({.devices = {0}, .frame_bytes_per_gpu = 8ull << 20});
+                                     auto short_one = space.alloc<std::uint32_t>(100, std::nullopt, "short");
+                                     space.launch(span_past_the_end, dim3(1), dim3(32), 0, short_one.on(0));
+                                     space.synchronize();
+                                   }),
+              ::testing::ExitedWithCode(0), "with_span .*element 99 of 'short'");
+}
+
+/// A bad flat address is recorded (the kernel goes on), then a bad span traps: the record is the
+/// cause the host must see.
+__global__ void bad_address_then_trap(flat_view flat, shared_array<std::uint32_t> a) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  (void)flat.load<std::uint32_t>(0);
+  a.with_span<access::read>(a.size() - 1, 2, [](const std::uint32_t*) {});
+}
+
+TEST_F(MultiGpuFailures, ARecordedBadFlatAddressIsRaisedEvenWhenTheKernelTrapsAfterIt) {
+  EXPECT_EXIT(exit_with_error_kind(ErrorKind::index_out_of_range,
+                                   [] {
+                                     MultiGpuSpace space({.devices = {0}, .frame_bytes_per_gpu = 8ull << 20});
+                                     auto a = space.alloc<std::uint32_t>(100, std::nullopt, "a");
+                                     space.launch(bad_address_then_trap, dim3(1), dim3(32), 0, space.flat(), a.on(0));
+                                     space.synchronize();
+                                   }),
+              ::testing::ExitedWithCode(0), "flat address 0 is no object's.*the kernel then failed");
 }
 
 }  // namespace

@@ -84,6 +84,7 @@ enum class DeviceFailure : std::uint32_t {
   out_of_frames,     ///< a full pool in which no page could be evicted (`where`: the faulting page)
   bad_flat_address,  ///< a flat_view access outside every object, or past or across its end (`where`: the address)
   lock_timeout,      ///< a page's directory lock not given back within the watchdog (`where`: the page)
+  bad_span,          ///< shared_array::with_span outside its object or across a page (`where`: the first element)
 };
 
 /// First device-side failure (mapped pinned host memory, plain stores; the claim is a device
