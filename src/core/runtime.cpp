@@ -166,13 +166,13 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
 
   if (adopted == nullptr) {
     void* p = nullptr;
-    expect_success(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable), ErrorKind::out_of_memory,
+    expect_success(allocate_pinned(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable), ErrorKind::out_of_memory,
                    "pinned host allocation of " + mib(bytes) + " for '" + slot.name + "'");
     slot.owned_host.reset(static_cast<std::byte*>(p));
     slot.host = slot.owned_host.get();
   } else {
     if (!is_pinned(adopted)) {  // memory the caller pinned already is used as it is
-      expect_success(cudaHostRegister(adopted, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
+      expect_success(register_host(adopted, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
                      ErrorKind::cuda, "cudaHostRegister of " + mib(bytes) + " for '" + slot.name + "'");
       slot.registered.reset(adopted);
     }

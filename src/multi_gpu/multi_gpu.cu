@@ -70,11 +70,16 @@ class OnDevice {
     DeviceGuard guard(device);
     void* p = nullptr;
     const std::size_t bytes = std::max<std::size_t>(1, count * sizeof(T));
-    expect_success(cudaMalloc(&p, bytes), ErrorKind::out_of_memory,
+    expect_success(allocate_device(&p, bytes), ErrorKind::out_of_memory,
                    "cudaMalloc of " + std::to_string(bytes) + " B for " + what + " on device " + std::to_string(device));
     ptr_ = static_cast<T*>(p);
     bytes_ = bytes;
-    zero();
+    try {
+      zero();
+    } catch (...) {
+      release();  // no destructor runs for a constructor that throws
+      throw;
+    }
   }
   ~OnDevice() { release(); }
   OnDevice(OnDevice&& o) noexcept
@@ -113,7 +118,7 @@ class OnDevice {
     if (ptr_ == nullptr) return;
     int previous = 0;
     if (cudaGetDevice(&previous) == cudaSuccess && cudaSetDevice(device_) == cudaSuccess) {
-      cudaFree(ptr_);
+      free_device(ptr_);
       cudaSetDevice(previous);
     }
     ptr_ = nullptr;
