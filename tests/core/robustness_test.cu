@@ -34,7 +34,7 @@ void run_until_page_wait_watchdog() {
     fill_initial(a, 1);
     detail::force_page_state(rt, a.id(), 2, detail::page_word::busy);
     DeviceVector<unsigned long long> sink(1);
-    rt.launch(sum_elements, dim3(4), dim3(128), 0, a.device(), sink.get());
+    rt.launch(sum_elements, dim3(1), dim3(128), 0, a.device(), sink.get());  // 128 threads: within 256 frames
     rt.synchronize();
   } catch (const Error& e) {
     std::fprintf(stderr, "%s\n", e.what());

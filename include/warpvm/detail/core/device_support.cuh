@@ -83,13 +83,15 @@ __device__ void trap_once_recorded(std::uint32_t* claim_word) {
 }
 
 /// Bounds a wait loop: expired() is false until `limit_ns` have passed since its first call
-/// (the first round of the wait starts the clock).
+/// (the first round of the wait starts the clock). It keeps one 32-bit word, in units of 2^20 ns
+/// (about a millisecond; odd, so that 0 means "not started"): it lives in a register across the
+/// fault path's wait loop, which is inlined into every access. Limits up to about 52 days.
 struct WaitDeadline {
-  std::uint64_t started = 0;
+  std::uint32_t started = 0;
   __device__ bool expired(std::uint64_t limit_ns) {
-    const std::uint64_t now = global_timer_ns();
+    const auto now = static_cast<std::uint32_t>(global_timer_ns() >> 20) | 1u;
     if (started == 0) started = now;
-    return now - started > limit_ns;
+    return now - started > static_cast<std::uint32_t>(limit_ns >> 20);
   }
 };
 
