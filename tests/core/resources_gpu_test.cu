@@ -102,9 +102,9 @@ std::uint32_t expect_every_failure_clean(Resource kind, const Config& config, Er
   }
 }
 
-class Resources : public GpuTest {};
+class ResourceFailures : public GpuTest {};
 
-TEST_F(Resources, EveryDeviceAllocationThatFailsIsACleanErrorAndTheNextRuntimeWorks) {
+TEST_F(ResourceFailures, EveryDeviceAllocationThatFailsIsACleanErrorAndTheNextRuntimeWorks) {
   EXPECT_GT(expect_every_failure_clean(Resource::device_memory, default_config(), ErrorKind::out_of_memory,
                                        "cudaMalloc of "),
             10u);
@@ -113,7 +113,7 @@ TEST_F(Resources, EveryDeviceAllocationThatFailsIsACleanErrorAndTheNextRuntimeWo
             10u);
 }
 
-TEST_F(Resources, EveryPinnedAllocationThatFailsIsACleanErrorAndTheNextRuntimeWorks) {
+TEST_F(ResourceFailures, EveryPinnedAllocationThatFailsIsACleanErrorAndTheNextRuntimeWorks) {
   EXPECT_GE(expect_every_failure_clean(Resource::pinned_memory, default_config(), ErrorKind::out_of_memory,
                                        "pinned "),
             2u)
@@ -122,13 +122,13 @@ TEST_F(Resources, EveryPinnedAllocationThatFailsIsACleanErrorAndTheNextRuntimeWo
             2u);
 }
 
-TEST_F(Resources, AHostRegistrationThatFailsIsACleanErrorAndTheNextRuntimeWorks) {
+TEST_F(ResourceFailures, AHostRegistrationThatFailsIsACleanErrorAndTheNextRuntimeWorks) {
   EXPECT_EQ(expect_every_failure_clean(Resource::host_registration, default_config(), ErrorKind::cuda,
                                        "cudaHostRegister of "),
             1u);
 }
 
-TEST_F(Resources, AServiceThreadThatCannotStartIsACleanErrorAndTheNextRuntimeWorks) {
+TEST_F(ResourceFailures, AServiceThreadThatCannotStartIsACleanErrorAndTheNextRuntimeWorks) {
   EXPECT_EQ(expect_every_failure_clean(Resource::host_thread, uvm_config(), ErrorKind::out_of_memory,
                                        "could not start the host_batched service thread"),
             1u);
