@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 namespace warpvm {
 
@@ -46,7 +47,12 @@ template <class T, access A>
 class cursor;
 
 namespace detail {
-/// One page held by one lane.
+/// One page held by one lane: what page_span and cursor keep. Move-only, so that a hold cannot
+/// be copied and released twice (a second release would carry the holder count below zero,
+/// into the page's BUSY bit); array<T>'s hold() and release() are private to page_span and
+/// cursor. The move is the plain (trivial) one, which leaves the source as it was: the holds
+/// stay trivially copyable underneath, so that cursor's out-of-line page change passes and
+/// returns them in registers, and the two owners never keep a moved-from hold.
 template <class T>
 struct PageHold {
   T* data = nullptr;
@@ -55,6 +61,13 @@ struct PageHold {
   std::uint32_t* word = nullptr;  ///< page-state word to release; null when not held
   std::uint64_t key = 0;
   std::uint32_t frame = 0;
+
+  PageHold() = default;
+  PageHold(const PageHold&) = delete;
+  PageHold& operator=(const PageHold&) = delete;
+  PageHold(PageHold&&) = default;
+  PageHold& operator=(PageHold&&) = default;
+  ~PageHold() = default;
 
   [[nodiscard]] WARPVM_HD bool contains(std::uint64_t i) const { return i - first < count; }
 };
@@ -135,7 +148,38 @@ class array {
     return page_span<T, A>(*this, i);
   }
 
-  /// Acquires the page of element i (in range) for the calling lane. Prefer span/cursor.
+  /// In checked mode, records for the host an out-of-range index, a handle of an object destroyed
+  /// since (its slot's generation moved on), or a handle whose placement is stale (taken before
+  /// set_placement()), and returns false: the access is not made. Unchecked, such a handle is
+  /// undefined behaviour (it names freed page tables and host memory).
+  [[nodiscard]] __device__ bool valid_access(std::uint64_t i) const {
+    if (!checked_) return true;
+    if (i >= size_) {
+      detail::record_error(cache_, ErrorKind::index_out_of_range, object_.id, i, size_);
+      return false;
+    }
+    const detail::ObjectDescriptor& now = cache_.objects[object_.id];
+    if (now.generation != object_.generation) {
+      detail::record_error(cache_, ErrorKind::invalid_argument, object_.id, object_.generation, now.generation,
+                           detail::FailureCause::destroyed_object);
+      return false;
+    }
+    if (now.placement != object_.placement) {
+      detail::record_error(cache_, ErrorKind::invalid_argument, object_.id, i, size_, detail::FailureCause::stale_placement);
+      return false;
+    }
+    return true;
+  }
+#endif
+
+ private:
+  template <class, access>
+  friend class page_span;
+  template <class, access>
+  friend class cursor;
+#if defined(__CUDACC__)
+  /// Acquires the page of element i (in range) for the calling lane (page_span and cursor only:
+  /// each releases what it holds exactly once).
   [[nodiscard]] __device__ detail::PageHold<T> hold(std::uint64_t i, access mode) const {
     detail::PageHold<T> h;
     const std::uint64_t page = page_of(i);
@@ -168,6 +212,7 @@ class array {
     const unsigned peers = __match_any_sync(mask, h.key);
     const bool is_leader = detail::lane_id() == detail::first_lane(peers);
     __syncwarp(mask);  // every lane's writes to the frame come first
+    if (checked_) report_unwritten(h, peers, is_leader);
     bool sole_holders = false;
     if (is_leader) {
       // Clear first, then look: a writer that acquires after the look sets the bit again after
@@ -179,6 +224,26 @@ class array {
     }
     sole_holders = __shfl_sync(mask, sole_holders, detail::first_lane(peers));
     if (sole_holders) detail::write_back_page(cache_, peers, is_leader, h.frame, h.key);
+  }
+  /// Checked mode: records (once per page, by the group's leader) an overwrite span that left a
+  /// chunk of its page unwritten, still poison from its load (overwrite_check.hpp). The lanes
+  /// holding the page share the scan.
+  __device__ void report_unwritten(const detail::PageHold<T>& h, unsigned peers, bool is_leader) const {
+    const auto rank = static_cast<std::uint32_t>(__popc(peers & detail::lanemask_lt()));
+    const auto lanes = static_cast<std::uint32_t>(__popc(peers));
+    const std::uint64_t bytes = std::uint64_t{h.count} * sizeof(T);
+    const auto* page = reinterpret_cast<const std::byte*>(h.data);
+    unsigned first = ~0u;
+    for (std::uint32_t c = rank; c < detail::overwrite_chunks(bytes); c += lanes) {
+      if (detail::chunk_unwritten(page, bytes, c)) {
+        first = c;
+        break;
+      }
+    }
+    first = __reduce_min_sync(peers, first);
+    if (is_leader && first != ~0u)
+      detail::record_error(cache_, ErrorKind::invalid_argument, object_.id, page_of(h.first),
+                           std::uint64_t{first} * detail::overwrite_chunk_bytes, detail::FailureCause::overwrite_incomplete);
   }
   /// A hold of nothing whose data still points at readable memory (the scratch frame), for
   /// readers that load before they check.
@@ -192,24 +257,6 @@ class array {
     h = detail::PageHold<T>{};
   }
 
-  /// In checked mode, records for the host an out-of-range index, or a handle whose placement
-  /// is stale (taken before set_placement()), and returns false.
-  [[nodiscard]] __device__ bool valid_access(std::uint64_t i) const {
-    if (!checked_) return true;
-    if (i >= size_) {
-      detail::record_error(cache_, ErrorKind::index_out_of_range, object_.id, i, size_);
-      return false;
-    }
-    if (cache_.objects[object_.id].placement != object_.placement) {
-      detail::record_error(cache_, ErrorKind::invalid_argument, object_.id, i, size_);
-      return false;
-    }
-    return true;
-  }
-#endif
-
- private:
-#if defined(__CUDACC__)
   template <class Op>
   __device__ auto with_element(std::uint64_t i, bool write, Op&& op) const {
     using Result = decltype(op(static_cast<T*>(nullptr)));
@@ -340,7 +387,7 @@ class cursor {
     // stand between this read and the caller's next one, which the compiler overlaps.
     const T seen = hold_.data[inside ? offset : 0];
     if (inside) return seen;
-    hold_ = move_to(array_, hold_, i);
+    hold_ = move_to(array_, std::move(hold_), i);
     return hold_.contains(i) ? hold_.data[i - hold_.first] : T{};
   }
   /// Element i by reference; out of range in checked mode: recorded, and a scratch element.
@@ -348,7 +395,7 @@ class cursor {
     requires(A == access::read_write)
   {
     if (!hold_.contains(i)) {
-      hold_ = move_to(array_, hold_, i);
+      hold_ = move_to(array_, std::move(hold_), i);
       if (!hold_.contains(i)) return scratch_;
     }
     return hold_.data[i - hold_.first];

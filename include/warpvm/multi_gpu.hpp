@@ -57,6 +57,9 @@ struct MultiGpuConfig {
   /// freed objects' addresses are not reused. Each GPU keeps 8 B of shadow-map root per 4096
   /// pages of it, and a 16 KiB leaf per 4096 pages that objects take.
   std::uint64_t flat_address_bytes = 1ull << 40;
+  /// A fault that finds no frame to evict, or waits for a page's directory lock, this long
+  /// fails the kernel (out_of_memory, no_progress) instead of hanging the GPU.
+  double watchdog_seconds = 10.0;
 };
 
 /// A byte's address in a MultiGpuSpace's flat addresses: shared_object::address() plus the
@@ -94,6 +97,10 @@ struct MultiGpuStats {
 class MultiGpuSpace;
 namespace detail::mg {
 class SpaceState;
+/// Test hook that corrupts on purpose: takes page `page`'s directory lock of object `object_id`
+/// and never gives it back, so that tests can show a fault waiting for it ends in an error
+/// rather than a hang. Waits for every GPU first.
+void force_directory_lock(const MultiGpuSpace& space, std::uint32_t object_id, std::uint64_t page);
 
 /// Move-only owner of one registered object; frees it (frames, tables, host memory) when dropped.
 class ObjectOwner {
@@ -220,7 +227,8 @@ class shared_array {
   /// `i + j`, for j < count. One hold for the whole span, where element accesses take one per
   /// access: a warp reading a tile row or a lane walking an adjacency run pays one hold per page.
   /// The span must lie in the object and in one page (i % elements_per_page() + count <=
-  /// elements_per_page()); a span that does not is a programming error and traps. count 0 does
+  /// elements_per_page()); a span that does not is a programming error: it is recorded (the
+  /// space's next synchronize() raises index_out_of_range naming the object) and traps. count 0 does
   /// nothing. A remote span counts the 128 B lines it touches (lanes that share a page are one
   /// access: their group leader's span is counted). Accessing other shared objects inside `f` is
   /// allowed as for with_page; no barrier (__syncthreads) inside `f`: a warp waiting there while
@@ -229,7 +237,10 @@ class shared_array {
   __device__ void with_span(std::uint64_t i, std::uint32_t count, F&& f) const {
     if (count == 0) return;
     const std::uint64_t at = i * sizeof(T), last = at + std::uint64_t{count} * sizeof(T) - 1;
-    if (i + count > size_ || (last >> binding_.page_shift) != (at >> binding_.page_shift)) __trap();
+    if (i + count > size_ || (last >> binding_.page_shift) != (at >> binding_.page_shift)) {
+      detail::mg::record_failure(*binding_.space, detail::mg::DeviceFailure::bad_span, id_, i);
+      detail::trap_once_recorded<cuda::thread_scope_system>(binding_.space->error_claim);
+    }
     const auto lines = static_cast<std::uint32_t>((last >> detail::mg::line_shift) - (at >> detail::mg::line_shift) + 1);
     using Element = std::conditional_t<A == access::read, const T, T>;
     detail::mg::access_page(binding_, at >> binding_.page_shift, A != access::read, 0, lines,
@@ -456,6 +467,7 @@ class MultiGpuSpace {
   [[nodiscard]] std::uint32_t frames_per_gpu() const;
 
  private:
+  friend void detail::mg::force_directory_lock(const MultiGpuSpace&, std::uint32_t, std::uint64_t);
   template <class A>
   static const A& bind_arg(const detail::mg::SpaceState&, unsigned, const A& a) {
     return a;

@@ -1,5 +1,7 @@
 #include "heap_service.hpp"
 
+#include "warpvm/detail/core/resources.hpp"
+
 #include <algorithm>
 #include <chrono>
 
@@ -12,7 +14,7 @@ HeapService::HeapService(HeapSlot* slots, std::uint32_t capacity, std::uint32_t 
       storage_(HeapSpace::storage_words(segments)),
       space_(storage_.data(), storage_.size(), segments, portion_vablocks) {
   batch_.reserve(batch_limit);
-  thread_ = std::thread([this] { run(); });
+  thread_ = start_thread([this] { run(); }, "the heap's service thread");
 }
 
 HeapService::~HeapService() {

@@ -257,7 +257,7 @@ ChannelState::ChannelState(const ChannelConfig& cfg)
   view.queue_capacity = capacity;
   view.waiters = cfg.max_warps;
   WARPVM_CUDA_TRY(cudaDeviceSynchronize());  // the zero fills are done before any kernel reads them
-  thread_ = std::thread([this] { run(); });
+  thread_ = start_thread([this] { run(); }, "the channel's monitor thread");
   if (cfg.monitor_cpu >= 0) pin_monitor(cfg.monitor_cpu);
 }
 

@@ -35,6 +35,12 @@ std::size_t choose_cache_bytes(const Config& config) {
   return static_cast<std::size_t>(static_cast<double>(shared) * config.cache_fraction_of_free);
 }
 
+/// A slot's next generation: never 0, which an empty slot's zeroed descriptor has.
+std::uint16_t next_generation(std::uint16_t& newest) {
+  newest = static_cast<std::uint16_t>(newest + 1 == 0x10000 ? 1 : newest + 1);
+  return newest;
+}
+
 bool is_pinned(const void* p) {
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
@@ -102,6 +108,7 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
   view_.page_shift = log2_exact(config.page_bytes);
   view_.eviction = config.eviction;
   view_.transport = config.transport;
+  view_.checked = config.checked;
   if (config.fault_event_capacity != 0) {
     fault_events_ = make_device_zeroed<FaultEvent>(config.fault_event_capacity, "the fault event recorder");
     fault_event_count_ = make_device_zeroed<std::uint64_t>(1, "the fault event count");
@@ -112,6 +119,8 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
     view_.faults = service_->ring();
   }
   slots_.resize(config.max_objects);
+  generations_.resize(config.max_objects);
+  retired_.resize(config.max_objects);
   WARPVM_CUDA_TRY(cudaDeviceSynchronize());
 }
 
@@ -157,13 +166,13 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
 
   if (adopted == nullptr) {
     void* p = nullptr;
-    expect_success(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable), ErrorKind::out_of_memory,
+    expect_success(allocate_pinned(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable), ErrorKind::out_of_memory,
                    "pinned host allocation of " + mib(bytes) + " for '" + slot.name + "'");
     slot.owned_host.reset(static_cast<std::byte*>(p));
     slot.host = slot.owned_host.get();
   } else {
     if (!is_pinned(adopted)) {  // memory the caller pinned already is used as it is
-      expect_success(cudaHostRegister(adopted, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
+      expect_success(register_host(adopted, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
                      ErrorKind::cuda, "cudaHostRegister of " + mib(bytes) + " for '" + slot.name + "'");
       slot.registered.reset(adopted);
     }
@@ -177,6 +186,7 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
                                      automatic_remote_sectors(config.page_bytes, config.automatic_remote_share),
                                      id,
                                      Placement::migrate,
+                                     next_generation(generations_[id]),
                                      0};
   give_placement(slot, placement);
   slot.in_use = true;
@@ -192,6 +202,7 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
 
 void RuntimeState::release_slot(std::uint32_t id) noexcept {
   ObjectSlot dying = std::exchange(slots_[id], ObjectSlot{});  // freed when this returns
+  retired_[id] = {dying.descriptor.generation, std::move(dying.name)};
   give_back_resident_frames(dying);
   try {
     if (service_) update_served(id, service_->pause());  // set_object forgets the object even if it throws
@@ -384,6 +395,7 @@ void RuntimeState::raise_device_error() {
   if (record->state != error_state_set) return;
   const auto kind = static_cast<ErrorKind>(record->kind);
   const std::uint32_t object_id = record->object_id;
+  const FailureCause cause = record->cause;
   const std::uint64_t index = record->index;
   const std::uint64_t limit = record->limit;
   record->state = error_state_none;
@@ -400,6 +412,22 @@ void RuntimeState::raise_device_error() {
       what << "a kernel accessed index " << index << " of " << name << ", which has " << limit << " elements";
       break;
     case ErrorKind::invalid_argument:
+      if (cause == FailureCause::overwrite_incomplete) {
+        what << "an overwrite span of " << name << " released page " << index << " with bytes from " << limit
+             << " of the page on never written: an overwrite span promises to write its whole page, and the "
+             << "bytes it leaves hold the frame's previous contents (another page's, perhaps another object's), "
+             << "which go back to the host. Write every element, or use access::read_write";
+        break;
+      }
+      if (cause == FailureCause::destroyed_object) {
+        const auto& [retired_generation, retired_name] = retired_.at(object_id);
+        const std::string was = retired_generation == index ? "'" + retired_name + "'" : "an object";
+        what << "a kernel used a stale handle: " << was << " (id " << object_id << ", generation " << index
+             << ") was destroyed before the kernel ran; its slot now has generation " << limit
+             << (slots_[object_id].in_use ? " (" + name + ")" : std::string(" (empty)"))
+             << ". Take device() from a live object";
+        break;
+      }
       what << "a kernel used a handle of " << name << " taken before its placement changed; call device() again "
            << "after set_placement()";
       break;
@@ -408,10 +436,15 @@ void RuntimeState::raise_device_error() {
            << ", which is not live: a double free, or a pointer the heap did not return";
       break;
     case ErrorKind::no_progress:
-      if (limit == 0) {  // a warp waited for a host service thread (host_batched, or a Heap's)
+      if (cause == FailureCause::host_service) {  // host_batched, or a Heap's
         what << "for " << config.watchdog_seconds << " s a warp waited for a host service thread (host_batched: "
              << "page " << index << " of " << name << "; a heap: its host request, or on the fast path the slab "
              << "binding, numbered " << index << ")";
+        break;
+      }
+      if (cause == FailureCause::page_transition) {
+        what << "for " << config.watchdog_seconds << " s a warp waited for another warp to finish loading or "
+             << "evicting page " << index << " of " << name << ", and it never did (Config::watchdog_seconds)";
         break;
       }
       [[fallthrough]];
@@ -624,6 +657,15 @@ std::vector<std::uint32_t> page_states(const Runtime& runtime, std::uint32_t obj
   words.reserve(entries.size());
   for (const PageEntry& entry : entries) words.push_back(entry.state);
   return words;
+}
+
+void force_page_state(const Runtime& runtime, std::uint32_t object_id, std::uint64_t page, std::uint32_t word) {
+  RuntimeState& state = *runtime.state_;
+  const ObjectDescriptor& object = state.slot(object_id).descriptor;
+  WARPVM_EXPECTS(page < state.view().geometry().pages_for(object.bytes), ErrorKind::invalid_argument,
+                 "force_page_state: object " + std::to_string(object_id) + " has no page " + std::to_string(page));
+  state.synchronize();
+  WARPVM_CUDA_TRY(cudaMemcpy(&object.pages[page].state, &word, sizeof word, cudaMemcpyHostToDevice));
 }
 
 }  // namespace warpvm::detail

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace warpvm::detail {
@@ -125,6 +126,10 @@ class RuntimeState {
   stream_ptr stream_;
   CacheView view_{};
   std::vector<ObjectSlot> slots_;
+  /// Per slot: the generation of its newest object, and the name of the last one destroyed (with
+  /// its generation), for the message about a stale handle.
+  std::vector<std::uint16_t> generations_;
+  std::vector<std::pair<std::uint16_t, std::string>> retired_;
   FrameRanges resident_frames_;  // the free frames of Config::resident_bytes
   std::exception_ptr pending_error_;  // raised by the next synchronize() or launch
   std::unique_ptr<HostBatchedService> service_;  // last: its thread stops before the buffers go

@@ -70,11 +70,16 @@ class OnDevice {
     DeviceGuard guard(device);
     void* p = nullptr;
     const std::size_t bytes = std::max<std::size_t>(1, count * sizeof(T));
-    expect_success(cudaMalloc(&p, bytes), ErrorKind::out_of_memory,
+    expect_success(allocate_device(&p, bytes), ErrorKind::out_of_memory,
                    "cudaMalloc of " + std::to_string(bytes) + " B for " + what + " on device " + std::to_string(device));
     ptr_ = static_cast<T*>(p);
     bytes_ = bytes;
-    zero();
+    try {
+      zero();
+    } catch (...) {
+      release();  // no destructor runs for a constructor that throws
+      throw;
+    }
   }
   ~OnDevice() { release(); }
   OnDevice(OnDevice&& o) noexcept
@@ -113,7 +118,7 @@ class OnDevice {
     if (ptr_ == nullptr) return;
     int previous = 0;
     if (cudaGetDevice(&previous) == cudaSuccess && cudaSetDevice(device_) == cudaSuccess) {
-      cudaFree(ptr_);
+      free_device(ptr_);
       cudaSetDevice(previous);
     }
     ptr_ = nullptr;
@@ -171,7 +176,7 @@ __global__ void place_pages(Binding binding, std::uint64_t pages, Spread spread)
     if (spread_gpu(spread, p, pages, binding.gpus) != binding.gpu || __ldcg(&entry.owner) != owner_host) continue;
     access_page(binding, p, false, 0, 1, [](std::byte*) {});
     if (lane_id() == 0) {
-      while (!directory_try_lock(entry)) __nanosleep(lock_backoff_min_ns);
+      (void)wait_for_directory_lock(*binding.space, entry, binding.object->id, p, [] { return false; });
       DirectoryEntry now = load_entry(entry);
       if (mark_placed(now, binding.gpu)) store_entry(entry, now);
       directory_unlock(entry);
@@ -268,6 +273,8 @@ class SpaceState {
                    "MultiGpuSpace: max_objects must be in [1, 2^24] (the frames' reverse map holds 24-bit ids)");
     WARPVM_EXPECTS(config_.drain_timeout_seconds > 0, ErrorKind::invalid_config,
                    "MultiGpuSpace: drain_timeout_seconds must be positive");
+    WARPVM_EXPECTS(config_.watchdog_seconds > 0 && config_.watchdog_seconds < 1e6, ErrorKind::invalid_config,
+                   "MultiGpuSpace: watchdog_seconds must be in (0, 1e6)");
     // 16 TiB at 4 KB pages is a root of 8 MiB per GPU (and 32 MiB of host bookkeeping).
     WARPVM_EXPECTS(config_.flat_address_bytes >= 2 * page && config_.flat_address_bytes <= (std::uint64_t{1} << 44),
                    ErrorKind::invalid_config, "MultiGpuSpace: flat_address_bytes must be from two pages to 16 TiB");
@@ -312,6 +319,7 @@ class SpaceState {
       v.error = on_device(error_.get());
       v.error_claim = error_claim_.get();
       v.drain_timeout_ns = static_cast<std::uint64_t>(config_.drain_timeout_seconds * 1e9);
+      v.watchdog_ns = static_cast<std::uint64_t>(config_.watchdog_seconds * 1e9);
       v.reset_threshold = config_.reset_threshold;
       v.counter_threshold = config_.counter_threshold;
       v.pages_per_group = std::max<std::uint32_t>(1, counter_group_bytes >> page_shift_);
@@ -442,26 +450,51 @@ class SpaceState {
     const ErrorRecord record = *error_;
     if (record.state != 0) {
       cudaGetLastError();
+      // The record is the cause, and is raised even when a kernel trapped afterwards (a later
+      // failure finds the claim taken and only traps): CUDA's bare launch failure would lose it.
+      const std::string then_failed = first == cudaSuccess ? std::string{}
+                                                           : std::string("; the kernel then failed: ") +
+                                                                 cudaGetErrorString(first);
       const std::string name = record.object_id < objects_.size() && objects_[record.object_id].live
                                    ? objects_[record.object_id].name
                                    : "object " + std::to_string(record.object_id);
-      if (record.failure == DeviceFailure::bad_flat_address) {
-        // Nothing was accessed: the space stays usable, so the record is cleared for the next failure.
-        *error_ = ErrorRecord{};
-        error_claim_.zero();
-        expect_success(first, ErrorKind::cuda, "a kernel of the multi-GPU space");
-        const std::string where = record.object_id == no_object ? "no object's" : "in object '" + name + "', but misaligned or past its end for the access";
-        throw_error(ErrorKind::index_out_of_range,
-                    "flat_view on GPU " + std::to_string(record.gpu) + ": flat address " + std::to_string(record.where) +
-                        " is " + where + " (the first such access; flat addresses come from shared_object::address())",
-                    __FILE__, __LINE__);
+      const std::string gpu = "GPU " + std::to_string(record.gpu) + " (device " +
+                              std::to_string(gpus_[record.gpu].device) + ")";
+      const std::string watchdog = std::to_string(config_.watchdog_seconds) + " s (MultiGpuConfig::watchdog_seconds)";
+      switch (record.failure) {
+        case DeviceFailure::bad_flat_address: {
+          if (first == cudaSuccess) {
+            // Nothing was accessed: the space stays usable, so the record is cleared for the next failure.
+            *error_ = ErrorRecord{};
+            error_claim_.zero();
+          }
+          const std::string where = record.object_id == no_object ? "no object's" : "in object '" + name + "', but misaligned or past its end for the access";
+          throw_error(ErrorKind::index_out_of_range,
+                      "flat_view on GPU " + std::to_string(record.gpu) + ": flat address " + std::to_string(record.where) +
+                          " is " + where + " (the first such access; flat addresses come from shared_object::address())" +
+                          then_failed,
+                      __FILE__, __LINE__);
+        }
+        case DeviceFailure::bad_span:
+          throw_error(ErrorKind::index_out_of_range,
+                      "shared_array::with_span on " + gpu + ": the span at element " + std::to_string(record.where) +
+                          " of '" + name + "' runs past the object's end or across a page (a span must lie in one page)" +
+                          then_failed,
+                      __FILE__, __LINE__);
+        case DeviceFailure::lock_timeout:
+          throw_error(ErrorKind::no_progress,
+                      "object '" + name + "' (page " + std::to_string(record.where) + "): a fault on " + gpu +
+                          " waited " + watchdog + " for the page's directory lock, and its holder never gave it back" +
+                          then_failed,
+                      __FILE__, __LINE__);
+        case DeviceFailure::out_of_frames:
+          break;
       }
       throw_error(ErrorKind::out_of_memory,
-                  "object '" + name + "' (page " + std::to_string(record.where) + "): the frame pool of GPU " +
-                      std::to_string(record.gpu) + " (device " + std::to_string(gpus_[record.gpu].device) + ", " +
-                      std::to_string(record.frames) + " frames) is full and no frame could be evicted for " +
-                      std::to_string(eviction_give_up_ns / 1'000'000'000ull) +
-                      " s (every frame held by accesses or locked by transitions): raise MultiGpuConfig::frame_bytes_per_gpu",
+                  "object '" + name + "' (page " + std::to_string(record.where) + "): the frame pool of " + gpu + " (" +
+                      std::to_string(record.frames) + " frames) is full and no frame could be evicted for " + watchdog +
+                      " (every frame held by accesses or locked by transitions): raise MultiGpuConfig::frame_bytes_per_gpu" +
+                      then_failed,
                   __FILE__, __LINE__);
     }
     expect_success(first, ErrorKind::cuda, "a kernel of the multi-GPU space");
@@ -621,6 +654,16 @@ const std::string& ObjectOwner::name() const {
 }
 PlacementPolicy ObjectOwner::policy() const { return state_ ? state_->object(id_).policy : PlacementPolicy::oasis; }
 flat_address ObjectOwner::flat_base() const { return state_ ? state_->object(id_).flat_base : 0; }
+
+void force_directory_lock(const MultiGpuSpace& space, std::uint32_t object_id, std::uint64_t page) {
+  SpaceState& state = *space.state_;
+  state.synchronize();
+  const ObjectState& object = state.object(object_id);
+  WARPVM_EXPECTS(page < object.pages, ErrorKind::invalid_argument,
+                 "force_directory_lock: object '" + object.name + "' has no page " + std::to_string(page));
+  const std::uint32_t locked = 1;
+  WARPVM_CUDA_TRY(cudaMemcpy(&object.directory.get()[page].lock, &locked, sizeof locked, cudaMemcpyHostToDevice));
+}
 
 }  // namespace detail::mg
 

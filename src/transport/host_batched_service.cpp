@@ -120,7 +120,7 @@ HostBatchedService::HostBatchedService(const Config& config, std::byte* frames, 
   ring_ = FaultRing{on_device(slots_.get()), next_position_.get(), replay_.get(), eviction_ring_.get(), ring_capacity};
   free_chunks_.reserve(chunks_);
   for (std::uint64_t c = chunks_; c-- > 0;) free_chunks_.push_back(static_cast<std::uint32_t>(c));
-  thread_ = std::thread([this] { run(); });
+  thread_ = start_thread([this] { run(); }, "the host_batched service thread");
 }
 
 HostBatchedService::~HostBatchedService() {

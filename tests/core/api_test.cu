@@ -573,12 +573,17 @@ TEST_F(Api, BadArgumentsAreClearErrors) {
   EXPECT_THROW(Runtime(Config{.cache_bytes = 1ull << 20, .device = 999}), Error);
 }
 
-/// Lanes of one warp hold the same page with different modes; only the odd lanes write.
+/// Lanes of one warp hold the same page through spans of different modes; only the odd lanes
+/// write, and their writes alone reach the host.
 __global__ void mixed_modes_on_one_page(array<std::uint32_t> a) {
   const unsigned lane = threadIdx.x % 32;
-  auto hold = a.hold(lane, lane % 2 == 1 ? access::read_write : access::read);
-  if (lane % 2 == 1) hold.data[lane] = 1000 + lane;
-  array<std::uint32_t>::release(hold);
+  if (lane % 2 == 1) {
+    const auto page = a.span<access::read_write>(lane);
+    page[lane] = 1000 + lane;
+  } else {
+    const auto page = a.span<access::read>(lane);
+    (void)page[lane];
+  }
 }
 
 TEST_F(Api, AnyWriterInAGroupMarksThePageDirty) {

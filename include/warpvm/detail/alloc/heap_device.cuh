@@ -26,7 +26,7 @@ __device__ void heap_wait(const CacheView& cache, std::uint32_t object_id, std::
   const std::uint64_t started = global_timer_ns();
   while (!ready()) {
     if (global_timer_ns() - started > cache.watchdog_ns) {
-      fail_kernel(cache, ErrorKind::no_progress, object_id, position, 0);
+      fail_kernel(cache, ErrorKind::no_progress, object_id, position, 0, FailureCause::host_service);
     }
     __nanosleep(backoff_ns);
     backoff_ns = backoff_ns * 2 < backoff_max_ns * 4 ? backoff_ns * 2 : backoff_max_ns * 4;

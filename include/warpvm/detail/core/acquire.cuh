@@ -4,10 +4,12 @@
 /// (__match_any_sync), which acquires the page once for all of them. A resident page is a hit.
 /// An absent page is loaded by the one warp that wins its BUSY bit: that warp takes a victim
 /// frame, writes the victim back if dirty, and copies the page in with all its active lanes;
-/// other warps wait with nanosleep backoff.
+/// other warps wait with nanosleep backoff, for at most Config::watchdog_seconds (then the
+/// kernel records no_progress, naming the page, and traps).
 
 #include "warpvm/detail/core/cache_view.hpp"
 #include "warpvm/detail/core/device_support.cuh"
+#include "warpvm/detail/core/overwrite_check.hpp"
 #include "warpvm/detail/core/page_table.hpp"
 #include "warpvm/detail/policy/automatic.hpp"
 #include "warpvm/detail/policy/victim.hpp"
@@ -30,18 +32,14 @@ __device__ __forceinline__ std::uint32_t& page_word_of(const CacheView& cache, s
 /// none is for longer than the watchdog, the cache is too small for what the resident threads
 /// hold: the error is recorded for the host and the kernel traps instead of hanging.
 __device__ inline Victim claim_victim(const CacheView& cache) {
-  std::uint64_t first_failure_ns = 0;
+  WaitDeadline deadline;
   for (;;) {
     const VictimSearch search =
         find_victim(cache.table, cache.eviction, *cache.never_evicts != 0u, victim_probe_budget,
                     [&](std::uint64_t key) -> std::uint32_t& { return page_word_of(cache, key); });
     if (search.found) return search.victim;
-    const std::uint64_t now = global_timer_ns();
-    if (first_failure_ns == 0) {
-      first_failure_ns = now;
-    } else if (now - first_failure_ns > cache.watchdog_ns) {
-      fail_kernel(cache, ErrorKind::no_progress, ~0u, 0, cache.table.count);
-    }
+    if (deadline.expired(cache.watchdog_ns))
+      fail_kernel(cache, ErrorKind::no_progress, ~0u, 0, cache.table.count, FailureCause::no_victim);
     __nanosleep(backoff_max_ns);
   }
 }
@@ -62,6 +60,16 @@ __device__ inline void write_back_page(const CacheView& cache, unsigned mask, bo
     count_event(cache, Counter::writebacks, 1);
     count_event(cache, Counter::bytes_out, bytes);
   }
+}
+
+/// Checked mode, a page loaded for overwrite: fills its frame with poison, so that the span's
+/// release finds what it left unwritten (overwrite_check.hpp). Every lane in `mask` helps.
+__device__ inline void poison_frame(const CacheView& cache, unsigned mask, std::uint32_t frame) {
+  const unsigned rank = static_cast<unsigned>(__popc(mask & lanemask_lt()));
+  const unsigned lanes = static_cast<unsigned>(__popc(mask));
+  const uint4 poison{overwrite_poison_word, overwrite_poison_word, overwrite_poison_word, overwrite_poison_word};
+  auto* words = reinterpret_cast<uint4*>(cache.frame_data(frame));
+  for (std::uint64_t w = rank; w < (std::uint64_t{1} << cache.page_shift) / sizeof(uint4); w += lanes) words[w] = poison;
 }
 
 /// Loads the page named by `key` into a frame; every lane in `mask` helps copy, lane `driver`
@@ -92,6 +100,7 @@ __device__ inline std::uint32_t fill_page(const CacheView& cache, unsigned mask,
 
   const std::uint64_t bytes = load_contents ? geometry.bytes_in_page(page, object.bytes) : 0;
   warp_copy(mask, cache.frame_data(frame), object.host + geometry.page_begin(page), bytes);
+  if (!load_contents && cache.checked) poison_frame(cache, mask, frame);
   __threadfence();
   __syncwarp(mask);
   if (is_driver) {
@@ -250,6 +259,7 @@ __device__ inline std::uint32_t acquire_page(const CacheView& cache, const Objec
   }
 
   unsigned backoff_ns = backoff_min_ns;
+  WaitDeadline deadline;  // a waiter's: the page's loader or evicter must finish within the watchdog
   for (;;) {
     for (unsigned fillers = __ballot_sync(mask, step == Step::fill); fillers != 0; fillers &= fillers - 1) {
       const unsigned driver = first_lane(fillers);
@@ -272,6 +282,10 @@ __device__ inline std::uint32_t acquire_page(const CacheView& cache, const Objec
         step = Step::ready;
       } else if (page_word::is_absent(now) && page_try_begin_fetch(word)) {
         step = Step::fill;
+      } else if (backoff_ns == backoff_max_ns && deadline.expired(cache.watchdog_ns)) {
+        // The page never left its transition: its loader or evicter cannot finish (it waits for
+        // a frame itself past the watchdog, or the page's state is corrupt). A hang otherwise.
+        fail_kernel(cache, ErrorKind::no_progress, object.id, page, 0, FailureCause::page_transition);
       }
     }
     if (__any_sync(mask, step == Step::wait)) {

@@ -29,6 +29,11 @@ struct ObjectDescriptor {
                                        ///< before it migrates (policy/automatic.hpp)
   std::uint32_t id;
   Placement placement;
+  /// Which of the objects that have had slot `id` this is: a handle whose generation differs
+  /// from the table's outlived its object (checked mode reports it). 16 bits, in what was
+  /// padding, so that the handle keeps its size; never 0 for a live object (an empty slot's
+  /// descriptor is zeroed), so a stale handle is missed only after exactly 65535 reuses of its slot.
+  std::uint16_t generation;
   /// Placement::resident: page p's frame is resident_first_frame + p, one of the frames past the
   /// cache's that Config::resident_bytes sets aside (no victim is ever taken for it).
   std::uint32_t resident_first_frame;
@@ -39,15 +44,27 @@ enum class Counter : std::uint32_t { hits, misses, waits, evictions, writebacks,
 inline constexpr std::uint32_t counter_count = static_cast<std::uint32_t>(Counter::count);
 inline constexpr std::uint32_t counter_shards = 256;
 
+/// What a recorded failure was doing, where its kind alone does not say (the host's message
+/// depends on it, and on what `index` and `limit` then mean).
+enum class FailureCause : std::uint32_t {
+  none,
+  no_victim,        ///< no_progress: no frame to evict (limit: the cache's frames)
+  host_service,     ///< no_progress: a wait for a host service thread (index: the page, or the heap request)
+  page_transition,  ///< no_progress: a wait for another warp's load or eviction of page `index`
+  stale_placement,  ///< invalid_argument: a handle taken before set_placement() (index: the element)
+  destroyed_object, ///< invalid_argument: a handle of an object destroyed since (index: its generation, limit: the slot's)
+  overwrite_incomplete,  ///< invalid_argument: an overwrite span left bytes unwritten (index: the page, limit: the first byte)
+};
+
 /// First device-side failure, in mapped pinned host memory so that the host can read it even
 /// after a kernel trapped.
 struct ErrorRecord {
   std::uint32_t state;  ///< error_state_none, or error_state_set once every field is written
   std::uint32_t kind;   ///< warpvm::ErrorKind
   std::uint32_t object_id;
-  std::uint32_t pad;
-  std::uint64_t index;  ///< offending element index (index_out_of_range)
-  std::uint64_t limit;  ///< object size in elements, or frames (no_progress)
+  FailureCause cause;
+  std::uint64_t index;  ///< offending element index (index_out_of_range), or as `cause` says
+  std::uint64_t limit;  ///< object size in elements, or as `cause` says
 };
 inline constexpr std::uint32_t error_state_none = 0;
 inline constexpr std::uint32_t error_state_set = 1;
@@ -130,6 +147,7 @@ struct CacheView {
   unsigned page_shift;
   EvictionPolicy eviction;
   Transport transport;
+  bool checked;                       ///< Config::checked: pages loaded for overwrite are poisoned
   FaultRing faults;                   ///< host_batched only
   FaultRecorder recorder;
 

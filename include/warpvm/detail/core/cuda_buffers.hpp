@@ -2,6 +2,7 @@
 // Owning, move-only wrappers for the CUDA memory, streams and events the runtime (and the
 // benchmarks' and tests' own scratch) hold. Host code. Destructors never throw.
 
+#include "warpvm/detail/core/resources.hpp"
 #include "warpvm/error.hpp"
 
 #include <cuda_runtime_api.h>
@@ -14,15 +15,16 @@
 
 namespace warpvm::detail {
 
+// Allocations and registrations are made and given back through resources.hpp.
 struct DeviceFree {
-  void operator()(void* p) const noexcept { cudaFree(p); }
+  void operator()(void* p) const noexcept { free_device(p); }
 };
 struct PinnedFree {
-  void operator()(void* p) const noexcept { cudaFreeHost(p); }
+  void operator()(void* p) const noexcept { free_pinned(p); }
 };
 
 struct HostUnregister {
-  void operator()(void* p) const noexcept { cudaHostUnregister(p); }
+  void operator()(void* p) const noexcept { unregister_host(p); }
 };
 struct StreamDestroy {
   void operator()(cudaStream_t s) const noexcept { cudaStreamDestroy(s); }
@@ -98,7 +100,7 @@ template <class T>
 device_ptr<T> make_device(std::size_t count, const char* what) {
   void* p = nullptr;
   const std::size_t bytes = count * sizeof(T);
-  expect_success(cudaMalloc(&p, bytes), ErrorKind::out_of_memory,
+  expect_success(allocate_device(&p, bytes), ErrorKind::out_of_memory,
                  "cudaMalloc of " + std::to_string(bytes) + " B for " + what);
   return device_ptr<T>(static_cast<T*>(p));
 }
@@ -115,7 +117,7 @@ device_ptr<T> make_device_zeroed(std::size_t count, const char* what) {
 template <class T>
 pinned_ptr<T> make_pinned_zeroed(std::size_t count, unsigned flags, const char* what) {
   void* p = nullptr;
-  expect_success(cudaHostAlloc(&p, count * sizeof(T), flags), ErrorKind::out_of_memory,
+  expect_success(allocate_pinned(&p, count * sizeof(T), flags), ErrorKind::out_of_memory,
                  "pinned allocation of " + std::to_string(count * sizeof(T)) + " B for " + what);
   std::memset(p, 0, count * sizeof(T));
   return pinned_ptr<T>(static_cast<T*>(p));

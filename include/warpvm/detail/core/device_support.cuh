@@ -82,14 +82,28 @@ __device__ void trap_once_recorded(std::uint32_t* claim_word) {
   __trap();
 }
 
+/// Bounds a wait loop: expired() is false until `limit_ns` have passed since its first call
+/// (the first round of the wait starts the clock). It keeps one 32-bit word, in units of 2^20 ns
+/// (about a millisecond; odd, so that 0 means "not started"): it lives in a register across the
+/// fault path's wait loop, which is inlined into every access. Limits up to about 52 days.
+struct WaitDeadline {
+  std::uint32_t started = 0;
+  __device__ bool expired(std::uint64_t limit_ns) {
+    const auto now = static_cast<std::uint32_t>(global_timer_ns() >> 20) | 1u;
+    if (started == 0) started = now;
+    return now - started > static_cast<std::uint32_t>(limit_ns >> 20);
+  }
+};
+
 /// Records a device-side failure for the host (Runtime::synchronize() raises it as a
 /// warpvm::Error); the kernel goes on.
 __device__ inline void record_error(const CacheView& cache, ErrorKind kind, std::uint32_t object_id,
-                                    std::uint64_t index, std::uint64_t limit) {
+                                    std::uint64_t index, std::uint64_t limit, FailureCause cause = FailureCause::none) {
   record_first_failure(cache.error_claim, [&] {
     volatile ErrorRecord* record = cache.error;
     record->kind = static_cast<std::uint32_t>(kind);
     record->object_id = object_id;
+    record->cause = cause;
     record->index = index;
     record->limit = limit;
     __threadfence_system();
@@ -100,8 +114,8 @@ __device__ inline void record_error(const CacheView& cache, ErrorKind kind, std:
 /// Records a failure the kernel cannot go on from (no frame to evict, no host service) and ends
 /// the kernel once the first failure is on record.
 __device__ inline void fail_kernel(const CacheView& cache, ErrorKind kind, std::uint32_t object_id,
-                                   std::uint64_t index, std::uint64_t limit) {
-  record_error(cache, kind, object_id, index, limit);
+                                   std::uint64_t index, std::uint64_t limit, FailureCause cause) {
+  record_error(cache, kind, object_id, index, limit, cause);
   trap_once_recorded(cache.error_claim);
 }
 

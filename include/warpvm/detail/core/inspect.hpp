@@ -15,4 +15,9 @@ std::vector<std::uint64_t> frame_owners(const Runtime& runtime);
 /// The page-state word of every page of object `object_id`. Synchronizes the device.
 std::vector<std::uint32_t> page_states(const Runtime& runtime, std::uint32_t object_id);
 
+/// Test hook that corrupts on purpose: sets page `page` of object `object_id` to the state word
+/// `word` (say page_word::busy: a load that never finishes), so that tests can show a stuck wait
+/// ends in an error rather than a hang. Synchronizes the device.
+void force_page_state(const Runtime& runtime, std::uint32_t object_id, std::uint64_t page, std::uint32_t word);
+
 }  // namespace warpvm::detail

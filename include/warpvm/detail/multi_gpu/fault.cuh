@@ -21,7 +21,7 @@
 ///
 /// Why this cannot deadlock. The waits are: (a) a warp waiting for a directory lock, (b) a lock
 /// holder waiting for holders of a revoked mapping to drain, (c) a driver waiting for a frame in
-/// begin_eviction, holding no directory lock, bounded by eviction_give_up_ns; nothing else (the
+/// begin_eviction, holding no directory lock, bounded by the watchdog; nothing else (the
 /// O-Table and the counters are single atomics). (a) never happens while the waiting warp
 /// holds a page of that access: access_page() releases each group's hold right after its access
 /// and serves faults holding nothing. A hold lasts one element access or one with_page() /
@@ -52,9 +52,6 @@ namespace warpvm::detail::mg {
 inline constexpr unsigned lock_backoff_min_ns = 32;
 inline constexpr unsigned lock_backoff_max_ns = 1024;
 inline constexpr unsigned line_shift = 7;  ///< 128 B lines
-/// A fault that finds no frame to evict (every frame held by accesses or locked by transitions,
-/// sweep after sweep) for this long gives up with the pool's error instead of hanging the GPU.
-inline constexpr std::uint64_t eviction_give_up_ns = 10'000'000'000ull;
 static_assert((1u << line_shift) == remote_access_bytes, "a remote access is one line");
 
 __device__ __forceinline__ void count(const SpaceView& s, Counter c, std::uint64_t n) {
@@ -218,7 +215,7 @@ __device__ inline bool begin_transition(const SpaceView& s, const ObjectView& o,
 /// began to look for a frame (in units of 2^20 ns, odd; 0: now: one word the paged kernels keep
 /// live, where nanoseconds would take two), kept across rounds by the caller so that victims whose
 /// drains time out (every frame held, e.g. by warps inside nested accesses that wait for frames
-/// themselves) do not restart the clock: after eviction_give_up_ns without a frame the kernel
+/// themselves) do not restart the clock: after the watchdog without a frame the kernel
 /// fails (DeviceFailure::out_of_frames) instead of hanging.
 __device__ inline bool begin_eviction(const SpaceView& s, std::uint32_t object_id, std::uint64_t faulting_page,
                                       std::uint32_t& since, std::uint32_t& reserved, Transition& t,
@@ -256,11 +253,32 @@ __device__ inline bool begin_eviction(const SpaceView& s, std::uint32_t object_i
       reserved = frame_alloc(pool);
       if (reserved != no_frame) return false;
     }
-    if (now() - since > static_cast<std::uint32_t>(eviction_give_up_ns >> 20)) {
+    if (now() - since > static_cast<std::uint32_t>(s.watchdog_ns >> 20)) {
       record_failure(s, DeviceFailure::out_of_frames, object_id, faulting_page);
       trap_once_recorded<cuda::thread_scope_system>(s.error_claim);  // the fault cannot be served
     }
     __nanosleep(lock_backoff_max_ns);
+  }
+}
+
+/// Takes `entry`'s directory lock (of page `page` of object `object_id`), or returns false without
+/// it as soon as `done()` says the lock is not needed any more. Holders give the lock back in
+/// bounded time (the argument at the top); one that has not within the watchdog never will (its
+/// warp died, or the entry is corrupt): the kernel records no_progress naming the page and traps
+/// rather than hang.
+template <class Done>
+__device__ inline bool wait_for_directory_lock(const SpaceView& s, DirectoryEntry& entry, std::uint32_t object_id,
+                                               std::uint64_t page, Done&& done) {
+  WaitDeadline deadline;
+  for (unsigned backoff = lock_backoff_min_ns;;) {
+    if (done()) return false;
+    if (directory_try_lock(entry)) return true;
+    if (backoff == lock_backoff_max_ns && deadline.expired(s.watchdog_ns)) {
+      record_failure(s, DeviceFailure::lock_timeout, object_id, page);
+      trap_once_recorded<cuda::thread_scope_system>(s.error_claim);
+    }
+    __nanosleep(backoff);
+    backoff = backoff * 2 < lock_backoff_max_ns ? backoff * 2 : lock_backoff_max_ns;
   }
 }
 
@@ -390,17 +408,8 @@ __device__ inline void serve(const SpaceView& s, const ObjectView& o, unsigned m
         again = true;
       } else {
         // (a): wait for the lock; a fault whose mapping became usable meanwhile needs nothing.
-        bool locked = false;
-        for (unsigned backoff = lock_backoff_min_ns;;) {
-          if (!counter_migration && pte::usable(pte_load(own), write)) break;
-          if (directory_try_lock(entry)) {
-            locked = true;
-            break;
-          }
-          __nanosleep(backoff);
-          backoff = backoff * 2 < lock_backoff_max_ns ? backoff * 2 : lock_backoff_max_ns;
-        }
-        if (locked) {
+        if (wait_for_directory_lock(s, entry, o.id, page,
+                                    [&] { return !counter_migration && pte::usable(pte_load(own), write); })) {
           const DirectoryEntry before = load_entry(entry);
           Action action = Action::local;
           if (counter_migration) {

@@ -83,6 +83,8 @@ inline constexpr std::uint32_t counter_shards = 64;
 enum class DeviceFailure : std::uint32_t {
   out_of_frames,     ///< a full pool in which no page could be evicted (`where`: the faulting page)
   bad_flat_address,  ///< a flat_view access outside every object, or past or across its end (`where`: the address)
+  lock_timeout,      ///< a page's directory lock not given back within the watchdog (`where`: the page)
+  bad_span,          ///< shared_array::with_span outside its object or across a page (`where`: the first element)
 };
 
 /// First device-side failure (mapped pinned host memory, plain stores; the claim is a device
@@ -117,6 +119,7 @@ struct SpaceView {
   ErrorRecord* error;             ///< mapped host memory
   std::uint32_t* error_claim;     ///< device word on the first GPU
   std::uint64_t drain_timeout_ns; ///< a transition whose mappings have not drained by then is abandoned
+  std::uint64_t watchdog_ns;      ///< MultiGpuConfig::watchdog_seconds: no frame, or no lock, for this long fails
   std::uint32_t reset_threshold;
   std::uint32_t counter_threshold;
   std::uint32_t pages_per_group;  ///< pages per access-counter group (64 KB / page, at least 1)

@@ -60,7 +60,7 @@ __device__ inline void post_fault(const CacheView& cache, std::uint64_t key) {
   const std::uint64_t started = global_timer_ns();
   while (position - __ldcg(&ring.replay->consumed) >= ring.capacity) {
     if (global_timer_ns() - started > cache.watchdog_ns) {
-      fail_kernel(cache, ErrorKind::no_progress, key_object(key), key_page(key), 0);
+      fail_kernel(cache, ErrorKind::no_progress, key_object(key), key_page(key), 0, FailureCause::host_service);
     }
     __nanosleep(backoff_max_ns);
   }
@@ -88,7 +88,7 @@ __device__ __forceinline__ void post_fault_per_epoch(const CacheView& cache, std
 __device__ __forceinline__ void back_off_for_host(const CacheView& cache, std::uint64_t started, std::uint32_t object_id,
                                                   std::uint64_t page, unsigned& backoff_ns) {
   if (global_timer_ns() - started > cache.watchdog_ns) {
-    fail_kernel(cache, ErrorKind::no_progress, object_id, page, 0);
+    fail_kernel(cache, ErrorKind::no_progress, object_id, page, 0, FailureCause::host_service);
   }
   __nanosleep(backoff_ns);
   backoff_ns = backoff_ns * 2 < backoff_max_ns ? backoff_ns * 2 : backoff_max_ns;
