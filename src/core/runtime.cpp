@@ -35,6 +35,39 @@ std::size_t choose_cache_bytes(const Config& config) {
   return static_cast<std::size_t>(static_cast<double>(shared) * config.cache_fraction_of_free);
 }
 
+/// The message of an input a warpvm::ops operation refused on the device (ErrorSite): which
+/// operation, which input, the value, and the object it was checked against. Those checks run
+/// before the operation writes anything.
+void describe_op_input_error(std::ostringstream& what, ErrorSite site, std::int64_t value, std::uint64_t limit,
+                             const std::string& object) {
+  switch (site) {
+    case ErrorSite::gather_ids:
+    case ErrorSite::embedding_bag_ids:
+    case ErrorSite::index_add_ids: {
+      const char* op = site == ErrorSite::gather_ids ? "gather" : site == ErrorSite::index_add_ids ? "index_add"
+                                                                                                    : "embedding_bag";
+      what << op << ": ids holds " << value << ", out of range for table " << object << ", which has " << limit
+           << " rows; nothing was written";
+      break;
+    }
+    case ErrorSite::embedding_bag_offsets:
+      what << "embedding_bag: offsets hold " << value << ", below the offset before it or past len(ids) = " << limit
+           << " (table " << object << "); nothing was written";
+      break;
+    case ErrorSite::sample_seeds:
+      what << "sample_neighbors: seeds holds " << value << ", out of range for indptr " << object << ", which describes "
+           << limit << " nodes; nothing was written";
+      break;
+    case ErrorSite::sample_indptr:
+      what << "sample_neighbors: indptr " << object << " is not the offsets of a CSR graph at node " << value
+           << ": its entries must not decrease and must stay within len(indices) = " << limit
+           << "; nothing was written";
+      break;
+    case ErrorSite::element_access:
+      break;
+  }
+}
+
 bool is_pinned(const void* p) {
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
@@ -386,6 +419,7 @@ void RuntimeState::raise_device_error() {
   const std::uint32_t object_id = record->object_id;
   const std::uint64_t index = record->index;
   const std::uint64_t limit = record->limit;
+  const auto site = static_cast<ErrorSite>(record->site);
   record->state = error_state_none;
   // On the runtime's stream, waited for: a kernel launched next must not see the old claim (its
   // own failure would be dropped). Best effort: the context may be gone.
@@ -397,7 +431,10 @@ void RuntimeState::raise_device_error() {
   std::ostringstream what;
   switch (kind) {
     case ErrorKind::index_out_of_range:
-      what << "a kernel accessed index " << index << " of " << name << ", which has " << limit << " elements";
+      if (site == ErrorSite::element_access)
+        what << "a kernel accessed index " << index << " of " << name << ", which has " << limit << " elements";
+      else
+        describe_op_input_error(what, site, static_cast<std::int64_t>(index), limit, name);
       break;
     case ErrorKind::invalid_argument:
       what << "a kernel used a handle of " << name << " taken before its placement changed; call device() again "
@@ -554,12 +591,13 @@ std::uint64_t Runtime::max_resident_threads() const {
   return state_->frames / state_->config.max_pages_held_per_thread;
 }
 
-void Runtime::launch_raw(const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes, void** args) {
+void Runtime::launch_raw(cudaStream_t stream, const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes,
+                         void** args) {
   const detail::NvtxRange range("warpvm: launch");
   state_->raise_pending_error();
   check_launch(kernel, grid, block, shared_bytes);
   const detail::DeviceGuard on_device(state_->config.device);
-  WARPVM_CUDA_TRY(cudaLaunchKernel(kernel, grid, block, args, shared_bytes, state_->stream()));
+  WARPVM_CUDA_TRY(cudaLaunchKernel(kernel, grid, block, args, shared_bytes, stream));
 }
 
 void Runtime::flush() { state_->write_back(detail::RuntimeState::all_objects, /*write_back=*/true, /*drop=*/false); }

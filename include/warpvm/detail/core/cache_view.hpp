@@ -39,14 +39,26 @@ enum class Counter : std::uint32_t { hits, misses, waits, evictions, writebacks,
 inline constexpr std::uint32_t counter_count = static_cast<std::uint32_t>(Counter::count);
 inline constexpr std::uint32_t counter_shards = 256;
 
+/// What recorded an index_out_of_range: an element access of a kernel, or the input check of
+/// one of warpvm::ops' operations (ops.hpp), which then names the operation and the input.
+enum class ErrorSite : std::uint32_t {
+  element_access,
+  gather_ids,
+  embedding_bag_ids,
+  embedding_bag_offsets,
+  index_add_ids,
+  sample_seeds,
+  sample_indptr,
+};
+
 /// First device-side failure, in mapped pinned host memory so that the host can read it even
 /// after a kernel trapped.
 struct ErrorRecord {
   std::uint32_t state;  ///< error_state_none, or error_state_set once every field is written
   std::uint32_t kind;   ///< warpvm::ErrorKind
   std::uint32_t object_id;
-  std::uint32_t pad;
-  std::uint64_t index;  ///< offending element index (index_out_of_range)
+  std::uint32_t site;   ///< ErrorSite
+  std::uint64_t index;  ///< offending element index (index_out_of_range; an op's input value, as int64)
   std::uint64_t limit;  ///< object size in elements, or frames (no_progress)
 };
 inline constexpr std::uint32_t error_state_none = 0;

@@ -85,11 +85,13 @@ __device__ void trap_once_recorded(std::uint32_t* claim_word) {
 /// Records a device-side failure for the host (Runtime::synchronize() raises it as a
 /// warpvm::Error); the kernel goes on.
 __device__ inline void record_error(const CacheView& cache, ErrorKind kind, std::uint32_t object_id,
-                                    std::uint64_t index, std::uint64_t limit) {
+                                    std::uint64_t index, std::uint64_t limit,
+                                    ErrorSite site = ErrorSite::element_access) {
   record_first_failure(cache.error_claim, [&] {
     volatile ErrorRecord* record = cache.error;
     record->kind = static_cast<std::uint32_t>(kind);
     record->object_id = object_id;
+    record->site = static_cast<std::uint32_t>(site);
     record->index = index;
     record->limit = limit;
     __threadfence_system();
