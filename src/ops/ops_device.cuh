@@ -113,7 +113,8 @@ __device__ inline void copy_bytes(std::byte* to, const std::byte* from, std::uin
 /// `data` pointing at element segment.first. Each lane holds one page at a time. A read of an
 /// absent page of a Placement::automatic object goes to host memory while the page's remote
 /// budget allows (priced at the segment's sectors: a short row of a big page is read in place,
-/// a page read densely migrates), as element reads do; otherwise the page is held through a span.
+/// a page read densely migrates), as element reads do; otherwise the page is held through a span
+/// (no hold, and no pricing, for a page already in a frame that nothing can evict).
 template <access A, class T, class Visit>
 __device__ void for_each_segment(const array<T>& table, std::uint64_t first, std::uint64_t count, Visit&& visit) {
   const unsigned element_shift = static_cast<unsigned>(__ffsll(static_cast<long long>(table.elements_per_page())) - 1);
@@ -123,6 +124,15 @@ __device__ void for_each_segment(const array<T>& table, std::uint64_t first, std
     const RowSegment segment = segment_at(e, end, element_shift);
     bool remote = false;
     if constexpr (A == access::read) {
+      // In core (nothing can be evicted), or for a resident object, a page already in a frame is
+      // read there with no hold and no pricing.
+      std::uint32_t frame = 0;
+      if (peek_resident_unheld(table.cache_view(), object, table.page_of(e), frame)) {
+        visit(reinterpret_cast<const T*>(table.cache_view().frame_data(frame)) + (e & (table.elements_per_page() - 1)),
+              segment);
+        e += segment.count;
+        continue;
+      }
       if (object.placement == Placement::automatic && table.cache_view().transport == Transport::gpu_initiated) {
         const auto byte_in_page = static_cast<std::uint32_t>((e & (table.elements_per_page() - 1)) * sizeof(T));
         const SectorProbe probe = sector_probe(byte_in_page, segment.count * sizeof(T), lane_id());
