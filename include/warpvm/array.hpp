@@ -95,6 +95,11 @@ class array {
   [[nodiscard]] WARPVM_HD Placement placement() const { return object_.placement; }
   [[nodiscard]] WARPVM_HD std::uint64_t elements_per_page() const { return std::uint64_t{1} << element_shift_; }
   [[nodiscard]] WARPVM_HD std::uint64_t page_of(std::uint64_t i) const { return i >> element_shift_; }
+  /// What the handle carries, for device code built on the access paths (warpvm::ops): the
+  /// cache, the object's descriptor (its host pointer, for remote reads), and checked mode.
+  [[nodiscard]] WARPVM_HD const detail::CacheView& cache_view() const { return cache_; }
+  [[nodiscard]] WARPVM_HD const detail::ObjectDescriptor& descriptor() const { return object_; }
+  [[nodiscard]] WARPVM_HD bool checked() const { return checked_; }
 
 #if defined(__CUDACC__)
   [[nodiscard]] __device__ T load(std::uint64_t i) const {

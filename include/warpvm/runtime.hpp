@@ -144,12 +144,21 @@ class Runtime {
   /// the kernel's parameter types.
   template <class... Params, class... Args>
   void launch(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes, Args&&... args) {
+    launch_on(stream(), kernel, grid, block, shared_bytes, std::forward<Args>(args)...);
+  }
+  /// launch() on a stream of the caller's (ordered after the work queued on it before), for
+  /// libraries whose callers own the stream (warpvm::ops). flush(), drop_cached() and
+  /// synchronize() wait for every stream of the device. Kernels running at once on several
+  /// streams must fit the cache together (check_launch covers one launch).
+  template <class... Params, class... Args>
+  void launch_on(cudaStream_t on, void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t shared_bytes,
+                 Args&&... args) {
     static_assert(sizeof...(Params) == sizeof...(Args), "launch: wrong number of kernel arguments");
     std::tuple<std::decay_t<Params>...> params(std::forward<Args>(args)...);
     std::apply(
         [&](auto&... p) {
           void* pointers[] = {static_cast<void*>(&p)..., nullptr};
-          launch_raw(reinterpret_cast<const void*>(kernel), grid, block, shared_bytes, pointers);
+          launch_raw(on, reinterpret_cast<const void*>(kernel), grid, block, shared_bytes, pointers);
         },
         params);
   }
@@ -198,7 +207,8 @@ class Runtime {
   }
   detail::ObjectHandle register_object(std::byte* adopted, std::size_t bytes, Placement placement,
                                        std::string name);
-  void launch_raw(const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes, void** args);
+  void launch_raw(cudaStream_t stream, const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes,
+                  void** args);
   std::shared_ptr<detail::RuntimeState> state_;
 };
 

@@ -9,5 +9,6 @@
 #include "warpvm/error.hpp"
 #include "warpvm/heap.hpp"
 #include "warpvm/multi_gpu.hpp"
+#include "warpvm/ops.hpp"
 #include "warpvm/runtime.hpp"
 #include "warpvm/stats.hpp"

@@ -1,7 +1,11 @@
-// warpvm._warpvm: the library's host API for Python (nanobind). The typed API is
-// python/warpvm/runtime.py; this module is its low-level half. Every warpvm::Error reaches Python
+// warpvm._warpvm: the library's host API for Python (nanobind); this file is the module's entry
+// and its error translation. The Runtime and paged arrays are bound in runtime_binding.cpp and
+// paged_array.cpp, the ops in ops_binding.cpp. The typed API is python/warpvm/runtime.py and
+// python/warpvm/ops.py; this module is its low-level half. Every warpvm::Error reaches Python
 // as warpvm.Error (python/warpvm/errors.py) with what() as its message and the ErrorKind's name
 // as its `kind`.
+
+#include "bindings.hpp"
 
 #include "warpvm/config.hpp"
 #include "warpvm/error.hpp"
@@ -14,7 +18,6 @@
 #include <array>
 #include <cstddef>
 #include <exception>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,22 +74,6 @@ warpvm::EvictionPolicy eviction_from_name(const std::string& name) {
                               __FILE__, __LINE__);
 }
 
-/// A Runtime that Python may close before the object is collected.
-class PyRuntime {
- public:
-  explicit PyRuntime(const warpvm::Config& config) : runtime_(std::in_place, config) {}
-
-  warpvm::Runtime& get() {
-    WARPVM_EXPECTS(runtime_.has_value(), ErrorKind::invalid_argument, "this Runtime is closed");
-    return *runtime_;
-  }
-  void close() { runtime_.reset(); }
-  [[nodiscard]] bool closed() const { return !runtime_.has_value(); }
-
- private:
-  std::optional<warpvm::Runtime> runtime_;
-};
-
 }  // namespace
 
 NB_MODULE(_warpvm, m) {
@@ -129,17 +116,7 @@ NB_MODULE(_warpvm, m) {
            "Raises warpvm.Error (invalid_config) naming the first field that cannot work; touches no GPU.")
       .def("describe", &warpvm::Config::describe, "One-line human-readable summary.");
 
-  nb::class_<PyRuntime>(m, "Runtime", "warpvm::Runtime: owns one device's page cache.")
-      .def(nb::init<const warpvm::Config&>(), nb::arg("config"), nb::call_guard<nb::gil_scoped_release>(),
-           "Validates `config` (before any CUDA call), then allocates the cache on config.device.")
-      .def("close", &PyRuntime::close, nb::call_guard<nb::gil_scoped_release>(),
-           "Frees the cache now; any later call but close() raises warpvm.Error.")
-      .def_prop_ro("closed", &PyRuntime::closed)
-      .def_prop_ro("cache_bytes", [](PyRuntime& r) { return r.get().cache_bytes(); })
-      .def_prop_ro("page_bytes", [](PyRuntime& r) { return r.get().page_bytes(); })
-      .def_prop_ro("frame_count", [](PyRuntime& r) { return r.get().frame_count(); })
-      .def_prop_ro("multiprocessor_count", [](PyRuntime& r) { return r.get().multiprocessor_count(); })
-      .def_prop_ro("device", [](PyRuntime& r) { return r.get().config().device; })
-      .def("describe", [](PyRuntime& r) { return r.get().config().describe(); },
-           "The configuration in effect, in one line (the cache size as allocated).");
+  warpvm::python::bind_runtime(m);
+  warpvm::python::bind_paged_array(m);
+  warpvm::python::bind_ops(m);
 }

@@ -1,7 +1,9 @@
-"""warpvm.Runtime: the library's host API (warpvm::Runtime) from Python.
+"""warpvm.Runtime: the library's host API (warpvm::Runtime) from Python, and the paged arrays it
+makes (warpvm.PagedArray).
 
     with warpvm.Runtime(cache="8GiB") as rt:   # an 8 GiB page cache on device 0
-        print(rt.describe())
+        features = rt.empty((rows, 128), "float32", name="features")
+        features.host[:] = ...                  # a numpy view of the pinned host memory
 
 Every error the library raises reaches Python as warpvm.Error, with the library's message and
 its kind (warpvm.ErrorKind). A configuration that cannot work is refused before any CUDA call,
@@ -11,9 +13,12 @@ valid one raises no_device.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import TracebackType
+from typing import Any
 
 from warpvm.errors import Error, ErrorKind
+from warpvm.interop import dtype_name, placement_name
 from warpvm.sizes import parse_size
 
 try:
@@ -26,7 +31,15 @@ except ImportError as error:
         "for an editable install."
     ) from error
 
-__all__ = ["Runtime", "device_count", "make_config"]
+__all__ = ["PagedArray", "Runtime", "device_count", "make_config"]
+
+#: A 1-D or 2-D array in the paged space (the extension's class): shape, dtype (a name), nbytes,
+#: name, placement (settable: "automatic", "migrate", "remote", "resident"), closed, and host, a
+#: zero-copy numpy view of its pinned host memory (exact after Runtime.flush(); bfloat16 as
+#: ml_dtypes.bfloat16 when ml_dtypes is installed, else as uint16 bits). Made by Runtime.empty()
+#: and Runtime.adopt(); once its runtime is closed every use raises warpvm.Error (views already
+#: taken stay valid: the memory lives as long as they do).
+PagedArray = _warpvm.PagedArray
 
 
 def device_count() -> int:
@@ -47,6 +60,7 @@ def make_config(
     eviction: str = "clock",
     device: int = 0,
     checked: bool = False,
+    resident: int | str = 0,
 ) -> _warpvm.Config:
     """A validated warpvm::Config (the arguments as Runtime takes them); touches no GPU.
 
@@ -60,6 +74,7 @@ def make_config(
     config.eviction = eviction
     config.device = device
     config.checked = checked
+    config.resident_bytes = _bytes("resident", resident)
     config.validate()
     return config
 
@@ -73,6 +88,7 @@ class Runtime:
     eviction: "clock" (default) or "fifo".
     device: CUDA device ordinal.
     checked: bounds-check every element access in kernels.
+    resident: device memory set aside for paged arrays placed "resident" (0 by default: none).
 
     Raises warpvm.Error: invalid_config for a configuration that cannot work (checked before
     any CUDA call), no_device when no GPU is visible, cuda or out_of_memory when setting up fails.
@@ -86,9 +102,15 @@ class Runtime:
         eviction: str = "clock",
         device: int = 0,
         checked: bool = False,
+        resident: int | str = 0,
     ) -> None:
         config = make_config(
-            cache=cache, page_bytes=page_bytes, eviction=eviction, device=device, checked=checked
+            cache=cache,
+            page_bytes=page_bytes,
+            eviction=eviction,
+            device=device,
+            checked=checked,
+            resident=resident,
         )
         self._runtime = _warpvm.Runtime(config)
 
@@ -104,8 +126,60 @@ class Runtime:
         self.close()
 
     def close(self) -> None:
-        """Frees the device cache now (safe to call again). Other calls then raise warpvm.Error."""
+        """Frees the device cache now (safe to call again). Other calls then raise warpvm.Error,
+        and so does any use of its paged arrays."""
         self._runtime.close()
+
+    def empty(
+        self,
+        shape: int | Sequence[int],
+        dtype: Any,
+        placement: str = "automatic",
+        name: str | None = None,
+    ) -> PagedArray:
+        """A new paged array of `shape` ((rows,) or (rows, columns)) and `dtype` (a name such as
+        "float32", a numpy dtype or a torch dtype), in pinned host memory of its own, contents
+        uninitialised. Fill it through `.host`.
+
+        Raises warpvm.Error: invalid_argument for a shape, dtype or placement it cannot have,
+        out_of_memory when the pinned memory cannot be had, or this runtime's pending error.
+        """
+        extents = [shape] if isinstance(shape, int) else list(shape)
+        return self._runtime.empty(extents, dtype_name(dtype), placement_name(placement), name or "")
+
+    def adopt(self, array: Any, placement: str = "automatic", name: str | None = None) -> PagedArray:
+        """The memory of a C-contiguous 1-D or 2-D host array (a numpy array, or a pinned torch CPU
+        tensor; anything with DLPack or the buffer protocol) as a paged array, without a copy. The
+        array is kept alive as long as the paged array is; memory that is not pinned yet is
+        registered with CUDA (cudaHostRegister) until then. It must be 16-byte aligned.
+
+        Raises warpvm.Error (invalid_argument) for an array it cannot take; TypeError for an
+        object that is not an array.
+        """
+        return self._runtime.adopt(array, placement_name(placement), name or "")
+
+    def flush(self) -> None:
+        """Waits for the device and writes every dirty page back: each paged array's `.host` is
+        exact afterwards (index_add's sums among them). Raises a pending device error."""
+        self._runtime.flush()
+
+    def drop_cached(self) -> None:
+        """flush(), then empties the cache: the next access to any page reads host memory again.
+        After writing `.host` of an array whose pages may be cached, call this."""
+        self._runtime.drop_cached()
+
+    def synchronize(self) -> None:
+        """Waits for all device work and raises the first device-side error, such as an op's id
+        out of range (warpvm.Error, index_out_of_range, naming the op, the value and the table)."""
+        self._runtime.synchronize()
+
+    def stats(self) -> dict[str, int]:
+        """The fault path's counters since the runtime was made or reset_stats(): hits, misses,
+        waits, evictions, writebacks, bytes_in, bytes_out. Waits for the device."""
+        return self._runtime.stats()
+
+    def reset_stats(self) -> None:
+        self._runtime.reset_stats()
 
     @property
     def closed(self) -> bool:

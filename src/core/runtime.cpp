@@ -41,6 +41,39 @@ std::uint16_t next_generation(std::uint16_t& newest) {
   return newest;
 }
 
+/// The message of an input a warpvm::ops operation refused on the device (its FailureCause): which
+/// operation, which input, the value, and the object it was checked against. Those checks run
+/// before the operation writes anything.
+void describe_op_input_error(std::ostringstream& what, FailureCause cause, std::int64_t value, std::uint64_t limit,
+                             const std::string& object) {
+  switch (cause) {
+    case FailureCause::gather_ids:
+    case FailureCause::embedding_bag_ids:
+    case FailureCause::index_add_ids: {
+      const char* op = cause == FailureCause::gather_ids ? "gather" : cause == FailureCause::index_add_ids ? "index_add"
+                                                                                                    : "embedding_bag";
+      what << op << ": ids holds " << value << ", out of range for table " << object << ", which has " << limit
+           << " rows; nothing was written";
+      break;
+    }
+    case FailureCause::embedding_bag_offsets:
+      what << "embedding_bag: offsets hold " << value << ", below the offset before it or past len(ids) = " << limit
+           << " (table " << object << "); nothing was written";
+      break;
+    case FailureCause::sample_seeds:
+      what << "sample_neighbors: seeds holds " << value << ", out of range for indptr " << object << ", which describes "
+           << limit << " nodes; nothing was written";
+      break;
+    case FailureCause::sample_indptr:
+      what << "sample_neighbors: indptr " << object << " is not the offsets of a CSR graph at node " << value
+           << ": its entries must not decrease and must stay within len(indices) = " << limit
+           << "; nothing was written";
+      break;
+    default:  // not an op's input: described by the caller
+      break;
+  }
+}
+
 bool is_pinned(const void* p) {
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
@@ -409,7 +442,10 @@ void RuntimeState::raise_device_error() {
   std::ostringstream what;
   switch (kind) {
     case ErrorKind::index_out_of_range:
-      what << "a kernel accessed index " << index << " of " << name << ", which has " << limit << " elements";
+      if (cause == FailureCause::none)
+        what << "a kernel accessed index " << index << " of " << name << ", which has " << limit << " elements";
+      else
+        describe_op_input_error(what, cause, static_cast<std::int64_t>(index), limit, name);
       break;
     case ErrorKind::invalid_argument:
       if (cause == FailureCause::overwrite_incomplete) {
@@ -587,12 +623,13 @@ std::uint64_t Runtime::max_resident_threads() const {
   return state_->frames / state_->config.max_pages_held_per_thread;
 }
 
-void Runtime::launch_raw(const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes, void** args) {
+void Runtime::launch_raw(cudaStream_t stream, const void* kernel, dim3 grid, dim3 block, std::size_t shared_bytes,
+                         void** args) {
   const detail::NvtxRange range("warpvm: launch");
   state_->raise_pending_error();
   check_launch(kernel, grid, block, shared_bytes);
   const detail::DeviceGuard on_device(state_->config.device);
-  WARPVM_CUDA_TRY(cudaLaunchKernel(kernel, grid, block, args, shared_bytes, state_->stream()));
+  WARPVM_CUDA_TRY(cudaLaunchKernel(kernel, grid, block, args, shared_bytes, stream));
 }
 
 void Runtime::flush() { state_->write_back(detail::RuntimeState::all_objects, /*write_back=*/true, /*drop=*/false); }

@@ -54,6 +54,14 @@ enum class FailureCause : std::uint32_t {
   stale_placement,  ///< invalid_argument: a handle taken before set_placement() (index: the element)
   destroyed_object, ///< invalid_argument: a handle of an object destroyed since (index: its generation, limit: the slot's)
   overwrite_incomplete,  ///< invalid_argument: an overwrite span left bytes unwritten (index: the page, limit: the first byte)
+  // index_out_of_range from the input check of one of warpvm::ops' operations (ops.hpp), whose
+  // message names the operation and the input (index: the value, as int64)
+  gather_ids,
+  embedding_bag_ids,
+  embedding_bag_offsets,
+  index_add_ids,
+  sample_seeds,
+  sample_indptr,
 };
 
 /// First device-side failure, in mapped pinned host memory so that the host can read it even
