@@ -1,0 +1,147 @@
+"""PyG's remote-backend interfaces over warpvm: node features in PagedArrays.
+
+    feature_store = PagedFeatureStore(rt)
+    feature_store.put_tensor(x, group_name=None, attr_name="x", index=None)   # x may exceed GPU memory
+    graph_store = InMemoryGraphStore()
+    graph_store.put_edge_index((row, colptr), edge_type=None, layout="csc", size=(n, n), is_sorted=True)
+    loader = NeighborLoader((feature_store, graph_store), num_neighbors=[10, 10], input_nodes=seeds, ...)
+
+Every batch's features are one warpvm.gather of the sampled nodes' rows, on the runtime's GPU.
+Needs torch_geometric.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch_geometric.data import EdgeAttr, FeatureStore, GraphStore, TensorAttr
+
+import warpvm
+from warpvm.torch.embedding import host_tensor
+
+if TYPE_CHECKING:
+    from warpvm import PagedArray, Runtime
+
+# A tensor's key: (group_name, attr_name); group_name None for a homogeneous graph.
+TensorKey = tuple[Any, Any]
+
+
+class PagedFeatureStore(FeatureStore):
+    """A torch_geometric FeatureStore whose tensors are warpvm PagedArrays (1-D or 2-D).
+
+    put_tensor with index None stores a whole tensor: a PagedArray as it is (no copy), or a torch
+    tensor or numpy array copied into a new PagedArray of `placement`. With an index it overwrites
+    those rows of a stored tensor (flush, host write, drop_cached).
+    get_tensor with an index (a tensor, numpy array, slice or int) gathers those rows on the
+    runtime's GPU (warpvm.gather); with index None, or the slice `:`, it returns the whole tensor
+    as a CPU tensor over its host memory (no copy), which may be larger than GPU memory.
+    """
+
+    def __init__(self, runtime: Runtime, placement: str = "automatic") -> None:
+        super().__init__()
+        self.runtime = runtime
+        self.placement = placement
+        self._arrays: dict[TensorKey, PagedArray] = {}
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("cuda", self.runtime.device)
+
+    @staticmethod
+    def _key(attr: TensorAttr) -> TensorKey:
+        return (attr.group_name, attr.attr_name)
+
+    def _array(self, attr: TensorAttr) -> PagedArray:
+        array = self._arrays.get(self._key(attr))
+        if array is None:
+            raise KeyError(f"no tensor {self._key(attr)} in the feature store")
+        return array
+
+    def _put_tensor(self, tensor: Any, attr: TensorAttr) -> bool:
+        key = self._key(attr)
+        if attr.index is None:
+            self._arrays[key] = (
+                tensor if isinstance(tensor, warpvm.PagedArray) else self._copy_in(tensor, key)
+            )
+            return True
+        array = self._array(attr)
+        rows = self._ids(attr.index, int(array.shape[0]), torch.device("cpu"))
+        self.runtime.flush()
+        host = host_tensor(array)
+        host[rows] = torch.as_tensor(tensor).to(device="cpu", dtype=host.dtype)
+        self.runtime.drop_cached()
+        return True
+
+    def _copy_in(self, tensor: Any, key: TensorKey) -> PagedArray:
+        values = torch.as_tensor(tensor)
+        name = ".".join(str(part) for part in key if part is not None) or "features"
+        array = self.runtime.empty(tuple(values.shape), values.dtype, placement=self.placement, name=name)
+        host_tensor(array).copy_(values)
+        return array
+
+    def _get_tensor(self, attr: TensorAttr) -> torch.Tensor:
+        array = self._array(attr)
+        index = attr.index
+        if index is None or (isinstance(index, slice) and index == slice(None)):
+            self.runtime.flush()
+            return host_tensor(array)
+        rows = self._ids(index, int(array.shape[0]), self.device)
+        gathered = warpvm.gather(array, rows)
+        return gathered[0] if isinstance(index, int | np.integer) else gathered
+
+    @staticmethod
+    def _ids(index: Any, rows: int, device: torch.device) -> torch.Tensor:
+        """Row ids on `device` for a PyG index: a tensor, numpy array, slice or int."""
+        if isinstance(index, slice):
+            return torch.arange(*index.indices(rows), device=device)
+        if isinstance(index, int | np.integer):
+            return torch.tensor([int(index)], device=device)
+        if isinstance(index, np.ndarray):
+            index = torch.from_numpy(index)
+        return index.to(device, non_blocking=True)
+
+    def _remove_tensor(self, attr: TensorAttr) -> bool:
+        return self._arrays.pop(self._key(attr), None) is not None
+
+    def _get_tensor_size(self, attr: TensorAttr) -> tuple[int, ...] | None:
+        array = self._arrays.get(self._key(attr))
+        return None if array is None else tuple(int(n) for n in array.shape)
+
+    def get_all_tensor_attrs(self) -> list[TensorAttr]:
+        # New objects each call: the loaders set their `index`.
+        return [self._tensor_attr_cls.cast(*key) for key in self._arrays]
+
+    def __repr__(self) -> str:
+        return f"PagedFeatureStore({len(self._arrays)} tensors, device={self.runtime.device})"
+
+
+class InMemoryGraphStore(GraphStore):
+    """A torch_geometric GraphStore that keeps each edge index as given (COO, CSR or CSC tensors).
+
+    PyG ships none outside its tests; NeighborLoader samples from the CSC of it (give CSC sorted
+    by destination to skip a conversion).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._edges: dict[tuple[Any, ...], tuple[EdgeAttr, Any]] = {}
+
+    @staticmethod
+    def _key(attr: EdgeAttr) -> tuple[Any, ...]:
+        return (attr.edge_type, attr.layout.value)
+
+    def _put_edge_index(self, edge_index: Any, edge_attr: EdgeAttr) -> bool:
+        self._edges[self._key(edge_attr)] = (edge_attr, edge_index)
+        return True
+
+    def _get_edge_index(self, edge_attr: EdgeAttr) -> Any:
+        stored = self._edges.get(self._key(edge_attr))
+        return None if stored is None else stored[1]
+
+    def _remove_edge_index(self, edge_attr: EdgeAttr) -> bool:
+        return self._edges.pop(self._key(edge_attr), None) is not None
+
+    def get_all_edge_attrs(self) -> list[EdgeAttr]:
+        return [attr for attr, _ in self._edges.values()]
