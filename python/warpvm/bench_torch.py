@@ -308,6 +308,7 @@ def make_record(point: Point, measured: Measurement, context: Context, date: str
     if point.op is not None:
         extra["op"] = point.op
         extra["call_us"] = seconds * 1e6
+        extra["calls_per_s"] = 1 / seconds if seconds > 0 else None
     if warpvm_mode:
         extra["placement"] = context.placement
     extra.update(measured.extra)
@@ -341,20 +342,30 @@ def describe(point: Point) -> str:
 # --- the run ----------------------------------------------------------------------------------
 
 
+class VerificationError(Exception):
+    """A point whose result differed from its reference before anything was timed."""
+
+
 class Bench(Protocol):
     """What runs the points on the GPU (warpvm.torch.bench.TorchBench)."""
 
     context: Context
 
-    def measure(self, point: Point) -> Measurement | str: ...  # a str: why the point was skipped
+    def measure(self, point: Point) -> Measurement | str:
+        """The point's measurement, or why it was skipped; VerificationError if it was wrong."""
+        ...
 
     def close(self) -> None: ...
 
 
 @dataclass
 class RunOutcome:
+    """The records written, the points skipped and failed (each with why), and whether the time
+    limit stopped the run."""
+
     records: list[Record] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
     timed_out: bool = False
 
 
@@ -380,7 +391,12 @@ def run(
                 outcome.timed_out = True
                 break
             before_point(point)
-            measured = bench.measure(point)
+            try:
+                measured = bench.measure(point)
+            except VerificationError as error:
+                outcome.failed.append(f"{describe(point)}: {error}")
+                on_point(point, None)
+                continue
             if isinstance(measured, str):
                 outcome.skipped.append(f"{describe(point)}: {measured}")
                 on_point(point, None)

@@ -66,7 +66,7 @@ def host_tensor(array: PagedArray) -> torch.Tensor:
     return torch.from_numpy(host)
 
 
-def _fill_normal(runtime: Runtime, array: PagedArray, seed: int) -> None:
+def fill_normal(runtime: Runtime, array: PagedArray, seed: int) -> None:
     """Writes N(0, 1) values (as torch.nn.Embedding initialises its weight) into the table, chunk
     by chunk on the GPU, and empties the cache of any stale pages."""
     device = torch.device("cuda", runtime.device)
@@ -181,7 +181,7 @@ class _PagedTable(nn.Module):
 
     def reset_parameters(self, seed: int = 0) -> None:
         """Fills the table with N(0, 1) values (torch.nn.Embedding's initialisation)."""
-        _fill_normal(self.runtime, self.weight, seed)
+        fill_normal(self.runtime, self.weight, seed)
 
     def weight_host(self) -> torch.Tensor:
         """The table as a CPU tensor over its host memory (no copy), made exact by a flush."""
