@@ -77,9 +77,10 @@ def main() -> int:
         stats = rt.stats()
     window = max(1, min(10, len(losses) // 3))
     first, last = sum(losses[:window]) / window, sum(losses[-window:]) / window
+    ids_per_s = args.steps * args.bags * args.pooling / seconds
     print(
-        f"{args.steps} steps in {seconds:.1f} s ({args.steps * args.bags * args.pooling / seconds / 1e6:.1f} M "
-        f"ids/s); mean loss of the first {window} steps {first:.4f}, of the last {window} {last:.4f}"
+        f"{args.steps} steps in {seconds:.1f} s ({ids_per_s / 1e6:.1f} M ids/s); mean loss of the first "
+        f"{window} steps {first:.4f}, of the last {window} {last:.4f}"
     )
     print(f"warpvm: {stats}")
     return 0
