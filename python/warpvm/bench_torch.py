@@ -22,7 +22,7 @@ from warpvm.results import Record
 
 SUITE = "torch"
 
-WORKLOADS = ("gather", "embedding_bag", "index_add", "graphsage", "call_overhead")
+WORKLOADS = ("gather", "embedding_bag", "index_add", "call_overhead", "graphsage")
 MODES = ("warpvm", "cpu_gather", "zero_copy", "managed", "device")
 ID_DISTRIBUTIONS = ("uniform", "zipf1.0", "zipf1.2")
 DTYPES = ("float32", "float16")

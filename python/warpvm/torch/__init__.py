@@ -20,13 +20,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from warpvm.torch.embedding import PagedEmbedding, PagedEmbeddingBag, host_tensor, torch_dtype
+from warpvm.torch.embedding import (
+    PagedEmbedding,
+    PagedEmbeddingBag,
+    drop_cached,
+    flush,
+    host_tensor,
+    torch_dtype,
+)
 
 __all__ = [
     "InMemoryGraphStore",
     "PagedEmbedding",
     "PagedEmbeddingBag",
     "PagedFeatureStore",
+    "drop_cached",
+    "flush",
     "host_tensor",
     "torch_dtype",
 ]

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 
 import warpvm
 from warpvm.bench_torch import Context, Measurement, Point, Settings, VerificationError, batch_ids
-from warpvm.torch.embedding import fill_normal, host_tensor
+from warpvm.torch.embedding import drop_cached, fill_normal, flush, host_tensor
 
 try:
     import cupy
@@ -130,7 +130,7 @@ class WarpvmTable(Table):
         warpvm.index_add(self.array, batch.ids, batch.values)
 
     def rows(self, ids_cpu: torch.Tensor) -> torch.Tensor:
-        self.runtime.flush()
+        flush(self.runtime)
         return host_tensor(self.array).index_select(0, ids_cpu)
 
 
@@ -353,7 +353,7 @@ class TorchBench:
     def _make_table(self, mode: str, array: Any) -> Table | str:
         if mode == "warpvm":
             return WarpvmTable(self.runtime, array)
-        self.runtime.flush()
+        flush(self.runtime)
         host = host_tensor(array)
         if mode == "cpu_gather":
             return CpuGatherTable(host, self.device)
@@ -390,7 +390,7 @@ class TorchBench:
             workload
         ]
         if point.mode == "warpvm":
-            self.runtime.drop_cached()
+            drop_cached(self.runtime)
         verified = verify(workload, table, batch, self.settings.pooling)
         before = self.runtime.stats() if point.mode == "warpvm" else None
         if point.workload == "call_overhead":
@@ -401,7 +401,7 @@ class TorchBench:
             calls = self.settings.repeats
         faults, moved = _stats_per_call(before, self.runtime.stats() if before is not None else None, calls)
         if point.mode == "warpvm":
-            self.runtime.flush()
+            flush(self.runtime)
         return Measurement(
             seconds_all=seconds,
             verified=verified,
@@ -429,7 +429,7 @@ class TorchBench:
         options = graphsage.LoaderOptions(self.settings.graphsage_batch, self.settings.graphsage_fanout)
         steps = _GRAPHSAGE_WARMUP_STEPS + self.settings.graphsage_steps
         if point.mode == "warpvm":
-            self.runtime.drop_cached()
+            drop_cached(self.runtime)
         before = self.runtime.stats() if point.mode == "warpvm" else None
         try:
             log = graphsage.run_mode(
@@ -493,10 +493,11 @@ def _stats_per_call(
     before: dict[str, Any] | None, after: dict[str, Any] | None, calls: int
 ) -> tuple[int | None, int | None]:
     """Pages loaded and bytes moved per call between two rt.stats(); None, None without them."""
-    if before is None or after is None or calls < 1:
+    names = ("misses", "bytes_in", "bytes_out")
+    if before is None or after is None or calls < 1 or any(n not in before or n not in after for n in names):
         return None, None
 
     def delta(name: str) -> int:
-        return int(after.get(name, 0)) - int(before.get(name, 0))
+        return int(after[name]) - int(before[name])
 
     return delta("misses") // calls, (delta("bytes_in") + delta("bytes_out")) // calls

@@ -56,14 +56,27 @@ def torch_dtype(dtype: Any) -> torch.dtype:
 def host_tensor(array: PagedArray) -> torch.Tensor:
     """A CPU tensor over the array's pinned host memory (no copy), in the array's dtype.
 
-    It is exact only after `runtime.flush()`; to write it while pages may be cached, flush, write,
-    then `runtime.drop_cached()` (docs/concepts.md, "Writes, dirty pages, flush and drop").
+    It is exact only after flush(runtime); to write it while pages may be cached, flush, write,
+    then drop_cached(runtime) (docs/concepts.md, "Writes, dirty pages, flush and drop").
     """
     dtype = torch_dtype(array.dtype)
     host = np.asarray(array.host)
     if dtype == torch.bfloat16:  # numpy has no bfloat16: view its 16-bit words
         return torch.from_numpy(host.view(np.int16)).view(torch.bfloat16)
     return torch.from_numpy(host)
+
+
+def flush(runtime: Runtime) -> None:
+    """Waits for the GPU's work on torch's streams (warpvm's calls run there), then flushes the
+    cache: every host view is exact afterwards."""
+    torch.cuda.synchronize(runtime.device)
+    runtime.flush()
+
+
+def drop_cached(runtime: Runtime) -> None:
+    """Waits for torch's streams, then empties the cache: the next reads see the host memory."""
+    torch.cuda.synchronize(runtime.device)
+    runtime.drop_cached()
 
 
 def fill_normal(runtime: Runtime, array: PagedArray, seed: int) -> None:
@@ -74,12 +87,12 @@ def fill_normal(runtime: Runtime, array: PagedArray, seed: int) -> None:
     host = host_tensor(array)
     rows, dim = host.shape
     chunk_rows = max(1, _INIT_CHUNK_BYTES // max(1, dim * host.element_size()))
-    runtime.flush()
+    flush(runtime)
     for start in range(0, rows, chunk_rows):
         stop = min(rows, start + chunk_rows)
         values = torch.randn(stop - start, dim, generator=generator, device=device, dtype=torch.float32)
         host[start:stop].copy_(values.to(host.dtype))
-    runtime.drop_cached()
+    drop_cached(runtime)
 
 
 def _apply_sgd(table: PagedArray, ids: torch.Tensor, grad_rows: torch.Tensor, lr: float) -> None:
@@ -185,7 +198,7 @@ class _PagedTable(nn.Module):
 
     def weight_host(self) -> torch.Tensor:
         """The table as a CPU tensor over its host memory (no copy), made exact by a flush."""
-        self.runtime.flush()
+        flush(self.runtime)
         return host_tensor(self.weight)
 
     def _steps_table(self) -> bool:

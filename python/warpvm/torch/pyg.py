@@ -19,7 +19,7 @@ import torch
 from torch_geometric.data import EdgeAttr, FeatureStore, GraphStore, TensorAttr
 
 import warpvm
-from warpvm.torch.embedding import host_tensor
+from warpvm.torch.embedding import drop_cached, flush, host_tensor
 
 if TYPE_CHECKING:
     from warpvm import PagedArray, Runtime
@@ -68,10 +68,10 @@ class PagedFeatureStore(FeatureStore):
             return True
         array = self._array(attr)
         rows = self._ids(attr.index, int(array.shape[0]), torch.device("cpu"))
-        self.runtime.flush()
+        flush(self.runtime)
         host = host_tensor(array)
         host[rows] = torch.as_tensor(tensor).to(device="cpu", dtype=host.dtype)
-        self.runtime.drop_cached()
+        drop_cached(self.runtime)
         return True
 
     def _copy_in(self, tensor: Any, key: TensorKey) -> PagedArray:
@@ -85,7 +85,7 @@ class PagedFeatureStore(FeatureStore):
         array = self._array(attr)
         index = attr.index
         if index is None or (isinstance(index, slice) and index == slice(None)):
-            self.runtime.flush()
+            flush(self.runtime)
             return host_tensor(array)
         rows = self._ids(index, int(array.shape[0]), self.device)
         gathered = warpvm.gather(array, rows)
