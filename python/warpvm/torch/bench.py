@@ -199,7 +199,10 @@ class ZeroCopyTable(Table):
         self.host, self.device = host, device
         self.pointer = cupy.cuda.runtime.hostGetDevicePointer(host.data_ptr(), 0)
         if ZeroCopyTable._module is None:
-            ZeroCopyTable._module = cupy.RawModule(code=_ZERO_COPY_KERNELS)
+            module = cupy.RawModule(code=_ZERO_COPY_KERNELS)
+            for name in ("gather_rows", "bag_sum_rows"):  # compiles now: errors surface here
+                module.get_function(name)
+            ZeroCopyTable._module = module
         self.blocks = torch.cuda.get_device_properties(device).multi_processor_count * 8
 
     def _launch(self, name: str, *args: Any) -> None:
@@ -359,12 +362,21 @@ class TorchBench:
             return CpuGatherTable(host, self.device)
         if mode in ("zero_copy", "managed") and cupy is None:
             return f"{mode} needs cupy, which is not installed"
-        if mode == "zero_copy":
-            return ZeroCopyTable(host, self.device)
         nbytes = host.numel() * host.element_size()
-        if not self._fits_on_gpu(nbytes):
+        if mode in ("managed", "device") and not self._fits_on_gpu(nbytes):
             return f"a copy of the {nbytes / 2**30:.1f} GiB table does not fit in free GPU memory"
-        return ManagedTable(host, self.device) if mode == "managed" else DeviceTable(host.to(self.device))
+        if mode == "device":
+            return DeviceTable(host.to(self.device))
+        try:
+            return (
+                ZeroCopyTable(host, self.device) if mode == "zero_copy" else ManagedTable(host, self.device)
+            )
+        except (
+            cupy.cuda.runtime.CUDARuntimeError,
+            cupy.cuda.compiler.CompileException,
+            cupy.cuda.memory.OutOfMemoryError,
+        ) as error:
+            return f"{mode} could not be set up: {error}"
 
     def _batch(self, point: Point) -> IdBatch:
         key = (point.ids, point.batch)
