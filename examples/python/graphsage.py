@@ -9,7 +9,8 @@ two loss curves are printed side by side. Every batch's features are checked aga
     python examples/python/graphsage.py                      # 256 MiB cache, 1 GiB of features
     python examples/python/graphsage.py --cache 1GiB --ratio 8 --steps 50
 
-Needs torch, torch_geometric (with pyg-lib or torch-sparse for the sampling), a GPU and warpvm.
+Needs torch, torch_geometric, a GPU and warpvm. Batches are drawn by NeighborLoader where PyG can
+sample (pyg-lib or torch-sparse), else by warpvm.sample_neighbors (--sampler chooses).
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ def parse_args() -> argparse.Namespace:
         "--steps", type=int, default=20, help="training steps per loader (default 20, at least 3)"
     )
     parser.add_argument("--lr", type=float, default=0.003, help="Adam's learning rate (default 0.003)")
+    parser.add_argument(
+        "--sampler",
+        choices=graphsage.SAMPLERS,
+        help="pyg: NeighborLoader's (pyg-lib or torch-sparse); warpvm: warpvm.sample_neighbors on the GPU "
+        "(default: pyg where PyG can sample, else warpvm)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     if args.steps < 3:
@@ -48,9 +55,6 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> int:
     args = parse_args()
-    if graphsage.sampling_backend() is None:
-        print("NeighborLoader cannot sample here: install pyg-lib or torch-sparse")
-        return 1
     device = torch.device("cuda", 0)
     fanout = tuple(int(n) for n in args.fanout.split(","))
     with warpvm.Runtime(cache=args.cache) as rt:
@@ -65,7 +69,8 @@ def main() -> int:
             f"GiB in warpvm, cache {rt.cache_bytes / gib:.2f} GiB "
             f"({time.perf_counter() - start:.1f} s to generate)"
         )
-        options = graphsage.LoaderOptions(args.batch_size, fanout)
+        options = graphsage.LoaderOptions(args.batch_size, fanout, args.sampler)
+        print(f"sampler: {graphsage.sampler_name(options)}")
         reference = host_tensor(features)  # the host copy the checks read, and the CPU loader's x
         common = {"hidden": args.hidden, "steps": args.steps, "lr": args.lr, "seed": args.seed}
 
@@ -77,6 +82,7 @@ def main() -> int:
             "warpvm",
             graph,
             options,
+            rt,
             labels,
             args.dim,
             stores=graphsage.feature_store(rt, features),
@@ -90,6 +96,7 @@ def main() -> int:
             "cpu_gather",
             graph,
             options,
+            rt,
             labels,
             args.dim,
             cpu_features=reference,

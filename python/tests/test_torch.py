@@ -189,32 +189,66 @@ def test_feature_store_serves_every_index_kind(rt: Any, pyg: Any) -> None:
         store.get_tensor(None, "x", ids)
 
 
-def test_neighbor_loader_reads_features_from_warpvm(rt: Any, pyg: Any) -> None:
+def test_warpvm_sampler_draws_real_edges_within_the_fanout(rt: Any, pyg: Any) -> None:
+    from torch_geometric.sampler import NodeSamplerInput
+
+    from warpvm.torch import graphsage
+    from warpvm.torch.pyg import WarpvmNeighborSampler
+
+    graph = graphsage.rmat_graph(ROWS, 4, seed=4, device=DEVICE)
+    colptr, row = graph.paged_csc(rt)
+    fanout = (4, 3)
+    sampler = WarpvmNeighborSampler(colptr, row, fanout, DEVICE)
+    seeds = torch.randperm(ROWS)[:300]
+    out = sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=seeds))
+    assert torch.equal(out.node[:300], seeds)
+    assert len(torch.unique(out.node)) == out.node.numel() == sum(out.num_sampled_nodes)
+    edges = set(zip(graph.row.tolist(), graph.col().tolist(), strict=True))
+    sources, destinations = out.node[out.row], out.node[out.col]
+    assert all(edge in edges for edge in zip(sources.tolist(), destinations.tolist(), strict=True))
+    # Layer one: each seed gets min(degree, 4) distinct in-neighbours.
+    first = out.num_sampled_edges[0]
+    degrees = (graph.colptr[1:] - graph.colptr[:-1])[seeds]
+    per_seed = torch.bincount(out.col[:first], minlength=300)
+    assert torch.equal(per_seed, torch.clamp(degrees, max=fanout[0]))
+    pairs = set(zip(out.row[:first].tolist(), out.col[:first].tolist(), strict=True))
+    assert len(pairs) == first
+
+
+@pytest.mark.parametrize("sampler", ["warpvm", "pyg"])
+def test_loaders_read_features_from_warpvm(rt: Any, pyg: Any, sampler: str) -> None:
     from warpvm.torch import graphsage
 
-    if graphsage.sampling_backend() is None:
+    if sampler == "pyg" and graphsage.sampling_backend() is None:
         pytest.skip("NeighborLoader needs pyg-lib or torch-sparse to sample")
-    nodes = ROWS
-    graph = graphsage.rmat_graph(nodes, 4, seed=1, device=DEVICE)
+    graph = graphsage.rmat_graph(ROWS, 4, seed=1, device=DEVICE)
     degrees = graph.colptr[1:] - graph.colptr[:-1]
     assert graph.colptr[-1] == graph.num_edges and int(degrees.min()) >= 0
     assert torch.all(graph.col()[:-1] <= graph.col()[1:])
-    features = rt.empty((nodes, DIM), "float32", name="features")
+    features = rt.empty((ROWS, DIM), "float32", name="features")
     labels = graphsage.fill_features(host_tensor(features), classes=5, seed=2, device=DEVICE)
     reference = host_tensor(features).clone()
-    options = graphsage.LoaderOptions(batch_size=256, fanout=(5, 5))
+    options = graphsage.LoaderOptions(batch_size=256, fanout=(5, 5), sampler=sampler)
     common: dict[str, Any] = {"hidden": 32, "steps": 6, "lr": 0.01, "seed": 3}
     paged = graphsage.run_mode(
         "warpvm",
         graph,
         options,
+        rt,
         labels,
         DIM,
         stores=graphsage.feature_store(rt, features),
         check=graphsage.features_checker(reference),
         **common,
     )
-    cpu = graphsage.run_mode("cpu_gather", graph, options, labels, DIM, cpu_features=reference, **common)
-    assert len(paged.losses) == len(cpu.losses) == 6
+    cpu = graphsage.run_mode("cpu_gather", graph, options, rt, labels, DIM, cpu_features=reference, **common)
+    device = graphsage.run_mode(
+        "device", graph, options, rt, labels, DIM, device_features=reference.to(DEVICE), **common
+    )
+    assert len(paged.losses) == len(cpu.losses) == len(device.losses) == 6
     assert all(np.isfinite(paged.losses)) and all(np.isfinite(cpu.losses))
     assert sum(paged.nodes) > 6 * 256
+    if sampler == "warpvm":  # the same draws from the same seed: the same batches
+        assert paged.nodes == cpu.nodes == device.nodes
+        assert graphsage.max_difference(paged.losses, cpu.losses) < 1e-3
+        assert graphsage.max_difference(paged.losses, device.losses) < 1e-3

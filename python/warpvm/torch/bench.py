@@ -427,9 +427,6 @@ class TorchBench:
     def _measure_graphsage(self, point: Point) -> Measurement | str:
         from warpvm.torch import graphsage
 
-        backend = graphsage.sampling_backend()
-        if backend is None:
-            return "NeighborLoader cannot sample here: it needs pyg-lib or torch-sparse"
         state = self._graphsage_state(point)
         features_host = host_tensor(state["features"])
         device_features = None
@@ -448,6 +445,7 @@ class TorchBench:
                 point.mode,
                 state["graph"],
                 options,
+                self.runtime,
                 state["labels"],
                 point.dim,
                 _GRAPHSAGE_HIDDEN,
@@ -479,7 +477,7 @@ class TorchBench:
                 "fanout": list(self.settings.graphsage_fanout),
                 "nodes": graph.num_nodes,
                 "edges": graph.num_edges,
-                "sampler": backend,
+                "sampler": graphsage.sampler_name(options),
             },
         )
 

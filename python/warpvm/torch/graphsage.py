@@ -6,9 +6,11 @@ Shared by examples/python/graphsage.py and `warpvm bench torch`'s graphsage work
 - "cpu_gather": PyG's own loader over Data(x=CPU features), each batch's x copied to the GPU;
 - "device": features in GPU memory, each batch's rows indexed there.
 
-All three sample the same CSC graph with NeighborLoader, so with the same seed they draw the same
+All three sample the same CSC graph with the same sampler, so with the same seed they draw the same
 batches and their loss curves agree (up to the order of floating-point sums on the GPU).
-Needs torch and torch_geometric (with pyg-lib or torch-sparse for NeighborLoader's sampling).
+Sampling is NeighborLoader's own where PyG can sample (pyg-lib or torch-sparse), else
+WarpvmNeighborSampler's (warpvm.sample_neighbors) under NodeLoader; LoaderOptions.sampler chooses.
+Needs torch and torch_geometric.
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ import torch
 import torch.nn.functional as F
 import torch_geometric.typing
 from torch_geometric.data import Data
-from torch_geometric.loader import NeighborLoader
+from torch_geometric.loader import NeighborLoader, NodeLoader
 from torch_geometric.nn import GraphSAGE
 
-from warpvm.torch.pyg import InMemoryGraphStore, PagedFeatureStore
+from warpvm.torch.pyg import InMemoryGraphStore, PagedFeatureStore, WarpvmNeighborSampler
 
 if TYPE_CHECKING:
     from warpvm import PagedArray, Runtime
@@ -52,10 +54,22 @@ class Graph:
     num_nodes: int
     colptr: torch.Tensor  # [num_nodes + 1]
     row: torch.Tensor  # [edges]: the source of each edge, edges grouped by destination
+    # (runtime, colptr, row): the CSC adopted by a runtime, made once (paged_csc).
+    _paged: list[tuple[Any, Any, Any]] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def num_edges(self) -> int:
         return self.row.numel()
+
+    def paged_csc(self, runtime: Runtime) -> tuple[PagedArray, PagedArray]:
+        """colptr and row as PagedArrays of `runtime` over the same host memory (adopted once)."""
+        for owner, colptr, row in self._paged:
+            if owner is runtime:
+                return colptr, row
+        colptr = runtime.adopt(self.colptr.numpy(), name="colptr")
+        row = runtime.adopt(self.row.numpy(), name="row")
+        self._paged.append((runtime, colptr, row))
+        return colptr, row
 
     def col(self) -> torch.Tensor:
         """The destination of each edge (COO's second row)."""
@@ -110,26 +124,46 @@ def feature_store(runtime: Runtime, features: PagedArray) -> tuple[PagedFeatureS
     return store, InMemoryGraphStore()
 
 
+SAMPLERS = ("pyg", "warpvm")
+
+
 @dataclass(frozen=True)
 class LoaderOptions:
+    """How batches are drawn: seed nodes per batch, neighbours per layer, and the sampler:
+    NeighborLoader's own ("pyg": pyg-lib or torch-sparse on the CPU), WarpvmNeighborSampler
+    ("warpvm": warpvm.sample_neighbors on the GPU), or None: PyG's where it can sample, else warpvm's."""
+
     batch_size: int = 1024
     fanout: tuple[int, ...] = (10, 10)
+    sampler: str | None = None
+
+    @property
+    def resolved_sampler(self) -> str:
+        if self.sampler is None:
+            return "pyg" if sampling_backend() is not None else "warpvm"
+        if self.sampler not in SAMPLERS:
+            raise ValueError(f"unknown sampler {self.sampler!r} (choose from {', '.join(SAMPLERS)})")
+        return self.sampler
+
+
+def sampler_name(options: LoaderOptions) -> str:
+    """What draws the batches: 'pyg-lib', 'torch-sparse' or 'warpvm'."""
+    if options.resolved_sampler == "warpvm":
+        return "warpvm"
+    return sampling_backend() or "pyg (neither pyg-lib nor torch-sparse found)"
 
 
 def make_loader(
     mode: str,
     graph: Graph,
     options: LoaderOptions,
+    runtime: Runtime,
     stores: tuple[PagedFeatureStore, InMemoryGraphStore] | None = None,
     cpu_features: torch.Tensor | None = None,
-) -> NeighborLoader:
-    """The mode's NeighborLoader over every node as a seed (shuffled): over the warpvm `stores`
-    ("warpvm"), over Data with `cpu_features` ("cpu_gather"), or over the bare graph ("device")."""
-    common: dict[str, Any] = {
-        "num_neighbors": list(options.fanout),
-        "batch_size": options.batch_size,
-        "shuffle": True,
-    }
+) -> NodeLoader:
+    """The mode's loader over every node as a seed (shuffled): over the warpvm `stores` ("warpvm"),
+    over Data with `cpu_features` ("cpu_gather"), or over the bare graph ("device"), sampled as
+    `options` says."""
     if mode == "warpvm":
         if stores is None:
             raise ValueError("mode warpvm needs the feature and graph stores")
@@ -141,15 +175,27 @@ def make_loader(
             size=(graph.num_nodes, graph.num_nodes),
             is_sorted=True,
         )
-        return NeighborLoader((features, graph_store), input_nodes=torch.arange(graph.num_nodes), **common)
-    data = Data(edge_index=torch.stack([graph.row, graph.col()]), num_nodes=graph.num_nodes)
-    if mode == "cpu_gather":
-        if cpu_features is None:
-            raise ValueError("mode cpu_gather needs the CPU features")
-        data.x = cpu_features
-    elif mode != "device":
-        raise ValueError(f"unknown feature mode {mode!r} (choose from {', '.join(FEATURE_MODES)})")
-    return NeighborLoader(data, is_sorted=True, **common)
+        data: Any = (features, graph_store)
+    else:
+        data = Data(edge_index=torch.stack([graph.row, graph.col()]), num_nodes=graph.num_nodes)
+        if mode == "cpu_gather":
+            if cpu_features is None:
+                raise ValueError("mode cpu_gather needs the CPU features")
+            data.x = cpu_features
+        elif mode != "device":
+            raise ValueError(f"unknown feature mode {mode!r} (choose from {', '.join(FEATURE_MODES)})")
+    common: dict[str, Any] = {
+        "input_nodes": torch.arange(graph.num_nodes),
+        "batch_size": options.batch_size,
+        "shuffle": True,
+    }
+    if options.resolved_sampler == "warpvm":
+        colptr, row = graph.paged_csc(runtime)
+        sampler = WarpvmNeighborSampler(colptr, row, options.fanout, torch.device("cuda", runtime.device))
+        return NodeLoader(data, node_sampler=sampler, **common)
+    if mode == "warpvm":
+        return NeighborLoader(data, num_neighbors=list(options.fanout), **common)
+    return NeighborLoader(data, num_neighbors=list(options.fanout), is_sorted=True, **common)
 
 
 def batch_features(
@@ -230,6 +276,7 @@ def run_mode(
     mode: str,
     graph: Graph,
     options: LoaderOptions,
+    runtime: Runtime,
     labels: torch.Tensor,
     dim: int,
     hidden: int,
@@ -246,7 +293,7 @@ def run_mode(
     """Trains a fresh model (weights and batch order from `seed`) with the mode's loader."""
     device = labels.device
     model = make_model(dim, hidden, int(labels.max()) + 1, len(options.fanout), seed, device)
-    loader = make_loader(mode, graph, options, stores, cpu_features)
+    loader = make_loader(mode, graph, options, runtime, stores, cpu_features)
     torch.manual_seed(seed)  # the loader's shuffle and the sampler draw from here
     return train(
         loader, batch_features(mode, device, device_features), labels, model, steps, lr, check, on_step

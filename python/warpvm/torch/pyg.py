@@ -12,11 +12,13 @@ Needs torch_geometric.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch_geometric.data import EdgeAttr, FeatureStore, GraphStore, TensorAttr
+from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 
 import warpvm
 from warpvm.torch.embedding import drop_cached, flush, host_tensor
@@ -145,3 +147,60 @@ class InMemoryGraphStore(GraphStore):
 
     def get_all_edge_attrs(self) -> list[EdgeAttr]:
         return [attr for attr, _ in self._edges.values()]
+
+
+class WarpvmNeighborSampler(BaseSampler):
+    """A PyG node sampler whose draws are warpvm.sample_neighbors on the GPU, for
+    NodeLoader(data, node_sampler=...): each layer takes up to `num_neighbors[i]` in-neighbours of
+    every node of the previous layer (uniform, without replacement; all of them when fewer), from
+    a graph's CSC in PagedArrays (`colptr` [nodes + 1] and `row` [edges], as the GraphStore keeps
+    it: PyG's layout). Each call's seed is drawn from torch's generator, so torch.manual_seed
+    makes the batches repeat.
+
+    Its output is PyG's (seed nodes first, then each layer's new nodes; edges neighbour ->
+    node, relabelled), on the CPU as PyG's samplers give it, so the loaders and the training loop
+    are PyG's own. It needs neither pyg-lib nor torch-sparse.
+    """
+
+    def __init__(
+        self, colptr: PagedArray, row: PagedArray, num_neighbors: Sequence[int], device: torch.device
+    ) -> None:
+        super().__init__()
+        self.colptr, self.row = colptr, row
+        self.num_neighbors = tuple(int(n) for n in num_neighbors)
+        self.device = device
+        # Each node's place in the batch being sampled, -1 outside it (reset after each batch).
+        self._local = torch.full((int(colptr.shape[0]) - 1,), -1, dtype=torch.int64, device=device)
+
+    def sample_from_nodes(self, index: NodeSamplerInput, **kwargs: Any) -> SamplerOutput:
+        seeds = index.node.to(self.device, torch.int64)
+        local = self._local
+        local[seeds] = torch.arange(seeds.numel(), device=self.device)
+        count = seeds.numel()
+        nodes, rows, cols = [seeds], [], []
+        frontier = seeds
+        for fanout in self.num_neighbors:
+            if frontier.numel() == 0:
+                break
+            draw = int(torch.randint(1 << 62, (1,)))
+            offsets, neighbours = warpvm.sample_neighbors(self.colptr, self.row, frontier, fanout, seed=draw)
+            neighbours = neighbours.to(torch.int64)
+            degrees = (offsets[1:] - offsets[:-1]).to(torch.int64)
+            cols.append(torch.repeat_interleave(local[frontier], degrees, output_size=neighbours.numel()))
+            fresh = torch.unique(neighbours[local[neighbours] < 0])
+            local[fresh] = torch.arange(count, count + fresh.numel(), device=self.device)
+            count += fresh.numel()
+            rows.append(local[neighbours])
+            nodes.append(fresh)
+            frontier = fresh
+        node = torch.cat(nodes)
+        local[node] = -1
+        empty = torch.empty(0, dtype=torch.int64)
+        return SamplerOutput(
+            node=node.cpu(),
+            row=torch.cat(rows).cpu() if rows else empty,
+            col=torch.cat(cols).cpu() if cols else empty,
+            edge=None,
+            num_sampled_nodes=[n.numel() for n in nodes],
+            num_sampled_edges=[r.numel() for r in rows],
+        )
