@@ -78,9 +78,9 @@ class Graph:
 
 
 def rmat_graph(num_nodes: int, edge_factor: int, seed: int, device: torch.device) -> Graph:
-    """An R-MAT graph (power-law degrees) of `num_nodes` vertices, both directions of each of
-    about num_nodes x edge_factor drawn edges (those that fall past num_nodes dropped), vertex ids
-    permuted so the hubs are scattered; generated on `device`."""
+    """An R-MAT graph (power-law degrees) of `num_nodes` vertices: both directions of each of
+    num_nodes x edge_factor drawn edges, less those that fall past num_nodes, self loops and
+    repeats; vertex ids permuted so the hubs are scattered. Generated on `device`."""
     scale = max(1, (num_nodes - 1).bit_length())
     drawn = num_nodes * edge_factor
     generator = torch.Generator(device=device).manual_seed(seed)
@@ -95,11 +95,12 @@ def rmat_graph(num_nodes: int, edge_factor: int, seed: int, device: torch.device
     permutation = torch.randperm(1 << scale, generator=generator, device=device)
     src, dst = permutation[src], permutation[dst]
     kept = (src < num_nodes) & (dst < num_nodes) & (src != dst)
-    src, dst = torch.cat([src[kept], dst[kept]]), torch.cat([dst[kept], src[kept]])
-    dst, order = torch.sort(dst, stable=True)
+    # One key per edge, sorted by destination then source: torch.unique sorts and drops repeats.
+    keys = torch.unique(torch.cat([dst[kept] * num_nodes + src[kept], src[kept] * num_nodes + dst[kept]]))
+    dst, src = keys // num_nodes, keys % num_nodes
     colptr = torch.zeros(num_nodes + 1, dtype=torch.int64, device=device)
     colptr[1:] = torch.cumsum(torch.bincount(dst, minlength=num_nodes), 0)
-    return Graph(num_nodes, colptr.cpu(), src[order].cpu())
+    return Graph(num_nodes, colptr.cpu(), src.cpu())
 
 
 def fill_features(host: torch.Tensor, classes: int, seed: int, device: torch.device) -> torch.Tensor:
