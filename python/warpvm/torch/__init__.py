@@ -10,8 +10,9 @@
 
 The tables live in warpvm PagedArrays (pinned host memory behind warpvm's GPU page cache), read
 through warpvm.gather and warpvm.embedding_bag and updated through warpvm.index_add.
-PagedFeatureStore and InMemoryGraphStore (torch_geometric's FeatureStore and GraphStore) are
-imported on first use, so that this package works without torch_geometric.
+PagedFeatureStore, InMemoryGraphStore and WarpvmNeighborSampler (torch_geometric's FeatureStore,
+GraphStore and a node sampler) are imported on first use, so that this package works without
+torch_geometric.
 
 Needs torch; `import warpvm` alone never imports it.
 """
@@ -34,13 +35,14 @@ __all__ = [
     "PagedEmbedding",
     "PagedEmbeddingBag",
     "PagedFeatureStore",
+    "WarpvmNeighborSampler",
     "drop_cached",
     "flush",
     "host_tensor",
     "torch_dtype",
 ]
 
-_PYG_NAMES = ("PagedFeatureStore", "InMemoryGraphStore")
+_PYG_NAMES = ("PagedFeatureStore", "InMemoryGraphStore", "WarpvmNeighborSampler")
 
 
 def __getattr__(name: str) -> Any:
