@@ -200,8 +200,9 @@ def test_warpvm_sampler_draws_real_edges_within_the_fanout(rt: Any, pyg: Any) ->
     fanout = (4, 3)
     sampler = WarpvmNeighborSampler(colptr, row, fanout, DEVICE)
     seeds = torch.randperm(ROWS)[:300]
-    out = sampler.sample_from_nodes(NodeSamplerInput(input_id=None, node=seeds))
+    out = sampler.sample_from_nodes(NodeSamplerInput(input_id=torch.arange(300), node=seeds))
     assert torch.equal(out.node[:300], seeds)
+    assert torch.equal(out.metadata[0], torch.arange(300))
     assert len(torch.unique(out.node)) == out.node.numel() == sum(out.num_sampled_nodes)
     edges = set(zip(graph.row.tolist(), graph.col().tolist(), strict=True))
     sources, destinations = out.node[out.row], out.node[out.col]

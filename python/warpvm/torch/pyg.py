@@ -203,4 +203,5 @@ class WarpvmNeighborSampler(BaseSampler):
             edge=None,
             num_sampled_nodes=[n.numel() for n in nodes],
             num_sampled_edges=[r.numel() for r in rows],
+            metadata=(index.input_id, index.time),  # NodeLoader reads the batch's seeds from here
         )
