@@ -407,10 +407,10 @@ class TorchBench:
         before = self.runtime.stats() if point.mode == "warpvm" else None
         if point.workload == "call_overhead":
             seconds = time_calls(lambda: run(batch), self.settings.call_iterations, self.settings.repeats)
-            calls = self.settings.call_iterations * self.settings.repeats
+            calls = _CALL_WARMUP + self.settings.call_iterations * self.settings.repeats
         else:
             seconds = time_on_stream(lambda: run(batch), self.settings.repeats)
-            calls = self.settings.repeats
+            calls = 1 + self.settings.repeats  # the untimed run too
         faults, moved = _stats_per_call(before, self.runtime.stats() if before is not None else None, calls)
         if point.mode == "warpvm":
             flush(self.runtime)
