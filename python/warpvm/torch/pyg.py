@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 from torch_geometric.data import EdgeAttr, FeatureStore, GraphStore, TensorAttr
-from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
+from torch_geometric.sampler import BaseSampler, EdgeSamplerInput, NodeSamplerInput, SamplerOutput
 
 import warpvm
 from warpvm.torch.embedding import drop_cached, flush, host_tensor
@@ -36,7 +36,7 @@ class PagedFeatureStore(FeatureStore):
     put_tensor with index None stores a whole tensor: a PagedArray as it is (no copy), or a torch
     tensor or numpy array copied into a new PagedArray of `placement`. With an index it overwrites
     those rows of a stored tensor (flush, host write, drop_cached).
-    get_tensor with an index (a tensor, numpy array, slice or int) gathers those rows on the
+    get_tensor with an index (a tensor, slice or int) gathers those rows on the
     runtime's GPU (warpvm.gather); with index None, or the slice `:`, it returns the whole tensor
     as a CPU tensor over its host memory (no copy), which may be larger than GPU memory.
     """
@@ -95,14 +95,12 @@ class PagedFeatureStore(FeatureStore):
 
     @staticmethod
     def _ids(index: Any, rows: int, device: torch.device) -> torch.Tensor:
-        """Row ids on `device` for a PyG index: a tensor, numpy array, slice or int."""
+        """Row ids on `device` for a PyG index: a tensor, a slice or an int."""
         if isinstance(index, slice):
             return torch.arange(*index.indices(rows), device=device)
         if isinstance(index, int | np.integer):
             return torch.tensor([int(index)], device=device)
-        if isinstance(index, np.ndarray):
-            index = torch.from_numpy(index)
-        return index.to(device, non_blocking=True)
+        return torch.as_tensor(index).to(device, non_blocking=True)
 
     def _remove_tensor(self, attr: TensorAttr) -> bool:
         return self._arrays.pop(self._key(attr), None) is not None
@@ -205,3 +203,6 @@ class WarpvmNeighborSampler(BaseSampler):
             num_sampled_edges=[r.numel() for r in rows],
             metadata=(index.input_id, index.time),  # NodeLoader reads the batch's seeds from here
         )
+
+    def sample_from_edges(self, index: EdgeSamplerInput, neg_sampling: Any = None) -> SamplerOutput:
+        raise NotImplementedError("WarpvmNeighborSampler samples from nodes (NodeLoader), not from edges")
