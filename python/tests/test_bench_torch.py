@@ -61,6 +61,14 @@ def test_zipf_ids_scatter_the_hot_rows() -> None:
     assert counts.max() > 20 * counts.mean()
 
 
+def test_batches_of_a_table_share_their_hot_rows() -> None:
+    hottest = []
+    for seed in (1, 2, 3):
+        values, counts = np.unique(batch_ids("zipf1.2", 100_000, 50_000, seed), return_counts=True)
+        hottest.append(int(values[np.argmax(counts)]))
+    assert hottest[0] == hottest[1] == hottest[2]
+
+
 def test_ids_follow_their_seed() -> None:
     for distribution in ("uniform", "zipf1.0", "zipf1.2"):
         first = batch_ids(distribution, 10_000, 5000, seed=1)

@@ -236,7 +236,8 @@ MAX_ZIPF_ROWS = 1 << 31
 
 def batch_ids(distribution: str, rows: int, count: int, seed: int) -> np.ndarray:
     """`count` int64 row ids in [0, rows): uniform, or Zipf with the hot ranks scattered over the
-    table (scatter_multiplier). The same arguments give the same ids."""
+    table (scatter_multiplier; rank r is row (r x multiplier + rows // 3) mod rows whatever the
+    seed, so that batches of one table share their hot rows). The same arguments give the same ids."""
     if rows < 1:
         raise ValueError(f"a table of {rows} rows has no ids to draw")
     rng = np.random.default_rng(seed)
@@ -247,8 +248,7 @@ def batch_ids(distribution: str, rows: int, count: int, seed: int) -> np.ndarray
         raise ValueError(f"Zipf ids over {rows} rows: at most {MAX_ZIPF_ROWS - 1} (int64 products)")
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ranks = zipf_ranks(rows, count, exponent, rng)
-    offset = int(rng.integers(0, rows))
-    return (ranks * scatter_multiplier(rows) + offset) % rows
+    return (ranks * scatter_multiplier(rows) + rows // 3) % rows
 
 
 # --- records ----------------------------------------------------------------------------------
