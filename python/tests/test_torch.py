@@ -20,9 +20,9 @@ if not hasattr(warpvm, "gather"):
 from warpvm.torch import PagedEmbedding, PagedEmbeddingBag, host_tensor  # noqa: E402
 
 DEVICE = torch.device("cuda", 0)
-# Smaller than every table below: each test pages.
-CACHE = "4MiB"
-ROWS, DIM = 40_000, 64  # 10 MiB of float32
+# Smaller than the tables below (40 MiB of float32): each test pages.
+CACHE = "16MiB"
+ROWS, DIM = 160_000, 64
 
 
 @pytest.fixture
@@ -179,7 +179,7 @@ def test_feature_store_serves_every_index_kind(rt: Any, pyg: Any) -> None:
     assert torch.equal(store.get_tensor(None, "x", 123).cpu(), x[123])
     assert torch.equal(store["paper", "y", ids].cpu(), y[ids.cpu()])
     assert torch.equal(store.get_tensor(None, "x", None), x)
-    rows = torch.tensor([5, 77, 39_999])
+    rows = torch.tensor([5, 77, ROWS - 1])
     store.put_tensor(torch.full((3, DIM), 2.5), group_name=None, attr_name="x", index=rows)
     assert torch.equal(store.get_tensor(None, "x", rows.to(DEVICE)).cpu(), torch.full((3, DIM), 2.5))
     assert store.remove_tensor(None, "x", None) and not store.remove_tensor(None, "x", None)
