@@ -192,6 +192,21 @@ def test_baseline_and_call_overhead_records() -> None:
     assert call.extra["calls_per_s"] == pytest.approx(125_000)
 
 
+def test_point_lines() -> None:
+    point = Point("gather", "warpvm", "zipf1.2", 4, "float32", 128, 1 << 20)
+    record = make_record(point, _measurement(), CONTEXT)
+    assert bench_torch.point_line(point, record) == (
+        "gather warpvm zipf1.2 float32 4x      3.000 ms    178.96 GB/s  verified"
+    )
+    call = Point("call_overhead", "device", "uniform", 0, "float32", 128, 64, op="index_add")
+    record = make_record(call, _measurement(seconds_all=[6e-6], verified=False), CONTEXT)
+    assert (
+        bench_torch.point_line(call, record)
+        == "call_overhead:index_add device uniform float32 in core      6.00 us/call  NOT VERIFIED"
+    )
+    assert bench_torch.point_line(call, None).endswith("in core  skipped")
+
+
 class FakeBench:
     """Measures every point at 1 ms, skips zero_copy, fails a chosen mode's verification."""
 
@@ -267,6 +282,7 @@ def test_command_runs_the_grid_and_prints_tables(tmp_path: Path, fake_gpu: list[
     assert "warpvm (zipf1.2, float16, table 16x cache)" in output
     assert f"{len(records)} records appended to {out}" in output
     assert "skipped gather zero_copy zipf1.2 float16 in core: zero_copy needs cupy" in output
+    assert "gather warpvm zipf1.2 float16 16x      1.000 ms" in output
 
 
 def test_quick_and_sizes_options(tmp_path: Path, fake_gpu: list[FakeBench]) -> None:

@@ -339,6 +339,18 @@ def describe(point: Point) -> str:
     return f"{what} {point.mode} {point.ids} {point.dtype} {size}"
 
 
+def point_line(point: Point, record: Record | None) -> str:
+    """One progress line: the point, then its median time, GB/s and verification, or 'skipped'."""
+    if record is None:
+        return f"{describe(point)}  skipped"
+    seconds = record.seconds or 0.0
+    gbps = f"{record.useful_gbps:8.2f} GB/s" if record.useful_gbps is not None else ""
+    checked = "verified" if record.verified else "NOT VERIFIED"
+    if point.op is not None:
+        return f"{describe(point)}  {seconds * 1e6:8.2f} us/call  {checked}"
+    return f"{describe(point)}  {seconds * 1e3:9.3f} ms  {gbps}  {checked}"
+
+
 # --- the run ----------------------------------------------------------------------------------
 
 

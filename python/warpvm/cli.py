@@ -595,7 +595,10 @@ def bench_torch_command(
                 bench,
                 out,
                 before_point=lambda point: progress.update(task, description=bench_torch.describe(point)),
-                on_point=lambda point, record: progress.advance(task),
+                on_point=lambda point, record: (
+                    progress.console.print(bench_torch.point_line(point, record), soft_wrap=True),
+                    progress.advance(task),
+                ),
                 timeout=runner.resolve_timeout(timeout, runner.BENCH_TIMEOUT_S),
             )
     finally:
