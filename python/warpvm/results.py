@@ -40,6 +40,11 @@ RATE_FIELDS: dict[str, tuple[str, str]] = {
     "cc": ("teps", "TEPS"),
     "cc_afforest": ("teps", "TEPS"),
     "sssp": ("teps", "TEPS"),
+    "gather": ("rows_per_s", "rows/s"),
+    "embedding_bag": ("rows_per_s", "rows/s"),
+    "index_add": ("rows_per_s", "rows/s"),
+    "graphsage": ("rows_per_s", "nodes/s"),
+    "call_overhead": ("calls_per_s", "calls/s"),
 }
 
 MEASURED_HEADERS = ("workload", "mode", "cache", "policy", "useful GB/s", "rate", "x UVM", "verified")
@@ -118,6 +123,13 @@ class Record:
             for name in sorted(self.extra)
             if name.startswith(OBJECT_PLACEMENT_PREFIXES) and self.extra[name]
         ]
+        # The torch suite's points: the operation timed, the ids, the dtype and the table's size.
+        changes += [
+            self.extra[name] for name in ("op", "ids", "dtype") if isinstance(self.extra.get(name), str)
+        ]
+        ratio = self.extra.get("oversubscription")
+        if isinstance(ratio, int | float):
+            changes.append(f"table {ratio:g}x cache" if ratio else "in core")
         return f"{self.mode} ({', '.join(changes)})" if changes else self.mode
 
     @property
@@ -261,7 +273,8 @@ def load_csv(path: Path, required: Iterable[str], parse_row: Callable[[dict[Any,
 # record does not say), warpvm's page size (4 KiB where a record does not say: POINT_DEFAULTS)
 # and the pages its threads declared held, the GPU count, the access-counter threshold, and a channel run's
 # configuration (its consumer threads, compute work, k-means input, GEMM side, BFS graph scale,
-# keys sorted, ping-pong round trips, and the CPUs its producer and monitor were pinned to).
+# keys sorted, ping-pong round trips, and the CPUs its producer and monitor were pinned to), and a
+# torch-suite point's operation, ids, dtype and table size.
 POINT_FIELDS = (
     "root",
     "frontier_vertex_order",
@@ -280,6 +293,10 @@ POINT_FIELDS = (
     "pingpong_iterations",
     "producer_cpu",
     "monitor_cpu",
+    "op",
+    "ids",
+    "dtype",
+    "oversubscription",
 )
 
 
