@@ -186,6 +186,10 @@ void bind_ops(nb::module_& m) {
   m.def("sample_neighbors", &sample_neighbors, nb::arg("indptr"), nb::arg("indices"), nb::arg("seeds"),
         nb::arg("fanout"), nb::arg("seed"), nb::arg("out_indptr"), nb::arg("out_indices"), nb::arg("stream"),
         "Fills out_indices with the sample that out_indptr describes.");
+  m.def(
+      "synchronize_stream", [](std::uintptr_t stream) { WARPVM_CUDA_TRY(cudaStreamSynchronize(as_stream(stream))); },
+      nb::arg("stream"), nb::call_guard<nb::gil_scoped_release>(),
+      "Waits for a stream: before a consumer that cannot wait on it (jax) reads an op's output.");
   m.def("empty_device", &empty_device, nb::arg("shape"), nb::arg("dtype"), nb::arg("device"),
         "Uninitialised device memory of the extension's, as a DLPack array.");
 }

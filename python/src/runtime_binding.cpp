@@ -47,7 +47,8 @@ std::unique_ptr<PagedArray> adopt(nb::handle self, nb::object source, const std:
   nb::ndarray<> array;
   if (!nb::try_cast(source, array, /*convert=*/false))
     throw nb::type_error("adopt: the array must support DLPack or the buffer protocol (a numpy array, a CPU tensor)");
-  WARPVM_EXPECTS(array.device_type() == nb::device::cpu::value, ErrorKind::invalid_argument,
+  const bool on_host = array.device_type() == nb::device::cpu::value || array.device_type() == nb::device::cuda_host::value;
+  WARPVM_EXPECTS(on_host, ErrorKind::invalid_argument,
                  "adopt: the array must be in host memory (a numpy array, or a pinned CPU tensor), not on a GPU");
   const std::optional<ops::Dtype> type = dtype_from_dlpack(array.dtype());
   WARPVM_EXPECTS(type.has_value(), ErrorKind::invalid_argument,

@@ -112,7 +112,7 @@ def test_placement_is_settable_and_checked() -> None:
 @needs_gpu
 def test_bad_arrays_are_refused() -> None:
     with warpvm.Runtime(cache="64MiB") as rt:
-        for shape in ((0,), (2, 3, 4), ()):
+        for shape in ((0,), (2, 3, 4), (), (5, -1)):
             with pytest.raises(warpvm.Error) as info:
                 rt.empty(shape, "float32")
             assert info.value.kind is warpvm.ErrorKind.invalid_argument

@@ -10,7 +10,9 @@ ordinary GPU tensor of the caller's framework.
 Inputs and outputs are DLPack GPU tensors (torch, cupy, jax, ...) on the runtime's GPU,
 C-contiguous. Outputs come back in the framework of the ids (seeds) tensor: a torch tensor
 allocated with torch.empty, a cupy array with cupy.empty, or device memory of warpvm's handed to
-jax (jax.dlpack) or, for anything else, returned as a DLPack array. `out=` writes into a tensor
+jax (jax.dlpack) or, for anything else, returned as a DLPack array. jax runs asynchronously on
+streams warpvm cannot wait on: its inputs are waited for, and the op's stream before its output
+is handed over. `out=` writes into a tensor
 of yours instead (not with jax, whose arrays are immutable).
 
 Streams: every op is queued on `stream` after the work already queued there. None means the
@@ -72,9 +74,20 @@ def _empty(framework: str, like: Any, shape: tuple[int, ...], dtype: str, device
     return _warpvm.empty_device(list(shape), dtype, device)
 
 
-def _returned(framework: str, out: Any) -> Any:
-    """`out` as the framework's array: jax takes warpvm's memory through DLPack."""
-    if framework == "jax" and not hasattr(out, "block_until_ready"):
+def _ready(framework: str, *arrays: Any) -> None:
+    """jax computes asynchronously on streams of its own, which warpvm's cannot wait on: its
+    inputs are waited for first."""
+    if framework == "jax":
+        for array in arrays:
+            if array is not None:
+                array.block_until_ready()
+
+
+def _returned(framework: str, out: Any, stream: int) -> Any:
+    """`out` as the framework's array. jax takes warpvm's memory through DLPack once the op is
+    done (it cannot wait on the op's stream)."""
+    if framework == "jax":
+        _warpvm.synchronize_stream(stream)
         return sys.modules["jax"].dlpack.from_dlpack(out)
     return out
 
@@ -90,8 +103,9 @@ def gather(table: PagedArray, ids: Any, out: Any = None, stream: Any = None) -> 
     handle = stream_handle(stream, framework, ids)
     if out is None:
         out = _empty(framework, ids, (ids.shape[0], *table.shape[1:]), table.dtype, table.device)
+    _ready(framework, ids)
     _warpvm.gather(table, ids, out, handle)
-    return _returned(framework, out)
+    return _returned(framework, out, handle)
 
 
 def embedding_bag(
@@ -122,8 +136,9 @@ def embedding_bag(
     if out is None:
         bags = max(offsets.shape[0] - (1 if include_last_offset else 0), 0)
         out = _empty(framework, ids, (bags, *table.shape[1:]), table.dtype, table.device)
+    _ready(framework, ids, offsets, per_sample_weights)
     _warpvm.embedding_bag(table, ids, offsets, mode, per_sample_weights, include_last_offset, out, handle)
-    return _returned(framework, out)
+    return _returned(framework, out, handle)
 
 
 def index_add(table: PagedArray, ids: Any, values: Any, stream: Any = None) -> None:
@@ -134,7 +149,9 @@ def index_add(table: PagedArray, ids: Any, values: Any, stream: Any = None) -> N
     table's host memory. A bad id leaves the whole table as it was.
     """
     _expect_table(table, "index_add")
-    _warpvm.index_add(table, ids, values, stream_handle(stream, framework_of(ids), ids))
+    framework = framework_of(ids)
+    _ready(framework, ids, values)
+    _warpvm.index_add(table, ids, values, stream_handle(stream, framework, ids))
 
 
 def sample_neighbors(
@@ -159,8 +176,9 @@ def sample_neighbors(
     framework = framework_of(seeds)
     handle = stream_handle(stream, framework, seeds)
     device = indptr.device
+    _ready(framework, seeds)
     out_indptr = _empty(framework, seeds, (seeds.shape[0] + 1,), "int64", device)
     total = _warpvm.count_sampled_neighbors(indptr, indices, seeds, fanout, out_indptr, handle)
     out_indices = _empty(framework, seeds, (total,), "int64", device)
     _warpvm.sample_neighbors(indptr, indices, seeds, fanout, seed, out_indptr, out_indices, handle)
-    return _returned(framework, out_indptr), _returned(framework, out_indices)
+    return _returned(framework, out_indptr, handle), _returned(framework, out_indices, handle)

@@ -13,6 +13,7 @@ valid one raises no_device.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
@@ -144,7 +145,12 @@ class Runtime:
         Raises warpvm.Error: invalid_argument for a shape, dtype or placement it cannot have,
         out_of_memory when the pinned memory cannot be had, or this runtime's pending error.
         """
-        extents = [shape] if isinstance(shape, int) else list(shape)
+        extents = [operator.index(e) for e in ([shape] if isinstance(shape, int) else shape)]
+        if any(e <= 0 for e in extents):
+            raise Error(
+                f"warpvm: invalid argument: empty: a paged array cannot be empty (shape {tuple(extents)})",
+                ErrorKind.invalid_argument,
+            )
         return self._runtime.empty(extents, dtype_name(dtype), placement_name(placement), name or "")
 
     def adopt(self, array: Any, placement: str = "automatic", name: str | None = None) -> PagedArray:
