@@ -123,6 +123,7 @@ def test_fuzz_command_runs_the_binary_and_summarises(cli: CliRunner, tmp_path: P
     args = (build / "tools" / "fuzz" / "args").read_text().split()
     assert args[args.index("--backend") + 1] == "sim" and args[args.index("--grid") + 1] == "ci"
     assert "2 seeds: 2 exact, 0 failed" in result.output
+    assert f"records appended to {out}" in result.output
     assert "Slowest configurations" in result.output
     assert len(out.read_text().splitlines()) == 2
 
@@ -153,3 +154,18 @@ def test_fuzz_command_stops_a_hang_at_its_timeout(cli: CliRunner, tmp_path: Path
     assert result.exit_code == TIMEOUT_EXIT
     assert "warpvm-fuzz ran past its time limit of 0.5 s" in result.output
     assert "1 seeds: 1 exact, 0 failed" in result.output
+
+
+def test_fuzz_summary_reads_records_from_elsewhere(cli: CliRunner, tmp_path: Path) -> None:
+    good = tmp_path / "good.jsonl"
+    good.write_text(json.dumps(fuzz_record()) + "\n", encoding="utf-8")
+    result = cli.invoke(app, ["fuzz-summary", str(good)])
+    assert result.exit_code == 0, result.output
+    assert "1 seeds: 1 exact, 0 failed" in result.output and "4 KiB clock 16x 256t x2" in result.output
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        json.dumps(fuzz_record(seed=8, exact=False, failure="lost write")) + "\n", encoding="utf-8"
+    )
+    result = cli.invoke(app, ["fuzz-summary", str(good), str(bad)])
+    assert result.exit_code == 1
+    assert "FAILED seed 8: lost write" in result.output

@@ -720,15 +720,8 @@ def fuzz_command(
     if result.returncode == runner.NO_GPU_EXIT and not result.timed_out:
         typer.echo("error: warpvm-fuzz sees no CUDA GPU; --backend sim runs the simulator instead", err=True)
         raise typer.Exit(runner.NO_GPU_EXIT)
-    summary = fuzz.summarize(result.records)
-    if summary.slowest.rows:
-        _print_table(console, summary.slowest)
-    for failure in summary.failures:
-        typer.echo(
-            f"FAILED seed {failure.seed}: {failure.failure}\n  reproduce: {failure.reproduce}", err=True
-        )
-    failed = len(summary.failures)
-    console.print(f"{summary.seeds} seeds: {summary.exact} exact, {failed} failed; records appended to {out}")
+    summary = _print_fuzz_summary(console, result.records)
+    console.print(f"records appended to {out}")
     # Exit code 1 with every record written is the fuzzer's verdict, shown above: not a crash.
     finished = not result.timed_out and result.returncode in (0, 1) and len(result.records) > 0
     if not finished:
@@ -737,3 +730,30 @@ def fuzz_command(
     _finish(result, binary.name, out, failed=not finished)
     if summary.failures:
         raise typer.Exit(1)
+
+
+@app.command("fuzz-summary")
+def fuzz_summary(
+    files: Annotated[
+        list[Path], typer.Argument(exists=True, dir_okay=False, help="warpvm-fuzz records (JSON Lines).")
+    ],
+) -> None:
+    """Summarise warpvm-fuzz records written elsewhere (a GPU machine): seeds, exact, the failures with
+    their reproducers, the slowest configurations against the link's speed. Exits 1 if a seed failed."""
+    with _exit_on_bad_input():
+        records = load_records(files)
+    if not _print_fuzz_summary(_console(), records).exact_run:
+        raise typer.Exit(1)
+
+
+def _print_fuzz_summary(console: Console, records: list[Record]) -> fuzz.FuzzSummary:
+    """Prints the slowest configurations, each failure with its reproducer, and the counts."""
+    summary = fuzz.summarize(records)
+    if summary.slowest.rows:
+        _print_table(console, summary.slowest)
+    for failure in summary.failures:
+        typer.echo(
+            f"FAILED seed {failure.seed}: {failure.failure}\n  reproduce: {failure.reproduce}", err=True
+        )
+    console.print(f"{summary.seeds} seeds: {summary.exact} exact, {len(summary.failures)} failed")
+    return summary

@@ -94,6 +94,11 @@ class FuzzSummary:
     failures: list[Failure]
     slowest: TextTable
 
+    @property
+    def exact_run(self) -> bool:
+        """Whether there were seeds and every one was exact."""
+        return self.seeds > 0 and not self.failures
+
 
 def summarize(records: list[Record]) -> FuzzSummary:
     """Exact seeds, failures, and the configurations whose seeds took longest per launch, with the

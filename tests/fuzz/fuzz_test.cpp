@@ -28,7 +28,9 @@ TEST(FuzzConfig, RunsAreReproducibleLegalAndCoverTheGrid) {
       EXPECT_EQ(r.threads % r.block, 0u);
       EXPECT_GE(r.holds, 1u);
       EXPECT_LE(r.holds, 4u);
-      if (r.shape.large) EXPECT_EQ(r.threads, 256u);
+      if (r.shape.large) {
+        EXPECT_EQ(r.threads, 256u);
+      }
       std::uint64_t pages = 0;
       for (std::uint32_t o = 0; o < object_count; ++o) {
         EXPECT_GT(r.elements[o], 0u);
@@ -37,7 +39,9 @@ TEST(FuzzConfig, RunsAreReproducibleLegalAndCoverTheGrid) {
       // Every cached page fits at 1x, so nothing is evicted (the hold-free path); more data at
       // larger ratios.
       EXPECT_GE(pages, std::uint64_t{r.frames} * r.shape.oversubscription);
-      if (r.shape.oversubscription == 1) EXPECT_LE(pages, std::max<std::uint64_t>(r.frames, object_count));
+      if (r.shape.oversubscription == 1) {
+        EXPECT_LE(pages, std::max<std::uint64_t>(r.frames, object_count));
+      }
       EXPECT_EQ(r.boundaries.size() + 1, r.placements.size());
     }
     EXPECT_EQ(cells_seen.size(), cells(grid).size()) << to_string(grid);

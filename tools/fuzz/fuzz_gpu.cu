@@ -87,6 +87,7 @@ class DeviceExecutor {
     __syncwarp();
     page_span<T, access::overwrite> s = open_span<T, access::overwrite>(o, page * objects_.get<T>(o).elements_per_page());
     for (std::uint32_t j = lane; j < s.size(); j += warp_size) s[j] = value_of(s.first() + j);
+    __syncwarp();  // the lanes let go of the page together (the overwrite contract)
   }
 
  private:

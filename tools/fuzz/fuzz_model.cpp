@@ -105,6 +105,9 @@ class ModelExecutor {
   std::vector<std::vector<std::byte>>& objects_;
 };
 
+/// Word w of object o's initial content: one mix per 8 bytes, cheap enough to fill a GiB.
+std::uint64_t initial_word(std::uint64_t object_key, std::uint64_t w) { return mix(object_key ^ w); }
+
 std::string key_name(std::uint64_t key) {
   if (key == detail::empty_page_key) return "(none)";
   return "object#" + std::to_string(detail::key_object(key)) + " page " + std::to_string(detail::key_page(key));
@@ -116,8 +119,9 @@ ReferenceModel::ReferenceModel(const RunConfig& config) : config_(config), objec
   for (std::uint32_t o = 0; o < object_count; ++o) {
     std::vector<std::byte>& bytes = objects_[o];
     bytes.resize(config.object_bytes(o));
+    const std::uint64_t key = draw(config.seed, tag_initial, o);
     for (std::uint64_t w = 0; w * 8 < bytes.size(); ++w) {
-      const std::uint64_t word = initial_word(config.seed, o, w);
+      const std::uint64_t word = initial_word(key, w);
       std::memcpy(bytes.data() + w * 8, &word, std::min<std::size_t>(8, bytes.size() - w * 8));
     }
   }

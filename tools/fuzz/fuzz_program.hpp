@@ -171,12 +171,6 @@ struct Program {
   }
 };
 
-/// The initial content of a run's objects (and what host writes between launches draw from):
-/// 64 bits per 8 bytes, cheap enough to fill a GiB.
-WARPVM_HD_INLINE std::uint64_t initial_word(std::uint64_t seed, std::uint32_t o, std::uint64_t word) {
-  return draw(seed, tag_initial, o, word);
-}
-
 /// A thread's private stream of choices within one step.
 class Choices {
  public:
