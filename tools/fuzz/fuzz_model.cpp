@@ -1,4 +1,5 @@
 #include "fuzz_model.hpp"
+#include "fuzz_host_access.hpp"
 
 #include "warpvm/detail/core/geometry.hpp"
 #include "warpvm/detail/core/page_table.hpp"
@@ -12,51 +13,18 @@ namespace warpvm::fuzz {
 namespace {
 
 /// The reference executor: one thread's accesses straight on the model's bytes.
-class ModelExecutor {
+class ModelExecutor : public HostElementAccess<ModelExecutor> {
  public:
   ModelExecutor(const Program& p, std::vector<std::vector<std::byte>>& objects) : p_(p), objects_(objects) {}
 
+  [[nodiscard]] const Program& program() const { return p_; }
   template <class T>
   ElementRef<T> at(std::uint32_t o, std::uint64_t i) {
     return ElementRef<T>(objects_[o].data() + i * sizeof(T));
   }
-  template <class T>
-  T load(std::uint32_t o, std::uint64_t i) {
-    return at<T>(o, i);
-  }
-  template <class T>
-  void store(std::uint32_t o, std::uint64_t i, T v) {
-    at<T>(o, i) = v;
-  }
-  template <class T>
-  T fetch_add(std::uint32_t o, std::uint64_t i, T v) {
-    return update<T>(o, i, [v](T old) { return static_cast<T>(old + v); });
-  }
-  template <class T>
-  T fetch_sub(std::uint32_t o, std::uint64_t i, T v) {
-    return update<T>(o, i, [v](T old) { return static_cast<T>(old - v); });
-  }
-  template <class T>
-  T fetch_min(std::uint32_t o, std::uint64_t i, T v) {
-    return update<T>(o, i, [v](T old) { return std::min(old, v); });
-  }
-  template <class T>
-  T fetch_max(std::uint32_t o, std::uint64_t i, T v) {
-    return update<T>(o, i, [v](T old) { return std::max(old, v); });
-  }
-  template <class T>
-  T exchange(std::uint32_t o, std::uint64_t i, T v) {
-    return update<T>(o, i, [v](T) { return v; });
-  }
-  template <class T>
-  bool compare_exchange(std::uint32_t o, std::uint64_t i, T& expected, T desired) {
-    const T old = at<T>(o, i);
-    if (old != expected) {
-      expected = old;
-      return false;
-    }
-    at<T>(o, i) = desired;
-    return true;
+  template <class T, class Op>
+  auto on_element(std::uint32_t o, std::uint64_t i, bool /*write*/, Op&& op) {
+    return op(at<T>(o, i));
   }
 
   template <class T>
@@ -84,23 +52,7 @@ class ModelExecutor {
     Cursor<T> c{this, o};
     f(c);
   }
-  /// The warp's overwrite of a page, done whole by its lane 0.
-  template <class T, class ValueOf>
-  void overwrite(std::uint32_t o, std::uint64_t page, std::uint32_t lane, ValueOf&& value_of) {
-    if (lane != 0) return;
-    const std::uint64_t first = page << p_.element_shift[o];
-    const std::uint64_t end = std::min(p_.elements[o], first + p_.per_page(o));
-    for (std::uint64_t i = first; i < end; ++i) at<T>(o, i) = value_of(i);
-  }
-
  private:
-  template <class T, class F>
-  T update(std::uint32_t o, std::uint64_t i, F&& f) {
-    const T old = at<T>(o, i);
-    at<T>(o, i) = f(old);
-    return old;
-  }
-
   const Program& p_;
   std::vector<std::vector<std::byte>>& objects_;
 };

@@ -8,32 +8,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace warpvm::fuzz {
-
-/// An element in a byte array, read and written as T (memcpy: the bytes need not be aligned for
-/// T). What the host executors' spans and cursors return, as the GPU's return T&.
-template <class T>
-class ElementRef {
- public:
-  explicit ElementRef(std::byte* at) : at_(at) {}
-  operator T() const {  // NOLINT(google-explicit-constructor): reads like the element it names
-    T v;
-    std::memcpy(&v, at_, sizeof(T));
-    return v;
-  }
-  ElementRef& operator=(const T& v) {
-    std::memcpy(at_, &v, sizeof(T));
-    return *this;
-  }
-
- private:
-  std::byte* at_;
-};
 
 /// A range of one object's bytes that the host rewrote between launches.
 struct HostWrite {

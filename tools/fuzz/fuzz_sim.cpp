@@ -1,4 +1,5 @@
 #include "fuzz_sim.hpp"
+#include "fuzz_host_access.hpp"
 
 #include "warpvm/detail/core/frame_table.hpp"
 #include "warpvm/detail/core/geometry.hpp"
@@ -320,52 +321,19 @@ class SimCache {
 };
 
 /// One simulated thread's accesses, each through a hold of its page.
-class SimExecutor {
+class SimExecutor : public HostElementAccess<SimExecutor> {
  public:
   SimExecutor(const Program& p, SimCache& cache) : p_(p), cache_(cache) {}
 
-  template <class T>
-  T load(std::uint32_t o, std::uint64_t i) {
-    return on_element<T>(o, i, Use::read, [](ElementRef<T> e) { return static_cast<T>(e); });
-  }
-  template <class T>
-  void store(std::uint32_t o, std::uint64_t i, T v) {
-    on_element<T>(o, i, Use::write, [v](ElementRef<T> e) {
-      e = v;
-      return 0;
-    });
-  }
-  template <class T>
-  T fetch_add(std::uint32_t o, std::uint64_t i, T v) {
-    return update<T>(o, i, [v](T old) { return static_cast<T>(old + v); });
-  }
-  template <class T>
-  T fetch_sub(std::uint32_t o, std::uint64_t i, T v) {
-    return update<T>(o, i, [v](T old) { return static_cast<T>(old - v); });
-  }
-  template <class T>
-  T fetch_min(std::uint32_t o, std::uint64_t i, T v) {
-    return update<T>(o, i, [v](T old) { return std::min(old, v); });
-  }
-  template <class T>
-  T fetch_max(std::uint32_t o, std::uint64_t i, T v) {
-    return update<T>(o, i, [v](T old) { return std::max(old, v); });
-  }
-  template <class T>
-  T exchange(std::uint32_t o, std::uint64_t i, T v) {
-    return update<T>(o, i, [v](T) { return v; });
-  }
-  template <class T>
-  bool compare_exchange(std::uint32_t o, std::uint64_t i, T& expected, T desired) {
-    return on_element<T>(o, i, Use::write, [&](ElementRef<T> e) {
-      const T old = e;
-      if (old != expected) {
-        expected = old;
-        return false;
-      }
-      e = desired;
-      return true;
-    });
+  [[nodiscard]] const Program& program() const { return p_; }
+  template <class T, class Op>
+  auto on_element(std::uint32_t o, std::uint64_t i, bool write, Op&& op) {
+    const std::uint64_t page = p_.page_of(o, i);
+    const Use use = write ? Use::write : Use::read;
+    SimCache::Hold h = cache_.hold(o, page, use);
+    const auto result = op(ElementRef<T>(h.base + (i - (page << p_.element_shift[o])) * sizeof(T)));
+    cache_.release(h, use);
+    return result;
   }
 
   template <class T>
@@ -410,35 +378,7 @@ class SimExecutor {
     c.release();
   }
 
-  /// The warp's overwrite of a page, done whole by its lane 0 under one hold.
-  template <class T, class ValueOf>
-  void overwrite(std::uint32_t o, std::uint64_t page, std::uint32_t lane, ValueOf&& value_of) {
-    if (lane != 0) return;
-    SimCache::Hold h = cache_.hold(o, page, Use::overwrite);
-    const std::uint64_t first = page << p_.element_shift[o];
-    const std::uint64_t end = std::min(p_.elements[o], first + p_.per_page(o));
-    for (std::uint64_t i = first; i < end; ++i) ElementRef<T>(h.base + (i - first) * sizeof(T)) = value_of(i);
-    cache_.release(h, Use::overwrite);
-  }
-
  private:
-  template <class T, class Op>
-  auto on_element(std::uint32_t o, std::uint64_t i, Use use, Op&& op) {
-    const std::uint64_t page = p_.page_of(o, i);
-    SimCache::Hold h = cache_.hold(o, page, use);
-    const auto result = op(ElementRef<T>(h.base + (i - (page << p_.element_shift[o])) * sizeof(T)));
-    cache_.release(h, use);
-    return result;
-  }
-  template <class T, class F>
-  T update(std::uint32_t o, std::uint64_t i, F&& f) {
-    return on_element<T>(o, i, Use::write, [&](ElementRef<T> e) {
-      const T old = e;
-      e = f(old);
-      return old;
-    });
-  }
-
   const Program& p_;
   SimCache& cache_;
 };
