@@ -40,6 +40,7 @@ class RuntimeState;
 std::vector<std::uint64_t> frame_owners(const Runtime& runtime);
 std::vector<std::uint32_t> page_states(const Runtime& runtime, std::uint32_t object_id);
 void force_page_state(const Runtime& runtime, std::uint32_t object_id, std::uint64_t page, std::uint32_t word);
+std::vector<std::uint32_t> frame_dirty_bits(const Runtime& runtime);
 
 /// Move-only owner of one registered object; unregisters it (and frees its frames) on destruction.
 class ObjectHandle {
@@ -115,6 +116,7 @@ class Runtime {
   friend std::vector<std::uint64_t> detail::frame_owners(const Runtime&);
   friend std::vector<std::uint32_t> detail::page_states(const Runtime&, std::uint32_t);
   friend void detail::force_page_state(const Runtime&, std::uint32_t, std::uint64_t, std::uint32_t);
+  friend std::vector<std::uint32_t> detail::frame_dirty_bits(const Runtime&);
 
  public:
   /// Validates `config`, allocates the cache on config.device. Throws warpvm::Error.

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
 from warpvm import runner, trace
 
@@ -141,6 +142,14 @@ def write_script(path: Path, body: str) -> Path:
     path.write_text("#!/bin/sh\n" + body, encoding="utf-8")
     path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return path
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    """A runner with a wide terminal, so typer's own error panels are not cut (warpvm's tables are
+    whole at any width: the output is not a terminal)."""
+    monkeypatch.delenv("WARPVM_BUILD_DIR", raising=False)
+    return CliRunner(env={"COLUMNS": "200"})
 
 
 @pytest.fixture

@@ -72,14 +72,6 @@ BENCH_POINTS = [
 ]
 
 
-@pytest.fixture
-def cli(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
-    """A runner with a wide terminal, so typer's own error panels are not cut (warpvm's tables are
-    whole at any width: the output is not a terminal)."""
-    monkeypatch.delenv("WARPVM_BUILD_DIR", raising=False)
-    return CliRunner(env={"COLUMNS": "200"})
-
-
 def fake_gpu(bin_dir: Path, present: bool) -> None:
     """An nvidia-smi that lists one H200, or that finds no device."""
     body = 'case "$1" in -L) echo "GPU 0: NVIDIA H200 (UUID: GPU-0)";; *) echo 580.159.04;; esac\n'

@@ -22,7 +22,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from warpvm import __version__, bench_torch, plots, runner, trace, warp_timeline
+from warpvm import __version__, bench_torch, fuzz, plots, runner, trace, warp_timeline
 from warpvm import timeline as timeline_events
 from warpvm.channel import channel_markdown
 from warpvm.placement import placement_markdown
@@ -75,6 +75,21 @@ class Model(str, Enum):
     uvm = "uvm"
 
 
+class FuzzBackend(str, Enum):
+    """Where warpvm-fuzz runs its programs (fuzz.BACKENDS)."""
+
+    gpu = "gpu"
+    sim = "sim"
+
+
+class FuzzGrid(str, Enum):
+    """warpvm-fuzz's configuration grids (fuzz.GRIDS)."""
+
+    ci = "ci"
+    quick = "quick"
+    full = "full"
+
+
 BuildDir = Annotated[
     Path | None,
     typer.Option(
@@ -114,6 +129,7 @@ def _timeout_option(what: str, default: str) -> Any:
 
 BenchTimeout = _timeout_option("warpvm-bench", f"{runner.BENCH_TIMEOUT_S:g}")
 SimTimeout = _timeout_option("warpvm-sim", f"{runner.SIM_TIMEOUT_S:g}")
+FuzzTimeout = _timeout_option("warpvm-fuzz", f"{fuzz.FUZZ_TIMEOUT_S:g}")
 QuickTimeout = _timeout_option(
     "each binary",
     f"{runner.BENCH_TIMEOUT_S:g} for warpvm-bench, {runner.SIM_TIMEOUT_S:g} for warpvm-sim",
@@ -280,6 +296,13 @@ def _show(
             console.print(f"{len(result.records)} records appended to {out}")
         if note is not None:
             note(result.records)
+    _finish(result, name, out, failed)
+
+
+def _finish(result: runner.RunResult, name: str, out: Path | None, failed: bool) -> None:
+    """The end of a run, once its output is shown: reports malformed record lines, then exits
+    TIMEOUT_EXIT past the time limit, 2 for a usage error, the binary's code (or 1) when `failed`,
+    and 1 when it wrote malformed lines; returns otherwise."""
     for bad in result.bad_lines:
         typer.echo(f"error: {bad}", err=True)
     if result.timed_out:
@@ -802,3 +825,88 @@ def warp_timeline_command(
         out,
         "warp stamps",
     )
+
+
+@app.command("fuzz")
+def fuzz_command(
+    seeds: Annotated[int, typer.Option(min=1, help="Seeds to run, from --first-seed on.")] = 2000,
+    first_seed: Annotated[int, typer.Option(min=0, help="The first seed.")] = 0,
+    seed: Annotated[
+        int | None, typer.Option(min=0, help="Run this one seed only (a failure's reproducer).")
+    ] = None,
+    backend: Annotated[
+        FuzzBackend, typer.Option(help="gpu: warpvm's runtime on device 0; sim: the CPU simulator.")
+    ] = FuzzBackend.gpu,
+    grid: Annotated[
+        FuzzGrid, typer.Option(help="Configuration grid: ci (small), quick, full.")
+    ] = FuzzGrid.full,
+    jobs: Annotated[
+        int, typer.Option(min=1, max=64, help="Seeds run at once, each with its own runtime.")
+    ] = 1,
+    time_limit: Annotated[
+        float,
+        typer.Option(min=0, help="Seconds after which no new seed starts (0: none); the run still passes."),
+    ] = 0.0,
+    out: BenchOut = Path("fuzz.jsonl"),
+    commit: Annotated[str | None, typer.Option(help="Commit to record (default: git HEAD).")] = None,
+    build_dir: BuildDir = None,
+    timeout: FuzzTimeout = None,
+) -> None:
+    """Run the seeded differential fuzzer (docs/fuzz.md): random programs checked bit for bit against a
+    host model, the cache's invariants after every launch. Summarises the exact seeds, the failures
+    with the command that reproduces each, and the slowest configurations against the link's speed."""
+    binary = _binary(build_dir, fuzz.FUZZ)
+    settings = fuzz.FuzzSettings(
+        backend=backend.value,
+        grid=grid.value,
+        seeds=seeds,
+        first_seed=first_seed,
+        seed=seed,
+        jobs=jobs,
+        time_limit=time_limit,
+        commit=_commit(build_dir, commit),
+        driver=runner.driver_version() if backend == FuzzBackend.gpu else "none",
+    )
+    console = _console()
+    limit = runner.resolve_timeout(timeout, fuzz.FUZZ_TIMEOUT_S)
+    result = _run(console, binary, settings.args(), out, settings.expected_seeds(), limit)
+    if result.returncode == runner.NO_GPU_EXIT and not result.timed_out:
+        typer.echo("error: warpvm-fuzz sees no CUDA GPU; --backend sim runs the simulator instead", err=True)
+        raise typer.Exit(runner.NO_GPU_EXIT)
+    summary = _print_fuzz_summary(console, result.records)
+    console.print(f"records appended to {out}")
+    # Exit code 1 with every record written is the fuzzer's verdict, shown above: not a crash.
+    finished = not result.timed_out and result.returncode in (0, 1) and len(result.records) > 0
+    if not finished:
+        for message in result.messages:
+            typer.echo(message, err=True)
+    _finish(result, binary.name, out, failed=not finished)
+    if summary.failures:
+        raise typer.Exit(1)
+
+
+@app.command("fuzz-summary")
+def fuzz_summary(
+    files: Annotated[
+        list[Path], typer.Argument(exists=True, dir_okay=False, help="warpvm-fuzz records (JSON Lines).")
+    ],
+) -> None:
+    """Summarise warpvm-fuzz records written elsewhere (a GPU machine): seeds, exact, the failures with
+    their reproducers, the slowest configurations against the link's speed. Exits 1 if a seed failed."""
+    with _exit_on_bad_input():
+        records = load_records(files)
+    if not _print_fuzz_summary(_console(), records).exact_run:
+        raise typer.Exit(1)
+
+
+def _print_fuzz_summary(console: Console, records: list[Record]) -> fuzz.FuzzSummary:
+    """Prints the slowest configurations, each failure with its reproducer, and the counts."""
+    summary = fuzz.summarize(records)
+    if summary.slowest.rows:
+        _print_table(console, summary.slowest)
+    for failure in summary.failures:
+        typer.echo(
+            f"FAILED seed {failure.seed}: {failure.failure}\n  reproduce: {failure.reproduce}", err=True
+        )
+    console.print(f"{summary.seeds} seeds: {summary.exact} exact, {len(summary.failures)} failed")
+    return summary

@@ -683,6 +683,15 @@ std::vector<std::uint64_t> frame_owners(const Runtime& runtime) {
   return owners;
 }
 
+std::vector<std::uint32_t> frame_dirty_bits(const Runtime& runtime) {
+  RuntimeState& state = *runtime.state_;
+  state.synchronize();
+  std::vector<std::uint32_t> dirty(state.all_frames);
+  WARPVM_CUDA_TRY(cudaMemcpy(dirty.data(), state.view().table.dirty, dirty.size() * sizeof(std::uint32_t),
+                             cudaMemcpyDeviceToHost));
+  return dirty;
+}
+
 std::vector<std::uint32_t> page_states(const Runtime& runtime, std::uint32_t object_id) {
   RuntimeState& state = *runtime.state_;
   const ObjectDescriptor& object = state.slot(object_id).descriptor;

@@ -14,6 +14,8 @@ namespace warpvm::detail {
 std::vector<std::uint64_t> frame_owners(const Runtime& runtime);
 /// The page-state word of every page of object `object_id`. Synchronizes the device.
 std::vector<std::uint32_t> page_states(const Runtime& runtime, std::uint32_t object_id);
+/// Each frame's dirty bit (non-zero: dirty), in frame_owners()'s order. Synchronizes the device.
+std::vector<std::uint32_t> frame_dirty_bits(const Runtime& runtime);
 
 /// Test hook that corrupts on purpose: sets page `page` of object `object_id` to the state word
 /// `word` (say page_word::busy: a load that never finishes), so that tests can show a stuck wait
