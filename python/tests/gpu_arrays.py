@@ -24,6 +24,14 @@ class Backend:
             return self.module.from_numpy(np.ascontiguousarray(array)).cuda()
         return self.module.asarray(array)
 
+    def to_gpu_as(self, array: np.ndarray, dtype: str) -> Any:
+        """to_gpu, with bfloat16 (numpy's uint16 bits) as the framework's bfloat16 (torch only)."""
+        if dtype != "bfloat16":
+            return self.to_gpu(array)
+        if self.name != "torch":
+            pytest.skip("cupy has no bfloat16: a bfloat16 GPU tensor needs torch")
+        return self.to_gpu(array.view(np.int16)).view(self.module.bfloat16)
+
     def to_numpy(self, tensor: Any) -> np.ndarray:
         if self.name == "torch":
             if tensor.dtype == self.module.bfloat16:

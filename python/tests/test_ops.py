@@ -196,7 +196,7 @@ def test_index_add_adds_duplicates_and_flush_lands_them(gpu: Backend, dtype: str
     np.add.at(expected, ids, as_float(values, dtype))
     with warpvm.Runtime(cache=cache) as rt:
         accumulators = paged(rt, table, dtype)
-        warpvm.index_add(accumulators, gpu.to_gpu(ids), gpu.to_gpu(values))
+        warpvm.index_add(accumulators, gpu.to_gpu(ids), gpu.to_gpu_as(values, dtype))
         rt.flush()
         got = accumulators.host.view(np.uint16) if dtype == "bfloat16" else accumulators.host
         assert np.array_equal(as_float(np.asarray(got), dtype), expected)

@@ -23,6 +23,10 @@ DEVICE = torch.device("cuda", 0)
 # Smaller than the tables below (40 MiB of float32): each test pages.
 CACHE = "16MiB"
 ROWS, DIM = 160_000, 64
+# A step's update of a hot row sums hundreds of gradient rows, here in the order the atomics take
+# them and in torch in its own: float32 rounding of such a sum reaches k * 2^-24 of its size
+# (3e-5 at k = 500). Forward results, which sum no more than a bag, keep 1e-5.
+UPDATE_TOLERANCE = {"rtol": 1e-4, "atol": 1e-4}
 
 
 @pytest.fixture
@@ -76,7 +80,7 @@ def test_embedding_backward_is_torchs_sparse_sgd_step(rt: Any) -> None:
     (module(ids) * weights).pow(2).sum().backward()
     (reference(ids) * weights).pow(2).sum().backward()
     optimizer.step()
-    torch.testing.assert_close(module.weight_host(), reference.weight.detach().cpu(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(module.weight_host(), reference.weight.detach().cpu(), **UPDATE_TOLERANCE)
     # The second step reads the updated rows.
     torch.testing.assert_close(module(ids), reference(ids), rtol=1e-5, atol=1e-5)
 
@@ -118,7 +122,7 @@ def test_embedding_bag_backward_is_torchs_sparse_sgd_step(rt: Any, mode: str) ->
     (module(ids, offsets) - target).pow(2).sum().backward()
     (reference(ids, offsets) - target).pow(2).sum().backward()
     optimizer.step()
-    torch.testing.assert_close(module.weight_host(), reference.weight.detach().cpu(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(module.weight_host(), reference.weight.detach().cpu(), **UPDATE_TOLERANCE)
 
 
 def test_per_sample_weights_get_torchs_gradient(rt: Any) -> None:
@@ -137,7 +141,7 @@ def test_per_sample_weights_get_torchs_gradient(rt: Any) -> None:
     (reference(ids, offsets, per_sample_weights=reference_weights) * target).sum().backward()
     optimizer.step()
     torch.testing.assert_close(weights.grad, reference_weights.grad, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(module.weight_host(), reference.weight.detach().cpu(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(module.weight_host(), reference.weight.detach().cpu(), **UPDATE_TOLERANCE)
 
 
 def test_embedding_bag_refuses_what_torch_refuses(rt: Any) -> None:

@@ -718,8 +718,12 @@ void run_many_warps_until_watchdog() {
 }
 
 TEST_F(Api, ManyWarpsStallingAtOnceReportNoProgress) {
+  // The first warp to give up may be one waiting for a frame or one waiting for a page another
+  // warp holds in transition: either is the watchdog's no_progress.
   for (int run = 0; run < 3; ++run)
-    EXPECT_EXIT(run_many_warps_until_watchdog(), ::testing::ExitedWithCode(0), "no frame to evict") << "run " << run;
+    EXPECT_EXIT(run_many_warps_until_watchdog(), ::testing::ExitedWithCode(0),
+                "no progress: .*(no frame to evict|waited for another warp)")
+        << "run " << run;
 }
 
 }  // namespace

@@ -197,7 +197,9 @@ class ZeroCopyTable(Table):
 
     def __init__(self, host: torch.Tensor, device: torch.device) -> None:
         self.host, self.device = host, device
-        self.pointer = cupy.cuda.runtime.hostGetDevicePointer(host.data_ptr(), 0)
+        # Pinned memory is mapped at the same address on the device (unified virtual addressing,
+        # every 64-bit CUDA platform), which is what cudaHostGetDevicePointer would return.
+        self.pointer = host.data_ptr()
         if ZeroCopyTable._module is None:
             module = cupy.RawModule(code=_ZERO_COPY_KERNELS)
             for name in ("gather_rows", "bag_sum_rows"):  # compiles now: errors surface here
