@@ -228,17 +228,9 @@ def _print_table(console: Console, table: TextTable) -> None:
     console.print(rich_table, crop=False)
 
 
-def _run(
-    console: Console,
-    binary: Path,
-    args: list[str],
-    out: Path | None,
-    expected: int | None,
-    timeout: float | None,
-) -> runner.RunResult:
-    """Runs a binary under a progress display counting the records it writes, stopping it after
-    `timeout` seconds (None: no limit)."""
-    progress = Progress(
+def _points_progress(console: Console) -> Progress:
+    """A progress bar counting measured points, shown only on a terminal and gone when done."""
+    return Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
         BarColumn(),
@@ -249,6 +241,19 @@ def _run(
         transient=True,
         disable=not console.is_terminal,
     )
+
+
+def _run(
+    console: Console,
+    binary: Path,
+    args: list[str],
+    out: Path | None,
+    expected: int | None,
+    timeout: float | None,
+) -> runner.RunResult:
+    """Runs a binary under a progress display counting the records it writes, stopping it after
+    `timeout` seconds (None: no limit)."""
+    progress = _points_progress(console)
     with progress:
         task = progress.add_task(binary.name, total=expected)
 
@@ -599,17 +604,7 @@ def bench_torch_command(
         raise typer.Exit(1) from None
     console = _console()
     points = bench_torch.expand_grid(settings)
-    progress = Progress(
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("points"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
+    progress = _points_progress(console)
     try:
         with progress:
             task = progress.add_task("torch", total=len(points))
