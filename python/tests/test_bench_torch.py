@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from warpvm import bench_torch, cli, runner
+from warpvm import bench_torch, cli, cli_torch, runner
 from warpvm.bench_torch import (
     QUICK,
     Context,
@@ -256,7 +256,7 @@ def fake_gpu(monkeypatch: pytest.MonkeyPatch) -> list[FakeBench]:
         return made[-1]
 
     monkeypatch.setattr(runner, "gpu_visible", lambda load=None: True)
-    monkeypatch.setattr(cli, "_torch_bench", factory)
+    monkeypatch.setattr(cli_torch, "_torch_bench", factory)
     return made
 
 
@@ -301,7 +301,7 @@ def test_unverified_points_fail_the_command(
     tmp_path: Path, fake_gpu: list[FakeBench], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(
-        cli, "_torch_bench", lambda settings: FakeBench(wrong_mode="device", unverified_mode="managed")
+        cli_torch, "_torch_bench", lambda settings: FakeBench(wrong_mode="device", unverified_mode="managed")
     )
     result = invoke("--workloads", "gather", "--sizes", "0", "--ids", "uniform", "--out", str(tmp_path / "u"))
     assert result.exit_code == 1
@@ -343,7 +343,7 @@ class SlowBench(FakeBench):
 def test_a_run_past_its_time_limit_keeps_its_records(
     tmp_path: Path, fake_gpu: list[FakeBench], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli, "_torch_bench", lambda settings: SlowBench())
+    monkeypatch.setattr(cli_torch, "_torch_bench", lambda settings: SlowBench())
     out = tmp_path / "t.jsonl"
     result = invoke("--workloads", "gather", "--modes", "warpvm", "--timeout", "0.1", "--out", str(out))
     assert result.exit_code == cli.TIMEOUT_EXIT
