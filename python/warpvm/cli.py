@@ -107,9 +107,12 @@ SimOut = Annotated[Path | None, typer.Option("--out", dir_okay=False, help="JSON
 ReportOut = Annotated[Path, typer.Option("--out", file_okay=False, help="Directory to write to.")]
 
 
-def _timeout_option(what: str, default: str) -> Any:
+_KILLED_AT_LIMIT = "before it is stopped (its process group killed,"
+
+
+def _timeout_option(what: str, default: str, how: str = _KILLED_AT_LIMIT) -> Any:
     """A command's --timeout (also read from $WARPVM_TIMEOUT): seconds `what` may run; None when
-    neither is given (then the `default` the help states)."""
+    neither is given (then the `default` the help states). `how` says how the limit is enforced."""
     return Annotated[
         float | None,
         typer.Option(
@@ -118,9 +121,8 @@ def _timeout_option(what: str, default: str) -> Any:
             envvar=runner.TIMEOUT_ENV,
             show_envvar=True,
             help=(
-                f"Seconds {what} may run before it is stopped (its process group killed, the records "
-                f"written so far kept, exit code {TIMEOUT_EXIT}); 0: no limit. "
-                f"Default: ${runner.TIMEOUT_ENV}, else {default}."
+                f"Seconds {what} may run {how} the records written so far kept, exit code "
+                f"{TIMEOUT_EXIT}); 0: no limit. Default: ${runner.TIMEOUT_ENV}, else {default}."
             ),
         ),
     ]

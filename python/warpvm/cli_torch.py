@@ -19,10 +19,13 @@ from warpvm.cli import (
     _names,
     _points_progress,
     _print_table,
+    _timeout_option,
     bench_app,
 )
 from warpvm.results import summary_tables
 from warpvm.sizes import parse_size
+
+TorchTimeout = _timeout_option("the run", f"{runner.BENCH_TIMEOUT_S:g}", how="(checked between points,")
 
 
 def _ratios(text: str) -> tuple[int, ...]:
@@ -82,20 +85,7 @@ def bench_torch_command(
     quick: Annotated[bool, typer.Option(help="The short grid (under 3 minutes on an H100).")] = False,
     out: BenchOut = Path("torch-results.jsonl"),
     commit: Annotated[str | None, typer.Option(help="Commit to record (default: git HEAD).")] = None,
-    timeout: Annotated[
-        float | None,
-        typer.Option(
-            "--timeout",
-            min=0,
-            envvar=runner.TIMEOUT_ENV,
-            show_envvar=True,
-            help=(
-                "Seconds the run may take, checked between points (the records so far kept, exit code "
-                f"{TIMEOUT_EXIT}); 0: no limit. "
-                f"Default: ${runner.TIMEOUT_ENV}, else {runner.BENCH_TIMEOUT_S:g}."
-            ),
-        ),
-    ] = None,
+    timeout: TorchTimeout = None,
 ) -> None:
     """PyTorch over warpvm: feature gathers, embedding bags, index_add and GraphSAGE training against a
     CPU gather, zero-copy, managed memory and device memory (docs/bench/torch.md). Needs torch, and
