@@ -1,10 +1,13 @@
 #pragma once
-// A host model of a whole warpvm::Heap, for replays of device workloads on the
-// CPU: the fast path's slabs (small_blocks.hpp's tickets, bindings, live counts
-// and free-slab queue, as heap_device.cuh runs them, one warp at a time) in
-// front of the host service's HeapSpace, with heap_malloc's grouping of the
-// lanes that reach the host (heap_region_malloc). Sequential: warps are served
-// in the order they are given, and a free is done when it is called.
+// A host model of a whole warpvm::Heap, for replays of device workloads on the CPU: the fast path's
+// slabs (small_blocks.hpp's tickets, bindings, live counts and free-slab queue, as heap_device.cuh
+// runs them, one warp at a time) in front of the host service's HeapSpace, with heap_malloc's
+// grouping of the lanes that reach the host (heap_region_malloc). Sequential: warps are served in
+// the order they are given, and a free is done when it is called.
+
+#include "warpvm/detail/alloc/heap_ptr.hpp"
+#include "warpvm/detail/alloc/heap_space.hpp"
+#include "warpvm/detail/alloc/small_blocks.hpp"
 
 #include <algorithm>
 #include <array>
@@ -13,10 +16,6 @@
 #include <deque>
 #include <span>
 #include <vector>
-
-#include "warpvm/detail/alloc/heap_ptr.hpp"
-#include "warpvm/detail/alloc/heap_space.hpp"
-#include "warpvm/detail/alloc/small_blocks.hpp"
 
 namespace warpvm::detail::replay {
 
@@ -36,9 +35,8 @@ struct HeapBytes {
   std::uint64_t region_space = 0;     ///< the space regions may use: the heap less the small area
 };
 
-/// A region that does not fit may be refused with up to this much of the space
-/// free: the reservation it needs (at most a 2 MB VABlock under 2 MB) has no
-/// free aligned place.
+/// A region that does not fit may be refused with up to this much of the space free: the
+/// reservation it needs (at most a 2 MB VABlock under 2 MB) has no free aligned place.
 inline constexpr std::uint64_t heap_first_fit_slack = vablock_bytes;
 
 class HeapModel {
@@ -62,10 +60,8 @@ class HeapModel {
     return {live_requested_, space_.reserved_bytes() - shares_.small_bytes,
             (slab_live_.size() - free_slabs_.size()) * slab_bytes, capacity_ - shares_.small_bytes};
   }
-  [[nodiscard]] const HeapSpace& space() const { return space_; }
 
-  /// heap_malloc for one warp's calling lanes (at most 32), `out[i]` for
-  /// `bytes[i]`.
+  /// heap_malloc for one warp's calling lanes (at most 32), `out[i]` for `bytes[i]`.
   void allocate_warp(std::span<const std::uint64_t> bytes, std::span<Allocation> out) {
     std::array<std::vector<std::uint32_t>, 33> host_groups;  // heap_region_malloc's classes
     for (std::uint32_t lane = 0; lane < bytes.size(); ++lane) {
@@ -111,8 +107,7 @@ class HeapModel {
     std::uint32_t lanes_live;
   };
 
-  /// small_malloc for one lane: its ticket, binding its virtual slab when it is
-  /// the first.
+  /// small_malloc for one lane: its ticket, binding its virtual slab when it is the first.
   std::uint32_t take_small_block(std::uint32_t size_class) {
     const SmallTicket ticket = small_ticket(tickets_[size_class]++, size_class);
     if (ticket.block == 0) {

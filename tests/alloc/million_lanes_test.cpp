@@ -1,23 +1,20 @@
-// Issue #28, item 7: random alloc/free at 1M lanes, replayed on the host
-// against a model of the whole heap (heap_replay.hpp: the fast path's slabs,
-// then the host's HeapSpace), with the requests of the GPU test
-// HeapFastPath.MillionLanesRandomAllocFreeRefuseNothingWhileThereIsRoom
-// (million_lanes_workload.hpp). What it establishes: at 1M lanes the heap holds
-// about 4-6 bytes for each live byte, so it refuses lanes while most of it is
-// unused. The slabs are the cliff: a slab goes back to the free-slab queue only
-// when every block of it is freed, and under random frees few ever are, so the
-// small area runs dry; the small lanes then go to the host path, where each
-// warp's group becomes a region padded to whole 64 KB blocks, and the region
-// space fills.
+// Issue #28, item 7: random alloc/free at 1M lanes, replayed on the host against a model of the
+// whole heap (heap_replay.hpp: the fast path's slabs, then the host's HeapSpace), with the requests
+// of the GPU test HeapFastPath.MillionLanesRandomAllocFreeRefuseNothingWhileThereIsRoom
+// (million_lanes_workload.hpp). What it establishes: at 1M lanes the heap holds about 4-6 bytes for
+// each live byte, so it refuses lanes while most of it is unused. The slabs are the cliff: a slab
+// goes back to the free-slab queue only when every block of it is freed, and under random frees few
+// ever are, so the small area runs dry; the small lanes then go to the host path, where each warp's
+// group becomes a region padded to whole 64 KB blocks, and the region space fills.
+
+#include "heap_replay.hpp"
+#include "million_lanes_workload.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <vector>
-
-#include "heap_replay.hpp"
-#include "million_lanes_workload.hpp"
 
 namespace warpvm::detail::replay {
 namespace {
@@ -35,8 +32,8 @@ struct Outcome {
 
 bool is_live(const Allocation& a) { return a.kind == Allocation::Kind::small || a.kind == Allocation::Kind::region; }
 
-/// The GPU test's steps: each step's frees (a kernel of their own there), then
-/// its allocations, warp by warp.
+/// The GPU test's steps: each step's frees (a kernel of their own there), then its allocations,
+/// warp by warp.
 Outcome run(const Workload& w, HeapModel& heap) {
   Outcome o;
   std::vector<Allocation> slots(w.threads * w.slots);
@@ -109,9 +106,8 @@ void report(const char* name, const Workload& w, const HeapModel& heap, const Ou
         in_mib(heap.at_first_refusal.region_space));
 }
 
-// The GPU test's workload and heap (4 GiB: a 1 GiB small area, 3 GiB for
-// regions), twice its steps: no lane is refused, with the live bytes under a
-// fifth of the heap.
+// The GPU test's workload and heap (4 GiB: a 1 GiB small area, 3 GiB for regions), twice its steps:
+// no lane is refused, with the live bytes under a fifth of the heap.
 TEST(MillionLanesReplay, SmallBlocksTo256BytesAndOneLargeInSixtyFourRefuseNothing) {
   const Workload w{.steps = 16};
   HeapModel heap(4 * gib, 0, 0, HeapLayout::aligned);
@@ -123,10 +119,9 @@ TEST(MillionLanesReplay, SmallBlocksTo256BytesAndOneLargeInSixtyFourRefuseNothin
   EXPECT_LT(o.peak.live_requested, 4 * gib / 5);
 }
 
-// The same with small requests to 1 KB: the live bytes stay under a third of
-// the heap, yet the slabs hold several times the small blocks' bytes, the small
-// area runs dry, and the lanes the slabs cannot serve fill the regions' space.
-// The known gap (docs/bench/alloc.md).
+// The same with small requests to 1 KB: the live bytes stay under a third of the heap, yet the
+// slabs hold several times the small blocks' bytes, the small area runs dry, and the lanes the
+// slabs cannot serve fill the regions' space. The known gap (docs/bench/alloc.md).
 TEST(MillionLanesReplay, SlabsFreedOnlyWhenEmptyRunTheSmallAreaDryWhileTheHeapHasRoom) {
   for (const HeapLayout layout : {HeapLayout::aligned, HeapLayout::contiguous}) {
     const Workload w{.steps = 12, .small_hi = 1024};
@@ -135,17 +130,16 @@ TEST(MillionLanesReplay, SlabsFreedOnlyWhenEmptyRunTheSmallAreaDryWhileTheHeapHa
     report(layout == HeapLayout::aligned ? "small to 1 KB, aligned" : "small to 1 KB, contiguous", w, heap, o);
     EXPECT_GT(o.refused, o.attempts / 4);
     EXPECT_LT(o.peak.live_requested, 4 * gib / 3) << "refused with two thirds of the heap unused by live data";
-    // Refusals start only once the small area is dry (the slabs could not serve
-    // a lane) and the regions' space is full: the allocator's own rules refuse
-    // only a request that does not fit.
+    // Refusals start only once the small area is dry (the slabs could not serve a lane) and the
+    // regions' space is full: the allocator's own rules refuse only a request that does not fit.
     EXPECT_EQ(heap.at_first_refusal.small_held, heap.shares().small_bytes);
     EXPECT_GT(heap.at_first_refusal.region_reserved, heap.at_first_refusal.region_space - 2 * heap_first_fit_slack);
     EXPECT_LT(heap.at_first_refusal.live_requested, 4 * gib / 4);
   }
 }
 
-// A heap too small for the live data refuses, and only then: a 1 GiB heap
-// against about 0.7 GiB of live data kept 4-6 times over.
+// A heap too small for the live data refuses, and only then: a 1 GiB heap against about 0.7 GiB of
+// live data kept 4-6 times over.
 TEST(MillionLanesReplay, AHeapTooSmallForWhatItKeepsRefusesOnceFull) {
   const Workload w{.steps = 4};
   HeapModel heap(1 * gib, 0, 0, HeapLayout::aligned);

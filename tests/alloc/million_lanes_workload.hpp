@@ -1,17 +1,15 @@
 #pragma once
-// The million-lane random alloc/free workload (issue #28, item 7), shared by
-// the host replay (million_lanes_test.cpp) and the GPU test (heap_test.cu) so
-// that both draw the same requests. Each step, every thread picks one of its
-// slots: a live block there is freed, an empty slot gets a new block. Most
-// requests are the fast path's (16 B .. 256 B); one draw in `large_one_in`
-// reaches the host path (8 KB + 16 .. 64 KB). Sized so that at 1M lanes the
-// live bytes (about 0.7 GiB) and what the heap keeps for them fit a 4 GiB heap:
-// see the replay.
-
-#include <cstdint>
+// The million-lane random alloc/free workload (issue #28, item 7), shared by the host replay
+// (million_lanes_test.cpp) and the GPU test (heap_test.cu) so that both draw the same requests.
+// Each step, every thread picks one of its slots: a live block there is freed, an empty slot gets a
+// new block. Most requests are the fast path's (16 B .. 256 B); one draw in `large_one_in` reaches
+// the host path (8 KB + 16 .. 64 KB). Sized so that at 1M lanes the live bytes (about 0.7 GiB) and
+// what the heap keeps for them fit a 4 GiB heap: see the replay.
 
 #include "warpvm/detail/host_device.hpp"
 #include "warpvm/workloads/alloc/alloc_workloads.hpp"
+
+#include <cstdint>
 
 namespace warpvm::testing::million {
 
