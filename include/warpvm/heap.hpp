@@ -40,6 +40,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace warpvm {
 
@@ -70,6 +71,20 @@ struct HeapOptions {
   std::size_t small_bytes = 0;
 };
 
+/// The last request the host service refused (a warp's lanes of one size class, given null), and
+/// the heap's bytes at that moment. All 0 while none was refused. A refusal is malloc's null,
+/// not an error; this says why: the bytes the request needed against what was free.
+struct HeapRefusal {
+  std::uint64_t lanes = 0;         ///< threads given null by it
+  std::uint64_t lane_bytes = 0;    ///< the lanes' largest request, rounded up to 16 (0: over any region's limit)
+  std::uint64_t region_bytes = 0;  ///< the region it needed, the layout's rounding included (0: over the limit)
+  std::uint64_t capacity_bytes = 0;
+  std::uint64_t small_area_bytes = 0;    ///< set aside for the fast path's slabs (small requests only)
+  std::uint64_t reserved_bytes = 0;      ///< in live regions' reservations, padding included
+  std::uint64_t free_bytes = 0;          ///< in no reservation: capacity = small area + reserved + free
+  std::uint64_t free_segment_bytes = 0;  ///< of the free bytes, in whole free 2 MiB segments
+};
+
 /// What the heap has served since it was made (or reset_stats()). Counted by the host service,
 /// which sees no fast-path allocation: the small_* fields are read from the device's slabs.
 struct HeapStats {
@@ -83,6 +98,10 @@ struct HeapStats {
   std::uint64_t small_slabs = 0;         ///< 64 KB slabs of the small area (0: no fast path)
   std::uint64_t small_slabs_bound = 0;   ///< of them, bound to a size class (now)
   std::uint64_t small_live_blocks = 0;   ///< fast-path blocks allocated and not freed (now)
+  HeapRefusal last_refusal{};            ///< the last refused request (lanes 0: none)
+
+  /// The last refusal in words, with its sizes: "no refusal" when there was none.
+  [[nodiscard]] std::string describe_last_refusal() const;
 };
 
 /// The handle kernels take by value. malloc and free are warp-collective in effect (the active

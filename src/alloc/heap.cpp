@@ -7,7 +7,9 @@
 #include "warpvm/heap.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -34,7 +36,37 @@ struct Heap::State {
 
 namespace {
 constexpr std::uint64_t segment_bytes = detail::vablock_bytes;
+
+/// "3.00 GiB (3221225472 B)": readable, and exact for comparing with the request.
+std::string bytes_text(std::uint64_t bytes) {
+  constexpr std::array<const char*, 4> units{"B", "KiB", "MiB", "GiB"};
+  double scaled = static_cast<double>(bytes);
+  std::size_t unit = 0;
+  for (; unit + 1 < units.size() && scaled >= 1024; ++unit) scaled /= 1024;
+  if (unit == 0) return std::to_string(bytes) + " B";
+  std::array<char, 32> text{};
+  std::snprintf(text.data(), text.size(), "%.2f %s", scaled, units[unit]);
+  return std::string(text.data()) + " (" + std::to_string(bytes) + " B)";
+}
 }  // namespace
+
+std::string HeapStats::describe_last_refusal() const {
+  const HeapRefusal& r = last_refusal;
+  if (r.lanes == 0) return "no refusal";
+  const std::string lanes = std::to_string(r.lanes) + (r.lanes == 1 ? " thread" : " threads");
+  if (r.region_bytes == 0)
+    return lanes + " refused: a request over the " + bytes_text(detail::heap_max_lane_bytes) +
+           " a thread may ask for";
+  std::string text = lanes + " refused, asking for up to " + bytes_text(r.lane_bytes) + " each: a region of " +
+                     bytes_text(r.region_bytes) + "; the heap of " + bytes_text(r.capacity_bytes) + " had " +
+                     bytes_text(r.small_area_bytes) + " in its small area, " + bytes_text(r.reserved_bytes) +
+                     " reserved by live regions and " + bytes_text(r.free_bytes) + " free (" +
+                     bytes_text(r.free_segment_bytes) + " of it in whole 2 MiB segments)";
+  if (r.region_bytes > r.capacity_bytes) return text + ": the region exceeds the capacity";
+  if (r.free_bytes < r.region_bytes) return text + ": too little free";
+  return text + ": enough free, but in no place the region fits (no run of free segments that long, or no "
+                "aligned free subtree under 2 MiB)";
+}
 
 detail::SmallSlabsView Heap::State::make_small_slabs(std::uint64_t bytes) {
   const std::uint64_t offset = service->reserve(bytes);

@@ -31,6 +31,18 @@ std::uint64_t HeapService::reserve(std::uint64_t bytes) {
 
 std::uint64_t HeapService::region_bytes() const { return space_.reserved_bytes() - set_aside_; }
 
+HeapRefusal HeapService::refusal(const Taken& request) const {
+  const bool over_limit = request.value == no_offset;
+  return HeapRefusal{.lanes = request.lanes,
+                     .lane_bytes = over_limit ? 0 : std::uint64_t{request.lane_units} * heap_unit_bytes,
+                     .region_bytes = over_limit ? 0 : request.value,
+                     .capacity_bytes = space_.capacity_bytes(),
+                     .small_area_bytes = set_aside_,
+                     .reserved_bytes = region_bytes(),
+                     .free_bytes = space_.free_bytes(),
+                     .free_segment_bytes = space_.free_segment_bytes()};
+}
+
 void HeapService::wait_served(std::uint64_t position) const {
   while (served_.load(std::memory_order_acquire) < position) std::this_thread::sleep_for(std::chrono::microseconds(20));
 }
@@ -75,7 +87,8 @@ std::size_t HeapService::serve_batch() {
     HeapSlot& slot = slots_[taken_ & (capacity_ - 1)];
     if (std::atomic_ref(slot.header).load(std::memory_order_acquire) != heap_slot_header(taken_, heap_slot_posted))
       break;
-    batch_.push_back(Taken{&slot, taken_, static_cast<HeapRequest>(slot.kind), slot.value, slot.lanes});
+    batch_.push_back(
+        Taken{&slot, taken_, static_cast<HeapRequest>(slot.kind), slot.value, slot.lanes, slot.lane_units});
   }
   if (batch_.empty()) return 0;
 
@@ -97,6 +110,7 @@ std::size_t HeapService::serve_batch() {
       t.slot->tag = next_tag();
     } else {
       stats_.failed_allocations += t.lanes;
+      stats_.last_refusal = refusal(t);
       t.slot->tag = 0;
     }
     t.slot->value = region.offset;

@@ -43,6 +43,7 @@ class HeapService {
     HeapRequest kind;
     std::uint64_t value;
     std::uint32_t lanes;
+    std::uint32_t lane_units;
   };
 
   void run();
@@ -52,6 +53,8 @@ class HeapService {
   std::uint32_t next_tag();
   /// Bytes in the requests' regions: the space's reservations less what reserve() set aside.
   [[nodiscard]] std::uint64_t region_bytes() const;
+  /// What a refused request needed and what the space had then (HeapStats::last_refusal).
+  [[nodiscard]] HeapRefusal refusal(const Taken& request) const;
 
   HeapSlot* slots_;
   std::uint32_t capacity_;

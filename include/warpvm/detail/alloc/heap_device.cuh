@@ -44,7 +44,8 @@ __device__ __forceinline__ cuda::atomic_ref<std::uint64_t, cuda::thread_scope_sy
 
 /// Posts one request; returns its position.
 __device__ inline std::uint64_t heap_post(const HeapView& heap, const CacheView& cache, std::uint32_t object_id,
-                                          HeapRequest kind, std::uint64_t value, std::uint32_t lanes) {
+                                          HeapRequest kind, std::uint64_t value, std::uint32_t lanes,
+                                          std::uint32_t lane_units = 0) {
   const std::uint64_t position = device_atomic(*heap.next_position).fetch_add(1, cuda::std::memory_order_relaxed);
   HeapSlot& slot = heap.slots[position & (heap.capacity - 1)];
   heap_wait(cache, object_id, position,
@@ -53,6 +54,7 @@ __device__ inline std::uint64_t heap_post(const HeapView& heap, const CacheView&
   body.value = value;
   body.kind = static_cast<std::uint32_t>(kind);
   body.lanes = lanes;
+  body.lane_units = lane_units;
   slot_header(slot).store(heap_slot_header(position, heap_slot_posted), cuda::std::memory_order_release);
   return position;
 }
@@ -245,7 +247,7 @@ __device__ inline heap_ptr heap_region_malloc(const HeapView& heap, const CacheV
   std::uint32_t tag = 0;
   if (wants && lane == leader) {
     const std::uint64_t region = fits ? heap_region_bytes(heap.layout, heap.order, lanes, lane_bytes) : no_offset;
-    const std::uint64_t position = heap_post(heap, cache, object_id, HeapRequest::allocate, region, lanes);
+    const std::uint64_t position = heap_post(heap, cache, object_id, HeapRequest::allocate, region, lanes, group_units);
     heap_await_reply(heap, cache, object_id, position, offset, tag);
     if (offset != no_offset)
       device_atomic(heap.regions[offset / basic_block_bytes])

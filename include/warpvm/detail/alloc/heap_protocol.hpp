@@ -38,7 +38,9 @@ struct alignas(32) HeapSlot {
   std::uint32_t kind;   ///< HeapRequest
   std::uint32_t lanes;  ///< allocate: threads served by the request
   std::uint32_t tag;    ///< reply: the region's tag (never 0)
-  std::uint32_t pad;
+  /// allocate: the lanes' largest request in 16-byte units (0: too large for any region), for
+  /// the refusal HeapStats describes.
+  std::uint32_t lane_units;
 };
 
 /// The fast path's device state (small_blocks.hpp). Plain pointers into device memory the Heap

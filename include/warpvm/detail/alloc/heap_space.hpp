@@ -110,6 +110,11 @@ class HeapSpace {
   [[nodiscard]] WARPVM_HD std::uint64_t free_segment_bytes() const {
     return std::uint64_t{segments_tree_.free_segments()} * vablock_bytes;
   }
+  /// Bytes in no reservation: the free segments, and the free blocks of the PortionSpace and the
+  /// arenas. With reserved_bytes(), the whole capacity.
+  [[nodiscard]] WARPVM_HD std::uint64_t free_bytes() const {
+    return runs_ == nullptr ? 0 : free_segment_bytes() + portions_.free_bytes();
+  }
   /// Bytes in live regions' reservations (padding included; an arena's unreserved blocks not).
   [[nodiscard]] WARPVM_HD std::uint64_t reserved_bytes() const { return runs_ == nullptr ? 0 : *used_; }
 

@@ -1,0 +1,171 @@
+#pragma once
+// A host model of a whole warpvm::Heap, for replays of device workloads on the CPU: the fast path's
+// slabs (small_blocks.hpp's tickets, bindings, live counts and free-slab queue, as heap_device.cuh
+// runs them, one warp at a time) in front of the host service's HeapSpace, with heap_malloc's
+// grouping of the lanes that reach the host (heap_region_malloc). Sequential: warps are served in
+// the order they are given, and a free is done when it is called.
+
+#include "warpvm/detail/alloc/heap_ptr.hpp"
+#include "warpvm/detail/alloc/heap_space.hpp"
+#include "warpvm/detail/alloc/small_blocks.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <vector>
+
+namespace warpvm::detail::replay {
+
+/// What one lane got.
+struct Allocation {
+  enum class Kind : std::uint8_t { none, small, region, refused };
+  Kind kind = Kind::none;
+  std::uint32_t where = 0;  ///< small: the slab; region: the model's region index
+  std::uint64_t bytes = 0;  ///< what the lane asked for
+};
+
+/// The heap's state at one moment, in bytes.
+struct HeapBytes {
+  std::uint64_t live_requested = 0;   ///< what the live lanes asked for
+  std::uint64_t region_reserved = 0;  ///< the space's reservations for regions (HeapStats' reserved_bytes)
+  std::uint64_t small_held = 0;       ///< slabs out of the free-slab queue
+  std::uint64_t region_space = 0;     ///< the space regions may use: the heap less the small area
+};
+
+/// A region that does not fit may be refused with up to this much of the space free: the
+/// reservation it needs (at most a 2 MB VABlock under 2 MB) has no free aligned place.
+inline constexpr std::uint64_t heap_first_fit_slack = vablock_bytes;
+
+class HeapModel {
+ public:
+  HeapModel(std::uint64_t capacity_bytes, std::uint64_t small_bytes, std::uint64_t portion_bytes, HeapLayout layout)
+      : shares_(heap_shares(capacity_bytes, portion_bytes, true, small_bytes)),
+        capacity_(capacity_bytes),
+        layout_(layout),
+        storage_(HeapSpace::storage_words(static_cast<std::uint32_t>(capacity_bytes / vablock_bytes))),
+        space_(storage_.data(), storage_.size(), static_cast<std::uint32_t>(capacity_bytes / vablock_bytes),
+               static_cast<std::uint32_t>(shares_.portion_bytes / vablock_bytes)) {
+    // The Heap sets its small area aside first (HeapService::reserve).
+    if (shares_.small_bytes != 0) space_.allocate(shares_.small_bytes);
+    const auto slabs = static_cast<std::uint32_t>(shares_.small_bytes / slab_bytes);
+    slab_live_.assign(slabs, 0);
+    for (std::uint32_t slab = 0; slab < slabs; ++slab) free_slabs_.push_back(slab);
+  }
+
+  [[nodiscard]] const HeapShares& shares() const { return shares_; }
+  [[nodiscard]] HeapBytes bytes() const {
+    return {live_requested_, space_.reserved_bytes() - shares_.small_bytes,
+            (slab_live_.size() - free_slabs_.size()) * slab_bytes, capacity_ - shares_.small_bytes};
+  }
+
+  /// heap_malloc for one warp's calling lanes (at most 32), `out[i]` for `bytes[i]`.
+  void allocate_warp(std::span<const std::uint64_t> bytes, std::span<Allocation> out) {
+    std::array<std::vector<std::uint32_t>, 33> host_groups;  // heap_region_malloc's classes
+    for (std::uint32_t lane = 0; lane < bytes.size(); ++lane) {
+      out[lane] = Allocation{Allocation::Kind::none, 0, bytes[lane]};
+      if (bytes[lane] == 0) continue;
+      if (const std::uint32_t size_class = small_class_of(bytes[lane]); size_class != no_small_class) {
+        if (const std::uint32_t slab = take_small_block(size_class); slab != failed_binding) {
+          out[lane].kind = Allocation::Kind::small;
+          out[lane].where = slab;
+          live_requested_ += bytes[lane];
+          continue;
+        }
+      }
+      const std::uint64_t units = (bytes[lane] + heap_unit_bytes - 1) / heap_unit_bytes;
+      host_groups[std::bit_width(units - 1)].push_back(lane);
+    }
+    for (const std::vector<std::uint32_t>& group : host_groups)
+      if (!group.empty()) allocate_region(bytes, group, out);
+  }
+
+  void free(const Allocation& a) {
+    if (a.kind == Allocation::Kind::small) {
+      live_requested_ -= a.bytes;
+      if (--slab_live_[a.where] == 0) free_slabs_.push_back(a.where);
+    } else if (a.kind == Allocation::Kind::region) {
+      live_requested_ -= a.bytes;
+      if (--regions_[a.where].lanes_live == 0) {
+        space_.release(regions_[a.where].offset);
+        unused_regions_.push_back(a.where);
+      }
+    }
+  }
+
+  std::uint64_t refused_lanes = 0;
+  std::uint64_t small_fallbacks = 0;  ///< small lanes the slabs could not serve (they went to the host path)
+  /// The first refused request's region, and the heap's bytes then.
+  std::uint64_t first_refused_region_bytes = 0;
+  HeapBytes at_first_refusal{};
+
+ private:
+  struct Region {
+    std::uint64_t offset;
+    std::uint32_t lanes_live;
+  };
+
+  /// small_malloc for one lane: its ticket, binding its virtual slab when it is the first.
+  std::uint32_t take_small_block(std::uint32_t size_class) {
+    const SmallTicket ticket = small_ticket(tickets_[size_class]++, size_class);
+    if (ticket.block == 0) {
+      bound_[size_class] = failed_binding;
+      if (!free_slabs_.empty()) {
+        bound_[size_class] = free_slabs_.front();
+        free_slabs_.pop_front();
+        slab_live_[bound_[size_class]] = small_blocks_per_slab(size_class);
+      }
+    }
+    if (bound_[size_class] == failed_binding) ++small_fallbacks;
+    return bound_[size_class];
+  }
+
+  void allocate_region(std::span<const std::uint64_t> bytes, const std::vector<std::uint32_t>& group,
+                       std::span<Allocation> out) {
+    std::uint64_t largest = 0;
+    for (const std::uint32_t lane : group) largest = std::max(largest, (bytes[lane] + 15) / 16 * 16);
+    const auto lanes = static_cast<std::uint32_t>(group.size());
+    const std::uint64_t region_bytes = heap_region_bytes(layout_, LaneOrder::lane_id, lanes, largest);
+    const HeapRegion placed = space_.allocate(region_bytes);
+    if (!placed.ok()) {
+      if (refused_lanes == 0) {
+        first_refused_region_bytes = region_bytes;
+        at_first_refusal = this->bytes();
+      }
+      refused_lanes += lanes;
+      for (const std::uint32_t lane : group) out[lane].kind = Allocation::Kind::refused;
+      return;
+    }
+    std::uint32_t index = 0;
+    if (unused_regions_.empty()) {
+      index = static_cast<std::uint32_t>(regions_.size());
+      regions_.emplace_back();
+    } else {
+      index = unused_regions_.back();
+      unused_regions_.pop_back();
+    }
+    regions_[index] = Region{placed.offset, lanes};
+    for (const std::uint32_t lane : group) {
+      out[lane].kind = Allocation::Kind::region;
+      out[lane].where = index;
+      live_requested_ += bytes[lane];
+    }
+  }
+
+  HeapShares shares_;
+  std::uint64_t capacity_;
+  HeapLayout layout_;
+  std::vector<std::uint64_t> storage_;
+  HeapSpace space_;
+  std::array<std::uint64_t, small_classes> tickets_{};
+  std::array<std::uint32_t, small_classes> bound_{};
+  std::vector<std::uint32_t> slab_live_;
+  std::deque<std::uint32_t> free_slabs_;
+  std::vector<Region> regions_;
+  std::vector<std::uint32_t> unused_regions_;
+  std::uint64_t live_requested_ = 0;
+};
+
+}  // namespace warpvm::detail::replay
