@@ -256,10 +256,10 @@ class PlacementModel {
     if (!pools_.empty()) return;
     std::uint64_t footprint = 0;
     for (const Object& o : objects_) footprint += o.pages.size();
-    const auto frames = config_.pool_fraction >= 1 || config_.placement == Placement::ideal
-                            ? footprint
-                            : static_cast<std::uint64_t>(std::llround(config_.pool_fraction * static_cast<double>(footprint)));
-    if (frames < detail::mg::min_pool_frames)
+    const bool capped = config_.pool_fraction < 1 && config_.placement != Placement::ideal;
+    const auto frames =
+        capped ? static_cast<std::uint64_t>(std::llround(config_.pool_fraction * static_cast<double>(footprint))) : footprint;
+    if (capped && frames < detail::mg::min_pool_frames)
       throw std::invalid_argument("each GPU's pool needs at least 32 frames, as on the device: raise --bytes or the pool fraction");
     pools_.assign(config_.gpus, FramePoolModel(static_cast<std::uint32_t>(frames)));
   }
