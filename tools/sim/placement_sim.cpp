@@ -4,6 +4,8 @@
 // owns a partition of the work as a multi-GPU implementation would; the GPUs' streams are
 // interleaved one step (a tile, a row, a vertex) at a time. Data starts on the host, or with
 // --initial-placement blocks|interleaved on the GPUs (as MultiGpuSpace::place_on_gpus puts it).
+// --pool-fraction caps each GPU's frame pool (a fraction of the footprint; pages are evicted as
+// on the device), and --pressure-evictions sets OASIS's capacity-aware controller.
 
 #include "placement_sim.hpp"
 
@@ -31,7 +33,8 @@ using sim::PlacementModel;
 constexpr std::uint32_t line_bytes = detail::remote_access_bytes;
 
 struct PlacementOptions {
-  std::vector<std::string> workloads{"transpose", "stencil2d", "pagerank", "gemm", "shared_read_private_write"};
+  std::vector<std::string> workloads{"transpose", "stencil2d", "pagerank", "gemm", "gemm_bands", "fft",
+                                     "shared_read_private_write"};
   std::vector<unsigned> gpus{2};
   std::vector<Placement> placements{Placement::on_touch, Placement::access_counter, Placement::duplication,
                                     Placement::oasis, Placement::ideal};
@@ -39,6 +42,8 @@ struct PlacementOptions {
   std::uint32_t page_bytes = 4096;
   std::uint32_t reset_threshold = detail::default_reset_threshold;
   std::uint32_t counter_threshold = detail::default_counter_threshold;
+  std::vector<double> pool_fractions{1.0};
+  std::vector<std::uint32_t> pressure_evictions{detail::default_pressure_evictions};  ///< OASIS only
   unsigned iterations = 4;  ///< stencil2d sweeps, pagerank iterations
   std::optional<Spread> initial_spread;  ///< --initial-placement: nullopt for the host
   std::string commit = "unknown";
@@ -70,40 +75,53 @@ PlacementOptions parse(int argc, char** argv) {
          },
          "on_touch, access_counter, duplication, oasis, ideal, or all")
       ->delimiter(',');
-  cli::add_list(app, "--workloads", o.workloads, "transpose, stencil2d, pagerank, gemm, shared_read_private_write");
+  cli::add_list(app, "--workloads", o.workloads,
+                "transpose, stencil2d, pagerank, gemm, gemm_bands, fft, shared_read_private_write");
   cli::add_bytes(app, "--bytes", o.dataset_bytes, "dataset size");
   app.add_option("--page-bytes", o.page_bytes, "page size in bytes, a multiple of 128")->check(CLI::Range(line_bytes, 1u << 21));
   app.add_option("--reset-threshold", o.reset_threshold, "OASIS: shared faults before an object's O-Table entry resets")
       ->check(CLI::Range(1u, unsigned(detail::otable::max_reset_threshold)));
   app.add_option("--counter-threshold", o.counter_threshold, "access-counter: remote lines before a page migrates")
       ->check(CLI::Range(1u, 1u << 30));
+  cli::add_list(app, "--pool-fraction", o.pool_fractions,
+                "each GPU's frame pool as fractions of the footprint (1: in core, nothing evicted)")
+      ->check(cli::unit_fraction);
+  cli::add_list(app, "--pressure-evictions", o.pressure_evictions,
+                "OASIS's capacity-aware controller: redundant copies of an object a GPU evicts in a phase before it\n"
+                "stops replicating it (0: off); oasis runs once per value");
   app.add_option("--iterations", o.iterations, "stencil2d sweeps, pagerank iterations")->check(CLI::Range(1u, 1000u));
   cli::add_initial_placement(app, o.initial_spread);
   app.add_option("--commit", o.commit, "commit, for the records");
   std::string out;
   app.add_option("--out", out, "accepted for symmetry with the benchmarks: records go to stdout");
   cli::parse(app, argc, argv);
-  if (o.gpus.empty() || o.placements.empty() || o.workloads.empty()) usage("nothing to run");
+  if (o.gpus.empty() || o.placements.empty() || o.workloads.empty() || o.pool_fractions.empty() ||
+      o.pressure_evictions.empty())
+    usage("nothing to run");
   if (o.page_bytes % line_bytes != 0) usage("--page-bytes must be a multiple of 128");
   return o;
 }
 
-/// Makes the objects (placed on the GPUs first with an initial spread) and emits the accesses of
-/// one byte range [begin, begin + bytes) of an object, split at page boundaries, each piece as
-/// one access of the 128 B lines it covers.
+/// Makes the objects and emits the accesses of one byte range [begin, begin + bytes) of an
+/// object, split at page boundaries, each piece as one access of the 128 B lines it covers. With
+/// an initial spread the objects are placed on the GPUs before the first access, once all exist
+/// (the pools are sized from the footprint then).
 struct Stream {
   PlacementModel& model;
   std::uint32_t page_bytes;
   std::optional<Spread> initial_spread;
+  std::vector<std::uint32_t> to_place = {};
 
   [[nodiscard]] std::uint64_t pages(std::uint64_t bytes) const { return (bytes + page_bytes - 1) / page_bytes; }
   std::uint32_t object(std::uint64_t bytes) {
     const std::uint32_t id = model.add_object(pages(bytes));
-    if (initial_spread) model.place_on_gpus(id, *initial_spread);
+    if (initial_spread) to_place.push_back(id);
     return id;
   }
 
   void range(unsigned gpu, std::uint32_t obj, std::uint64_t begin, std::uint64_t bytes, bool write) {
+    for (const std::uint32_t id : to_place) model.place_on_gpus(id, *initial_spread);
+    to_place.clear();
     for (std::uint64_t at = begin, end = begin + bytes; at < end;) {
       const std::uint64_t page_end = (at / page_bytes + 1) * page_bytes, piece_end = std::min(end, page_end);
       const std::uint64_t first_line = at / line_bytes, last_line = (piece_end - 1) / line_bytes;
@@ -193,15 +211,20 @@ std::uint64_t pagerank(Stream& s, std::uint64_t bytes, unsigned gpus, unsigned i
   return footprint(graph);
 }
 
-/// C = A x B, n x n floats, 64 x 64 tiles of C dealt to the GPUs round-robin: A and B are read
-/// by every GPU, C is written privately.
-std::uint64_t gemm(Stream& s, std::uint64_t bytes, unsigned gpus) {
+/// C = A x B, n x n floats, 64 x 64 tiles of C. Dealt to the GPUs round-robin, A and B are read
+/// by every GPU and each page of C has several writers; in bands (`bands`: each GPU a contiguous
+/// run of tiles, as the GPU suite's gemm deals its 64 x 256 tiles), each GPU reads its rows of A
+/// and all of B and is the one writer of its rows of C.
+std::uint64_t gemm(Stream& s, std::uint64_t bytes, unsigned gpus, bool bands) {
   const std::uint64_t n = std::max<std::uint64_t>(64, static_cast<std::uint64_t>(std::sqrt(bytes / 12.0)) / 64 * 64);
-  const std::uint64_t tiles = n / 64, row = n * 4;
+  const std::uint64_t tiles = n / 64, row = n * 4, count = tiles * tiles;
   const auto a = s.object(n * row), b = s.object(n * row), c = s.object(n * row);
-  for (std::uint64_t first = 0; first < tiles * tiles; first += gpus)
-    for (unsigned g = 0; g < gpus && first + g < tiles * tiles; ++g) {
-      const std::uint64_t ti = (first + g) / tiles, tj = (first + g) % tiles;
+  const std::uint64_t steps = (count + gpus - 1) / gpus;
+  for (std::uint64_t step = 0; step < steps; ++step)
+    for (unsigned g = 0; g < gpus; ++g) {
+      const std::uint64_t tile = bands ? part_begin(count, g, gpus) + step : step * gpus + g;
+      if (tile >= (bands ? part_begin(count, g + 1, gpus) : count)) continue;
+      const std::uint64_t ti = tile / tiles, tj = tile % tiles;
       for (std::uint64_t k = 0; k < tiles; ++k)
         for (std::uint64_t r = 0; r < 64; ++r) {
           s.range(g, a, (ti * 64 + r) * row + k * 256, 256, false);
@@ -210,6 +233,40 @@ std::uint64_t gemm(Stream& s, std::uint64_t bytes, unsigned gpus) {
       for (std::uint64_t r = 0; r < 64; ++r) s.range(g, c, (ti * 64 + r) * row + tj * 256, 256, true);
     }
   return 3 * n * row;
+}
+
+/// A radix-2 Stockham FFT of n complex floats (8 B each, n the largest power of two whose two
+/// buffers fit the dataset), its stages inside one kernel separated by a grid barrier (implicit
+/// phases), as the GPU suite's fft: stage s reads in[j] and in[j + n/2] and writes
+/// out[2j - j % m] and out[2j - j % m + m] (m = 2^s) for every j in [0, n/2), the j split into one
+/// contiguous part per GPU, a warp's 32 per step. Each GPU writes its own part of `out`; from the
+/// second stage on, half of what it reads another GPU wrote, and no page is read by two GPUs in a
+/// stage: the data changes hands at every stage.
+std::uint64_t fft(Stream& s, std::uint64_t bytes, unsigned gpus) {
+  constexpr std::uint64_t warp = 32, complex_bytes = 8;
+  std::uint64_t n = 2 * warp;
+  while (2 * (2 * n) * complex_bytes <= bytes) n *= 2;
+  const std::uint64_t half = n / 2, chunks = half / warp, per_gpu = (chunks + gpus - 1) / gpus;
+  const std::uint32_t buffer[2] = {s.object(n * complex_bytes), s.object(n * complex_bytes)};
+  for (unsigned stage = 0; (std::uint64_t{1} << stage) < n; ++stage) {
+    const std::uint64_t m = std::uint64_t{1} << stage;
+    const std::uint32_t in = buffer[stage % 2], out = buffer[(stage + 1) % 2];
+    for (std::uint64_t step = 0; step < per_gpu; ++step)
+      for (unsigned g = 0; g < gpus; ++g) {
+        const std::uint64_t chunk = part_begin(chunks, g, gpus) + step;
+        if (chunk >= part_begin(chunks, g + 1, gpus)) continue;
+        const std::uint64_t j = chunk * warp, o = 2 * j - j % m;
+        s.range(g, in, j * complex_bytes, warp * complex_bytes, false);
+        s.range(g, in, (j + half) * complex_bytes, warp * complex_bytes, false);
+        if (m >= warp) {
+          s.range(g, out, o * complex_bytes, warp * complex_bytes, true);
+          s.range(g, out, (o + m) * complex_bytes, warp * complex_bytes, true);
+        } else {  // butterflies of span m < 32: a warp's outputs are 64 consecutive elements
+          s.range(g, out, o * complex_bytes, 2 * warp * complex_bytes, true);
+        }
+      }
+  }
+  return 2 * n * complex_bytes;
 }
 
 /// A lookup table read at random by every GPU (shared, read-only) and an output that each GPU
@@ -234,9 +291,32 @@ std::uint64_t replay(const std::string& workload, Stream& s, const PlacementOpti
   if (workload == "transpose") return transpose(s, o.dataset_bytes, gpus);
   if (workload == "stencil2d") return stencil2d(s, o.dataset_bytes, gpus, o.iterations);
   if (workload == "pagerank") return pagerank(s, o.dataset_bytes, gpus, o.iterations);
-  if (workload == "gemm") return gemm(s, o.dataset_bytes, gpus);
+  if (workload == "gemm") return gemm(s, o.dataset_bytes, gpus, false);
+  if (workload == "gemm_bands") return gemm(s, o.dataset_bytes, gpus, true);
+  if (workload == "fft") return fft(s, o.dataset_bytes, gpus);
   if (workload == "shared_read_private_write") return shared_read_private_write(s, o.dataset_bytes, gpus);
   usage("unknown workload " + workload + " in the placement mode");
+}
+
+void print_record(const PlacementOptions& o, const char* date, const std::string& workload, const std::string& policy,
+                  unsigned gpus, std::uint64_t dataset, double pool_fraction, std::uint32_t pressure_evictions,
+                  const PlacementModel& model) {
+  const sim::PlacementCounts& n = model.counts();
+  std::cout << "{\"suite\":\"sim\",\"device\":\"cpu-simulator\",\"driver\":\"-\",\"commit\":\"" << o.commit
+            << "\",\"date\":\"" << date << "\",\"simulated\":true,\"verified\":false,\"seconds\":null,\"useful_gbps\":null"
+            << ",\"mode\":\"placement_sim\",\"workload\":\"" << workload << "\",\"policy\":\"" << policy
+            << "\",\"gpus\":" << gpus << ",\"page_bytes\":" << o.page_bytes << ",\"dataset_bytes\":" << dataset
+            << ",\"reset_threshold\":" << o.reset_threshold << ",\"counter_threshold\":" << o.counter_threshold
+            << ",\"accesses\":" << n.accesses << ",\"local_accesses\":" << n.local << ",\"remote_accesses\":" << n.remote
+            << ",\"faults\":" << n.faults() << ",\"first_touches\":" << n.first_touches
+            << ",\"shared_faults\":" << n.shared_faults << ",\"migrations\":" << n.migrations
+            << ",\"counter_migrations\":" << n.counter_migrations << ",\"replications\":" << n.replications
+            << ",\"collapses\":" << n.collapses << ",\"remote_maps\":" << n.remote_maps
+            << ",\"invalidations\":" << n.invalidations << ",\"nvlink_bytes\":" << n.nvlink_bytes
+            << ",\"host_bytes\":" << n.host_bytes << ",\"pool_fraction\":" << pool_fraction
+            << ",\"pool_frames\":" << model.pool_frames() << ",\"pressure_evictions\":" << pressure_evictions
+            << ",\"evictions\":" << n.evictions << ",\"writebacks\":" << n.writebacks
+            << ",\"modelled_seconds\":" << model.modelled_seconds() << "}" << std::endl;
 }
 
 }  // namespace
@@ -254,29 +334,26 @@ int run_placement_sim(int argc, char** argv) {
   const std::time_t now = std::time(nullptr);
   char date[32];
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  const sim::PlacementCosts costs;
   for (const auto& workload : o.workloads)
-    for (const unsigned gpus : o.gpus)
-      for (const Placement placement : o.placements) {
-        PlacementModel model(gpus, placement, o.page_bytes, o.reset_threshold, o.counter_threshold, costs);
-        Stream stream{model, o.page_bytes, o.initial_spread};
-        const std::string policy = to_string(placement) + cli::initial_placement_suffix(o.initial_spread);
-        const std::uint64_t dataset = replay(workload, stream, o, gpus);
-        const sim::PlacementCounts& n = model.counts();
-        std::cout << "{\"suite\":\"sim\",\"device\":\"cpu-simulator\",\"driver\":\"-\",\"commit\":\"" << o.commit
-                  << "\",\"date\":\"" << date << "\",\"simulated\":true,\"verified\":false,\"seconds\":null,\"useful_gbps\":null"
-                  << ",\"mode\":\"placement_sim\",\"workload\":\"" << workload << "\",\"policy\":\"" << policy
-                  << "\",\"gpus\":" << gpus << ",\"page_bytes\":" << o.page_bytes << ",\"dataset_bytes\":" << dataset
-                  << ",\"reset_threshold\":" << o.reset_threshold << ",\"counter_threshold\":" << o.counter_threshold
-                  << ",\"accesses\":" << n.accesses << ",\"local_accesses\":" << n.local << ",\"remote_accesses\":" << n.remote
-                  << ",\"faults\":" << n.faults() << ",\"first_touches\":" << n.first_touches
-                  << ",\"shared_faults\":" << n.shared_faults << ",\"migrations\":" << n.migrations
-                  << ",\"counter_migrations\":" << n.counter_migrations << ",\"replications\":" << n.replications
-                  << ",\"collapses\":" << n.collapses << ",\"remote_maps\":" << n.remote_maps
-                  << ",\"invalidations\":" << n.invalidations << ",\"nvlink_bytes\":" << n.nvlink_bytes
-                  << ",\"host_bytes\":" << n.host_bytes << ",\"modelled_seconds\":" << model.modelled_seconds() << "}"
-                  << std::endl;
-      }
+    for (const double pool_fraction : o.pool_fractions)
+      for (const unsigned gpus : o.gpus)
+        for (const Placement placement : o.placements)
+          for (const std::uint32_t pressure : o.pressure_evictions) {
+            // The controller is OASIS's: the other placements run once, recorded with 0.
+            if (placement != Placement::oasis && pressure != o.pressure_evictions.front()) continue;
+            const std::uint32_t pressure_evictions = placement == Placement::oasis ? pressure : 0;
+            PlacementModel model({.gpus = gpus,
+                                  .placement = placement,
+                                  .page_bytes = o.page_bytes,
+                                  .reset_threshold = o.reset_threshold,
+                                  .counter_threshold = o.counter_threshold,
+                                  .pool_fraction = pool_fraction,
+                                  .pressure_evictions = pressure_evictions});
+            Stream stream{model, o.page_bytes, o.initial_spread};
+            const std::uint64_t dataset = replay(workload, stream, o, gpus);
+            print_record(o, date, workload, to_string(placement) + cli::initial_placement_suffix(o.initial_spread), gpus,
+                         dataset, pool_fraction, pressure_evictions, model);
+          }
   return 0;
 }
 
