@@ -293,8 +293,7 @@ class PlacementModel {
       case Placement::oasis: {
         const detail::PagePolicy learned = learns ? detail::otable_shared_fault(o.otable, write, config_.reset_threshold)
                                                   : detail::otable_policy_for(o.otable, write);
-        return detail::capacity::served_policy(learned, detail::pressure_on(learned, o.evicted_copies[gpu],
-                                                                            config_.pressure_evictions));
+        return detail::pressure_served_policy(learned, o.evicted_copies[gpu], config_.pressure_evictions);
       }
       case Placement::on_touch:
       case Placement::ideal: break;
@@ -305,9 +304,7 @@ class PlacementModel {
   /// What GPU `gpu` does to the pages of a group it maps remotely when its counter fires.
   detail::Action counter_fired_action(Object& o, unsigned gpu) const {
     if (config_.placement != Placement::oasis) return detail::Action::counter_migrate;
-    const detail::PagePolicy learned = detail::otable::policy(o.otable);
-    return detail::capacity::counter_action(learned,
-                                            detail::pressure_on(learned, o.evicted_copies[gpu], config_.pressure_evictions));
+    return detail::pressure_counter_action(o.otable, o.evicted_copies[gpu], config_.pressure_evictions);
   }
 
   /// The ideal bound: a GPU's first access to a page copies it there; later accesses are local.

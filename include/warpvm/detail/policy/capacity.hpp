@@ -81,6 +81,26 @@ WARPVM_HD_INLINE void pressure_count_eviction(std::uint32_t& evicted_copies, con
       threshold);
 }
 
+/// The controller around the O-Table, as the model and the GPU fault path both call it: the
+/// policy that serves a shared fault whose object's O-Table says `learned`, on the GPU whose
+/// count for the object is `evicted_copies`.
+[[nodiscard]] WARPVM_HD_INLINE PagePolicy pressure_served_policy(PagePolicy learned, std::uint32_t& evicted_copies,
+                                                                 std::uint32_t threshold) {
+  return capacity::served_policy(learned, pressure_on(learned, evicted_copies, threshold));
+}
+
+/// The controller on the access-counter path, as the model and the GPU fault path both call it:
+/// what the GPU whose count for the object is `evicted_copies`, and whose access counter for a
+/// group crossed the threshold, does to each page of it that it maps remotely (the object's
+/// O-Table word is `otable_word`). Off, it reads neither word: the counter path stays today's.
+[[nodiscard]] WARPVM_HD_INLINE Action pressure_counter_action(std::uint32_t& otable_word, std::uint32_t& evicted_copies,
+                                                              std::uint32_t threshold) {
+  if (threshold == 0) return Action::counter_migrate;
+  const PagePolicy learned = otable::policy(
+      cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(otable_word).load(cuda::std::memory_order_relaxed));
+  return capacity::counter_action(learned, pressure_on(learned, evicted_copies, threshold));
+}
+
 /// The device form of a phase boundary for one object and GPU: the count starts again.
 WARPVM_HD_INLINE void pressure_begin_phase(std::uint32_t& evicted_copies) {
   cuda::atomic_ref<std::uint32_t, cuda::thread_scope_system>(evicted_copies).store(0u, cuda::std::memory_order_relaxed);
