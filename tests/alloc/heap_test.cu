@@ -574,6 +574,9 @@ TEST_F(HeapFastPath, MillionLanesRandomAllocFreeRefuseNothingWhileThereIsRoom) {
     rt.launch(million_allocate_step, grid(w.threads), dim3(block), 0, heap.device(), slots.get(), born.get(),
               allocates.get(), w, step, counts.get() + 1);
     rt.synchronize();
+    // As the replay has it: the slabs serve every small lane (none falls back to the host).
+    const HeapStats during = heap.stats();
+    EXPECT_LT(during.small_slabs_bound, during.small_slabs) << "step " << step << ": the small area ran dry";
   }
   const std::vector<heap_ptr> live = slots.to_host();
   expect_disjoint(live);

@@ -224,7 +224,8 @@ TEST_P(RequestQueueContention, NothingLostNothingDuplicatedPerProducerOrderKept)
     });
   std::vector<std::uint64_t> next(producers, 0);
   std::uint64_t received = 0, out_of_order = 0, unknown_producer = 0;
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  // Fails only when progress stops: 60 s with nothing received (slow under load is not a failure).
+  auto deadline = std::chrono::steady_clock::now() + 60s;
   while (received < producers * per_producer && unknown_producer == 0 && std::chrono::steady_clock::now() < deadline) {
     Request r{};
     if (!q.queue.try_take(r)) {
@@ -232,6 +233,7 @@ TEST_P(RequestQueueContention, NothingLostNothingDuplicatedPerProducerOrderKept)
       continue;
     }
     ++received;
+    deadline = std::chrono::steady_clock::now() + 60s;
     if (r.waiter >= producers) {
       ++unknown_producer;
       continue;
@@ -243,7 +245,7 @@ TEST_P(RequestQueueContention, NothingLostNothingDuplicatedPerProducerOrderKept)
   for (auto& th : pool) th.join();
   Request extra{};
   EXPECT_FALSE(q.queue.try_take(extra));  // nothing duplicated
-  EXPECT_EQ(received, producers * per_producer) << "within 60 s";
+  EXPECT_EQ(received, producers * per_producer) << "nothing arrived for 60 s";
   EXPECT_EQ(unknown_producer, 0u);
   EXPECT_EQ(out_of_order, 0u);
   for (std::uint32_t p = 0; p < producers; ++p) EXPECT_EQ(next[p], per_producer) << "producer " << p;
