@@ -183,7 +183,11 @@ TEST(CapacityModel, CappedPoolsHoldNoMoreCopiesThanFramesAndKeepTheDirectoryVali
         ASSERT_TRUE(detail::directory_valid(e));
         for (unsigned g = 0; g < 3; ++g) copies[g] += e.has_copy(g) ? 1 : 0;
       }
-    for (unsigned g = 0; g < 3; ++g) EXPECT_LE(copies[g], m.pool_frames());
+    // Each copy holds exactly one frame of its GPU's pool: no frame leaked or given back twice.
+    for (unsigned g = 0; g < 3; ++g) {
+      EXPECT_LE(copies[g], m.pool_frames());
+      EXPECT_EQ(copies[g], m.frames_in_use(g)) << "GPU " << g;
+    }
   }
 }
 

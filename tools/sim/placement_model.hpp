@@ -98,6 +98,8 @@ class FramePoolModel {
 
   [[nodiscard]] std::uint32_t frames() const { return static_cast<std::uint32_t>(held_.size()); }
   [[nodiscard]] bool full() const { return bump_ == held_.size() && given_back_.empty(); }
+  /// Frames holding a page now.
+  [[nodiscard]] std::uint32_t in_use() const { return bump_ - static_cast<std::uint32_t>(given_back_.size()); }
 
   /// A frame for `page`; the pool must not be full.
   std::uint32_t take(Held page) {
@@ -239,6 +241,8 @@ class PlacementModel {
   }
   /// Frames per GPU (0 before the first access or placement makes the pools).
   [[nodiscard]] std::uint32_t pool_frames() const { return pools_.empty() ? 0 : pools_.front().frames(); }
+  /// Frames of GPU `gpu`'s pool holding a page now.
+  [[nodiscard]] std::uint32_t frames_in_use(unsigned gpu) const { return pools_.empty() ? 0 : pools_.at(gpu).in_use(); }
 
  private:
   struct Object {
