@@ -296,9 +296,16 @@ def verify(workload: str, table: Table, batch: IdBatch, pooling: int) -> bool:
         expected = rows.view(-1, pooling, rows.shape[1]).sum(1)
         return torch.allclose(table.embedding_bag(batch).cpu(), expected, rtol=1e-4, atol=1e-4)
     touched, where = torch.unique(batch.ids_cpu, return_inverse=True)
-    expected = table.rows(touched).index_add_(0, where, batch.values_cpu.to(torch.float32))
+    before = table.rows(touched).to(torch.float32)
+    values = batch.values_cpu.to(torch.float32)
+    expected = before.clone().index_add_(0, where, values)
+    # Float32 sums of n terms in two orders differ by at most n x 2^-23 x the sum of the terms'
+    # magnitudes: a hot Zipf row takes thousands of adds, so no fixed tolerance fits every row.
+    adds = torch.bincount(where, minlength=len(touched)).to(torch.float32).unsqueeze(1)
+    magnitude = before.abs().index_add_(0, where, values.abs())
+    bound = adds * 2.0**-23 * magnitude + 1e-6
     table.index_add(batch)
-    return torch.allclose(table.rows(touched), expected, rtol=1e-5, atol=1e-5)
+    return bool(((table.rows(touched).to(torch.float32) - expected).abs() <= bound).all())
 
 
 class TorchBench:
