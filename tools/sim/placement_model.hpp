@@ -361,17 +361,25 @@ class PlacementModel {
     follow_copies(victim.object, victim.page, before, e);
     detail::pressure_count_eviction(o.evicted_copies[gpu], fx);
     ++counts_.evictions;
-    double& ns = gpu_ns_[gpu];
-    ns += config_.costs.fault_ns;
+    gpu_ns_[gpu] += config_.costs.fault_ns;
     // Remote mappers of a page whose owner changed (to the host or to a replica) are shot down.
-    const unsigned invalidated = before.owner != e.owner ? static_cast<unsigned>(cuda::std::popcount(before.remote)) : 0;
-    counts_.invalidations += invalidated;
-    ns += invalidated * config_.costs.invalidate_ns;
+    charge_invalidations(gpu, before.owner != e.owner ? static_cast<unsigned>(cuda::std::popcount(before.remote)) : 0);
     if (!fx.to_host || o.dirty[victim.page] == 0) return;
     o.dirty[victim.page] = 0;
     ++counts_.writebacks;
-    counts_.host_bytes += config_.page_bytes;
-    ns += config_.page_bytes / config_.costs.host_gbps;
+    charge_page_copy(gpu, detail::owner_host);
+  }
+
+  void charge_invalidations(unsigned gpu, unsigned mappings) {
+    counts_.invalidations += mappings;
+    gpu_ns_[gpu] += mappings * config_.costs.invalidate_ns;
+  }
+
+  /// A page crossing the link between `gpu` and `peer` (the host, or another GPU), either way.
+  void charge_page_copy(unsigned gpu, unsigned peer) {
+    const bool host = peer == detail::owner_host;
+    (host ? counts_.host_bytes : counts_.nvlink_bytes) += config_.page_bytes;
+    gpu_ns_[gpu] += config_.page_bytes / (host ? config_.costs.host_gbps : config_.costs.peer_gbps);
   }
 
   /// Counts and times a transition; `after` is the page's entry after it, `by_counter` whether an
@@ -379,7 +387,6 @@ class PlacementModel {
   void account(unsigned gpu, detail::Action action, const detail::Effects& fx, const detail::DirectoryEntry& after,
                bool by_counter = false) {
     using detail::Action;
-    double& ns = gpu_ns_[gpu];
     switch (action) {
       case Action::local:
       case Action::remote: break;
@@ -396,17 +403,9 @@ class PlacementModel {
       case Action::collapse_and_map_remote: ++counts_.collapses; break;
     }
     // Every action but the two fault-free accesses and the counters' is a fault.
-    if (action != Action::local && action != Action::remote && !by_counter) ns += config_.costs.fault_ns;
-    counts_.invalidations += fx.invalidated;
-    ns += fx.invalidated * config_.costs.invalidate_ns;
-    if (!fx.pulled) return;
-    if (fx.source == detail::owner_host) {
-      counts_.host_bytes += config_.page_bytes;
-      ns += config_.page_bytes / config_.costs.host_gbps;
-    } else {
-      counts_.nvlink_bytes += config_.page_bytes;
-      ns += config_.page_bytes / config_.costs.peer_gbps;
-    }
+    if (action != Action::local && action != Action::remote && !by_counter) gpu_ns_[gpu] += config_.costs.fault_ns;
+    charge_invalidations(gpu, fx.invalidated);
+    if (fx.pulled) charge_page_copy(gpu, fx.source);
   }
 
   PlacementModelConfig config_;
