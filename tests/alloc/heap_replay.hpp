@@ -125,7 +125,8 @@ class HeapModel {
   void allocate_region(std::span<const std::uint64_t> bytes, const std::vector<std::uint32_t>& group,
                        std::span<Allocation> out) {
     std::uint64_t largest = 0;
-    for (const std::uint32_t lane : group) largest = std::max(largest, (bytes[lane] + 15) / 16 * 16);
+    for (const std::uint32_t lane : group)
+      largest = std::max(largest, (bytes[lane] + heap_unit_bytes - 1) / heap_unit_bytes * heap_unit_bytes);
     const auto lanes = static_cast<std::uint32_t>(group.size());
     const std::uint64_t region_bytes = heap_region_bytes(layout_, LaneOrder::lane_id, lanes, largest);
     const HeapRegion placed = space_.allocate(region_bytes);
