@@ -183,6 +183,7 @@ class AppsBench {
     Config config = Config::preset(preset);
     if (preset == Preset::warpvm) config.eviction = o_.common.eviction;
     config.automatic_remote_share = o_.common.automatic_remote_share;
+    config.automatic_remote_share_evicting = o_.common.automatic_remote_share_evicting;
     config.page_bytes = o_.page_bytes;
     const std::uint64_t pages = (migrate_bytes + o_.page_bytes - 1) / o_.page_bytes;
     const auto frames = static_cast<std::uint64_t>(fraction * static_cast<double>(pages));
@@ -263,8 +264,10 @@ class AppsBench {
     add_paging_stats(r, rt, o_.common.repeats + 1);  // the warm-up run counts too
     r.extra["page_bytes"] = static_cast<double>(rt.page_bytes());
     r.extra["cache_share"] = footprint_bytes == 0 ? 0.0 : static_cast<double>(rt.cache_bytes()) / footprint_bytes;
-    if (run.placement == Placement::automatic)
+    if (run.placement == Placement::automatic) {
       r.extra["automatic_remote_share"] = rt.config().automatic_remote_share;
+      r.extra["automatic_remote_share_evicting"] = rt.config().automatic_remote_share_evicting;
+    }
     r.verified = verify();
     if (run.uvm_preset()) add_batch_summary(r, rt, cold_before, launch, trace_);
     return r;

@@ -63,6 +63,9 @@ void add_automatic_option(CLI::App& app, Options& o) {
   app.add_option("--automatic-remote-share", o.automatic_remote_share,
                  "warpvm_auto: Config::automatic_remote_share of the runs")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--automatic-remote-share-evicting", o.automatic_remote_share_evicting,
+                 "warpvm_auto: Config::automatic_remote_share_evicting of the runs")
+      ->check(CLI::Range(0.0, 64.0));
 }
 
 Options parse_options(int argc, char** argv) {

@@ -28,6 +28,8 @@ struct Options {
   EvictionPolicy eviction = EvictionPolicy::clock;
   /// warpvm_auto: Config::automatic_remote_share of the runs (the library's default unless given).
   double automatic_remote_share = Config{}.automatic_remote_share;
+  /// warpvm_auto: Config::automatic_remote_share_evicting of the runs.
+  double automatic_remote_share_evicting = Config{}.automatic_remote_share_evicting;
   std::string out = "-";
   std::string commit = "unknown";
   std::string driver = "unknown";

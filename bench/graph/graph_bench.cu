@@ -104,7 +104,8 @@ class GraphBench {
           paged(app,
                 warpvm_config(app,
                               Config{.eviction = o_.common.eviction,
-                                     .automatic_remote_share = o_.common.automatic_remote_share},
+                                     .automatic_remote_share = o_.common.automatic_remote_share,
+                                     .automatic_remote_share_evicting = o_.common.automatic_remote_share_evicting},
                               fraction),
                 "warpvm_auto", fraction, Placement::automatic);
       if (o_.common.wants_mode("warpvm_dream"))
@@ -657,6 +658,7 @@ class GraphBench {
       rec.extra["max_blocks"] = static_cast<double>(max_blocks);
       if (placement == Placement::automatic) {
         rec.extra["automatic_remote_share"] = config.automatic_remote_share;
+        rec.extra["automatic_remote_share_evicting"] = config.automatic_remote_share_evicting;
         for (const std::string& name : migrated) rec.extra["migrate_" + name] = 1;
       }
       rec.verified = matches(t, values_.as<std::uint32_t>(), iterations);

@@ -252,7 +252,8 @@ class Bench {
                   .eviction = o_.eviction,
                   .fault_event_capacity = event_capacity(footprint),
                   .max_pages_held_per_thread = holds,
-                  .automatic_remote_share = o_.automatic_remote_share};
+                  .automatic_remote_share = o_.automatic_remote_share,
+                  .automatic_remote_share_evicting = o_.automatic_remote_share_evicting};
   }
   /// Room for every page faulting, waited for and evicted a few times over, per run.
   std::size_t event_capacity(std::uint64_t footprint) const {
@@ -357,7 +358,10 @@ class Bench {
                       bool cold = true) {
     r.policy = to_string(o_.eviction);
     r.cache_fraction = fraction;
-    if (r.mode == "warpvm_auto") r.extra["automatic_remote_share"] = rt.config().automatic_remote_share;
+    if (r.mode == "warpvm_auto") {
+      r.extra["automatic_remote_share"] = rt.config().automatic_remote_share;
+      r.extra["automatic_remote_share_evicting"] = rt.config().automatic_remote_share_evicting;
+    }
     if (!cold) launch();  // warm the cache once; runs then measure the hit path
     rt.reset_stats();
     const bool events = rt.config().fault_event_capacity != 0;

@@ -113,7 +113,7 @@ class array {
     const T seen = *frame_slot(frame, i);
     if (unheld) return seen;
     if (object_.placement == Placement::automatic && cache_.transport == Transport::gpu_initiated &&
-        detail::read_absent_page_remotely(object_, page, byte_in_page(i), sizeof(T)))
+        detail::read_absent_page_remotely(cache_, object_, page, byte_in_page(i), sizeof(T)))
       return detail::load_through_l2(remote_slot(i));
     return on_pinned(i, detail::Intent::read, [](const T* slot) { return *slot; });
   }

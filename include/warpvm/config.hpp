@@ -108,11 +108,19 @@ struct Config {
   std::uint32_t max_pages_held_per_thread = 4;
   /// Objects that may be alive at once.
   std::uint32_t max_objects = 1024;
-  /// Placement::automatic: the share of a page's bytes that element reads of it may fetch from
-  /// host memory (in 32-byte sectors, each counted once per warp access) before it migrates, in
-  /// [0, 1]. 1/16 of a 4 KB page is 8 sectors: eight scattered reads, or none for a warp access
-  /// that reads more than 8 sectors (that page is copied at once). 0 migrates at every absence.
+  /// Placement::automatic while nothing can be evicted (every cached object fits): the share of a
+  /// page's bytes that element reads of it may fetch from host memory (in 32-byte sectors, each
+  /// counted once per warp access) before it migrates, in [0, 1]. 1/16 of a 4 KB page is 8
+  /// sectors: eight scattered reads, or none for a warp access that reads more than 8 sectors
+  /// (that page is copied at once). 0 migrates at every absence. A copy made in core stays for
+  /// good, so buying it early costs little.
   double automatic_remote_share = 1.0 / 16;
+  /// Placement::automatic once the cache can evict, in [0, 64]: the same share, counted since the
+  /// page was last loaded. A copy may now be thrown out before it is read again, so a page first
+  /// pays for its copy in remote reads (1: the ski-rental break-even, which fetches at most twice
+  /// what the better of the two choices would). A 512-byte row of a 4 KB page is then read
+  /// remotely eight times before its page migrates, instead of migrating at its first read.
+  double automatic_remote_share_evicting = 1.0;
   /// CUDA device ordinal.
   int device = 0;
   /// A warp that finds no evictable frame for this long records a no_progress error and traps.

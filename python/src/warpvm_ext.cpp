@@ -109,6 +109,12 @@ NB_MODULE(_warpvm, m) {
       .def_rw("checked", &warpvm::Config::checked, "Bounds-check every element access.")
       .def_rw("max_pages_held_per_thread", &warpvm::Config::max_pages_held_per_thread,
               "Pages one thread may hold at once.")
+      .def_rw("automatic_remote_share", &warpvm::Config::automatic_remote_share,
+              "Placement 'automatic' while nothing can be evicted: the share of a page that remote reads "
+              "may fetch before it migrates, in [0, 1].")
+      .def_rw("automatic_remote_share_evicting", &warpvm::Config::automatic_remote_share_evicting,
+              "Placement 'automatic' once the cache can evict: the same share, counted since the page's "
+              "last load, in [0, 64].")
       .def_rw("device", &warpvm::Config::device, "CUDA device ordinal.")
       .def_rw("watchdog_seconds", &warpvm::Config::watchdog_seconds,
               "How long a warp may find no evictable frame before a no_progress error.")

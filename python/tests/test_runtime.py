@@ -85,6 +85,14 @@ def test_make_config_validates_without_a_gpu() -> None:
         warpvm.make_config(page_bytes=3000)
 
 
+def test_automatic_placement_shares_are_the_librarys_and_validated() -> None:
+    config = warpvm.make_config()
+    assert (config.automatic_remote_share, config.automatic_remote_share_evicting) == (1 / 16, 1.0)
+    config.automatic_remote_share_evicting = 65.0
+    with pytest.raises(warpvm.Error, match="automatic_remote_share_evicting = 65.* must be in \\[0, 64\\]"):
+        config.validate()
+
+
 @pytest.mark.skipif(GPU_VISIBLE, reason="a GPU is visible")
 def test_runtime_without_a_gpu_raises_no_device() -> None:
     assert warpvm.device_count() == 0

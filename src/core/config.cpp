@@ -76,6 +76,10 @@ void Config::validate() const {
                  "watchdog_seconds must be in (0, 86400]");
   WARPVM_EXPECTS(automatic_remote_share >= 0.0 && automatic_remote_share <= 1.0, ErrorKind::invalid_config,
                  "automatic_remote_share = " + std::to_string(automatic_remote_share) + " must be in [0, 1]");
+  WARPVM_EXPECTS(automatic_remote_share_evicting >= 0.0 && automatic_remote_share_evicting <= 64.0,
+                 ErrorKind::invalid_config,
+                 "automatic_remote_share_evicting = " + std::to_string(automatic_remote_share_evicting) +
+                     " must be in [0, 64]");
   WARPVM_EXPECTS(eviction == EvictionPolicy::clock || eviction == EvictionPolicy::fifo, ErrorKind::invalid_config,
                  "eviction must be EvictionPolicy::clock or EvictionPolicy::fifo");
   WARPVM_EXPECTS(transport == Transport::gpu_initiated || transport == Transport::host_batched,

@@ -128,6 +128,7 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
   objects_ = make_device_zeroed<ObjectDescriptor>(config.max_objects, "the object table");
   error_claim_ = make_device_zeroed<std::uint32_t>(1, "the error claim");
   never_evicts_ = make_device_zeroed<std::uint32_t>(1, "the never-evicts flag");
+  automatic_budget_ = make_device_zeroed<std::uint32_t>(1, "the automatic placement's budget");
   error_ = make_pinned_zeroed<ErrorRecord>(1, cudaHostAllocMapped, "the error record");
 
   view_.frames = frame_data_.get();
@@ -137,6 +138,7 @@ RuntimeState::RuntimeState(const Config& cfg) : config(cfg) {
   view_.error = detail::on_device(error_.get());
   view_.error_claim = error_claim_.get();
   view_.never_evicts = never_evicts_.get();
+  view_.automatic_budget = automatic_budget_.get();
   view_.watchdog_ns = static_cast<std::uint64_t>(config.watchdog_seconds * 1e9);
   view_.page_shift = log2_exact(config.page_bytes);
   view_.eviction = config.eviction;
@@ -216,7 +218,6 @@ std::uint32_t RuntimeState::register_object(std::byte* adopted, std::size_t byte
                                      bytes,
                                      slot.pages.get(),
                                      nullptr,
-                                     automatic_remote_sectors(config.page_bytes, config.automatic_remote_share),
                                      id,
                                      Placement::migrate,
                                      next_generation(generations_[id]),
@@ -261,8 +262,12 @@ void RuntimeState::publish_descriptor(std::uint32_t id) {
     fits = migrate_pages <= frames;
   }
   const std::uint32_t never_evicts = fits ? 1u : 0u;
+  const std::uint32_t automatic_budget = automatic_remote_sectors(
+      config.page_bytes, fits ? config.automatic_remote_share : config.automatic_remote_share_evicting);
   WARPVM_CUDA_TRY(cudaMemcpyAsync(never_evicts_.get(), &never_evicts, sizeof never_evicts, cudaMemcpyHostToDevice,
                                   stream()));
+  WARPVM_CUDA_TRY(cudaMemcpyAsync(automatic_budget_.get(), &automatic_budget, sizeof automatic_budget,
+                                  cudaMemcpyHostToDevice, stream()));
   WARPVM_CUDA_TRY(cudaStreamSynchronize(stream()));
 }
 

@@ -120,6 +120,7 @@ class RuntimeState {
   device_ptr<ObjectDescriptor> objects_;
   device_ptr<std::uint32_t> error_claim_;
   device_ptr<std::uint32_t> never_evicts_;
+  device_ptr<std::uint32_t> automatic_budget_;
   device_ptr<FaultEvent> fault_events_;
   device_ptr<std::uint64_t> fault_event_count_;
   pinned_ptr<ErrorRecord> error_;

@@ -136,7 +136,7 @@ __device__ void for_each_segment(const array<T>& table, std::uint64_t first, std
       if (object.placement == Placement::automatic && table.cache_view().transport == Transport::gpu_initiated) {
         const auto byte_in_page = static_cast<std::uint32_t>((e & (table.elements_per_page() - 1)) * sizeof(T));
         const SectorProbe probe = sector_probe(byte_in_page, segment.count * sizeof(T), lane_id());
-        remote = read_absent_page_remotely(object, table.page_of(e), probe.byte_in_page, probe.bytes);
+        remote = read_absent_page_remotely(table.cache_view(), object, table.page_of(e), probe.byte_in_page, probe.bytes);
         if (remote) visit(reinterpret_cast<const T*>(object.host) + e, segment);
       }
     }

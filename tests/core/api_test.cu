@@ -13,6 +13,7 @@
 #include <map>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -427,6 +428,63 @@ TEST_F(Api, AutomaticPlacementReadsWhatEvictedWritesLeft) {
   EXPECT_EQ(all.to_host(), v);
   rt.flush();
   EXPECT_TRUE(std::equal(v.begin(), v.end(), a.host().begin()));
+}
+
+TEST_F(Api, AutomaticPlacementOnAnEvictingCacheReadsAPageRemotelyUntilItPaysForItsCopy) {
+  // 64 frames for 1024 pages: the cache evicts, so a page is read remotely until its reads have
+  // fetched a page's worth (Config::automatic_remote_share_evicting = 1: 128 sectors of 4 KB);
+  // a warp access here fetches 16 sectors (each lane 4 elements from the last), as a 512-byte row does.
+  Runtime rt(Config{.cache_bytes = 64 * 4096, .max_pages_held_per_thread = 1});
+  ASSERT_EQ(detail::automatic_remote_sectors(4096, rt.config().automatic_remote_share_evicting), 128u);
+  constexpr std::uint64_t pages = 1024, per_page = 1024, stride = 4;
+  auto a = rt.alloc<std::uint32_t>(pages * per_page, Placement::automatic, "automatic rows");
+  fill_initial(a, 25);
+  const std::vector<std::uint32_t> v(a.host().begin(), a.host().end());
+  std::vector<std::uint32_t> expected(pages * 32);
+  for (std::uint64_t p = 0; p < pages; ++p)
+    for (std::uint64_t l = 0; l < 32; ++l) expected[p * 32 + l] = v[p * per_page + l * stride];
+  DeviceVector<std::uint32_t> out(pages * 32);
+  auto read_rows = [&](std::uint64_t access) {
+    rt.launch(read_lane_strided, dim3(1), dim3(64), 0, a.device(), std::uint64_t{0}, pages, stride, out.get());
+    rt.synchronize();
+    EXPECT_EQ(out.to_host(), expected) << "access " << access;
+  };
+  for (std::uint64_t access = 1; access <= 8; ++access) read_rows(access);
+  EXPECT_EQ(rt.stats().misses, 0u) << "eight 16-sector reads stay within a 128-sector budget";
+  read_rows(9);
+  EXPECT_EQ(rt.stats().misses, pages) << "the ninth read of every page migrates it";
+  // Nearly every page was evicted again; its load restarted its count, so it is read remotely
+  // again rather than migrated at every read.
+  for (std::uint64_t access = 10; access <= 17; ++access) read_rows(access);
+  EXPECT_EQ(rt.stats().misses, pages);
+  read_rows(18);
+  EXPECT_GT(rt.stats().misses, pages + pages / 2) << "the pages evicted since have paid for a copy again";
+}
+
+TEST_F(Api, AutomaticPlacementMigratesAtOnceAgainWhenEverythingFitsOnceMore) {
+  // An automatic object of 32 pages beside a migrate one of 64, in 64 frames: the cache can
+  // evict, so a 16-sector read of an absent page is remote. Once the migrate object is gone,
+  // everything fits, the budget is automatic_remote_share's 8 sectors, and the same read migrates.
+  Runtime rt(Config{.cache_bytes = 64 * 4096, .max_pages_held_per_thread = 1});
+  constexpr std::uint64_t pages = 32, per_page = 1024, stride = 4;
+  auto a = rt.alloc<std::uint32_t>(pages * per_page, Placement::automatic, "automatic");
+  std::optional<object<std::uint32_t>> crowd = rt.alloc<std::uint32_t>(64 * per_page, Placement::migrate, "crowd");
+  fill_initial(a, 26);
+  const std::vector<std::uint32_t> v(a.host().begin(), a.host().end());
+  std::vector<std::uint32_t> expected(pages * 32);
+  for (std::uint64_t p = 0; p < pages; ++p)
+    for (std::uint64_t l = 0; l < 32; ++l) expected[p * 32 + l] = v[p * per_page + l * stride];
+  DeviceVector<std::uint32_t> out(pages * 32);
+  auto read_rows = [&] {
+    rt.launch(read_lane_strided, dim3(1), dim3(64), 0, a.device(), std::uint64_t{0}, pages, stride, out.get());
+    rt.synchronize();
+    EXPECT_EQ(out.to_host(), expected);
+  };
+  read_rows();
+  EXPECT_EQ(rt.stats().misses, 0u) << "while the cache can evict";
+  crowd.reset();
+  read_rows();
+  EXPECT_EQ(rt.stats().misses, pages) << "once everything fits";
 }
 
 /// 32 bytes: an element wider than one 16-byte load (array<T> allows powers of two up to 512 B).

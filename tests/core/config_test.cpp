@@ -55,6 +55,11 @@ TEST(Config, HoldsAndObjects) {
   expect_invalid(Config{.automatic_remote_share = 1.5}, "automatic_remote_share");
   expect_invalid(Config{.automatic_remote_share = std::numeric_limits<double>::quiet_NaN()}, "automatic_remote_share");
   for (double ok : {0.0, 1.0 / 16, 1.0}) EXPECT_NO_THROW((Config{.automatic_remote_share = ok}.validate()));
+  expect_invalid(Config{.automatic_remote_share_evicting = -1.0}, "automatic_remote_share_evicting");
+  expect_invalid(Config{.automatic_remote_share_evicting = 65.0}, "automatic_remote_share_evicting");
+  expect_invalid(Config{.automatic_remote_share_evicting = std::numeric_limits<double>::quiet_NaN()},
+                 "automatic_remote_share_evicting");
+  for (double ok : {0.0, 1.0, 64.0}) EXPECT_NO_THROW((Config{.automatic_remote_share_evicting = ok}.validate()));
   expect_invalid(Config{.eviction = static_cast<EvictionPolicy>(7)}, "eviction");
 }
 

@@ -15,6 +15,10 @@ TEST(AutomaticPlacement, BudgetIsTheShareOfThePageInSectors) {
   EXPECT_EQ(automatic_remote_sectors(512, 1.0 / 16), 1u);
   EXPECT_EQ(automatic_remote_sectors(512, 0.05), 0u);  // under one sector: every read migrates
   EXPECT_EQ(automatic_remote_sectors(std::uint64_t{2} << 20, 1.0 / 16), 4096u);
+  // Once the cache can evict, a page pays for its copy first: a 4 KB page's 128 sectors, eight
+  // 512-byte rows; the largest share of the largest page still fits the count's 32 bits.
+  EXPECT_EQ(automatic_remote_sectors(4096, Config{}.automatic_remote_share_evicting), 128u);
+  EXPECT_EQ(automatic_remote_sectors(std::uint64_t{2} << 20, 64.0), std::uint32_t{1} << 22);
 }
 
 TEST(AutomaticPlacement, ReadsStayRemoteUntilTheirSectorsWouldPassTheBudget) {

@@ -108,6 +108,9 @@ __device__ inline std::uint32_t fill_page(const CacheView& cache, unsigned mask,
     cache.table.set_owner(frame, key);
     cache.table.set_referenced(frame, false);  // a page earns its second chance by being used again
     object.pages[page].frame = frame;
+    // Placement::automatic counts remote reads since the last load: once evicted, a page must
+    // pay for its next copy again (a count that outlived its copies would migrate it at every read).
+    if (object.remote_sectors != nullptr) object.remote_sectors[page] = 0;
     cache.table.unlock(frame);
     page_finish_fetch(object.pages[page].state);
     count_event(cache, Counter::misses, 1);
@@ -152,12 +155,14 @@ __device__ __forceinline__ bool peek_resident_unheld(const CacheView& cache, con
 /// priced at the 32-byte sectors they fetch between them (`byte_in_page`: where the lane's
 /// element starts; an element of `element_bytes` > 32 spans several sectors), and their leader
 /// adds that to the page's count unless a plain load already shows it would pass the budget
-/// (policy/automatic.hpp; racing leaders may carry the count past it, which only migrates). Only an
+/// (*cache.automatic_budget: policy/automatic.hpp; racing leaders may carry the count past it,
+/// which only migrates; a load restarts the count, fill_page()). Only an
 /// absent page is read remotely: its host copy is current, since an eviction writes a dirty page
 /// back (system fence) before its release makes the page absent, and the leader's acquire load,
 /// then a barrier of its group, order the remote reads after that.
-__device__ inline bool read_absent_page_remotely(const ObjectDescriptor& object, std::uint64_t page,
-                                                 std::uint32_t byte_in_page, std::uint32_t element_bytes) {
+__device__ inline bool read_absent_page_remotely(const CacheView& cache, const ObjectDescriptor& object,
+                                                 std::uint64_t page, std::uint32_t byte_in_page,
+                                                 std::uint32_t element_bytes) {
   const unsigned mask = __activemask();
   const unsigned peers = __match_any_sync(mask, make_page_key(object.id, page));
   const unsigned leader = first_lane(peers);
@@ -170,10 +175,9 @@ __device__ inline bool read_absent_page_remotely(const ObjectDescriptor& object,
     // A page past its budget migrates on every later absence: a plain load says so without the
     // atomic (and the count stops near the budget instead of wrapping).
     cuda::atomic_ref<std::uint32_t, cuda::thread_scope_device> fetched(object.remote_sectors[page]);
-    remote = automatic_reads_remotely(fetched.load(cuda::std::memory_order_relaxed), sectors,
-                                      object.remote_sector_budget) &&
-             automatic_reads_remotely(fetched.fetch_add(sectors, cuda::std::memory_order_relaxed), sectors,
-                                      object.remote_sector_budget);
+    const std::uint32_t budget = *cache.automatic_budget;
+    remote = automatic_reads_remotely(fetched.load(cuda::std::memory_order_relaxed), sectors, budget) &&
+             automatic_reads_remotely(fetched.fetch_add(sectors, cuda::std::memory_order_relaxed), sectors, budget);
   }
   remote = __shfl_sync(peers, remote, leader);
   // A shuffle orders no memory accesses: the barrier puts every peer's host read after the

@@ -22,11 +22,9 @@ struct ObjectDescriptor {
   std::byte* host;            ///< device-accessible pointer to the pinned backing store
   std::uint64_t bytes;        ///< object size
   PageEntry* pages;           ///< state and frame of each page (page_table.hpp)
-  /// Placement::automatic: 32-byte sectors read remotely from each page while it was absent
+  /// Placement::automatic: 32-byte sectors read remotely from each page since it was last loaded
   /// (null for other placements).
   std::uint32_t* remote_sectors;
-  std::uint32_t remote_sector_budget;  ///< Placement::automatic: sectors a page may give remotely
-                                       ///< before it migrates (policy/automatic.hpp)
   std::uint32_t id;
   Placement placement;
   /// Which of the objects that have had slot `id` this is: a handle whose generation differs
@@ -151,6 +149,10 @@ struct CacheView {
   ErrorRecord* error;             ///< mapped host memory
   std::uint32_t* error_claim;     ///< device word: the first failing thread claims the record
   const std::uint32_t* never_evicts;  ///< device word: 1 while every migrate object fits in the cache
+  /// Device word: the sectors an absent page of a Placement::automatic object may give remote
+  /// reads before it migrates (policy/automatic.hpp). The host sets it with never_evicts, from
+  /// Config::automatic_remote_share or, once the cache can evict, ..._evicting.
+  const std::uint32_t* automatic_budget;
   std::uint64_t watchdog_ns;
   unsigned page_shift;
   EvictionPolicy eviction;
