@@ -591,10 +591,8 @@ void Runtime::check_launch(const void* kernel, dim3 grid, dim3 block, std::size_
   const std::uint32_t holds = pages_held_per_thread != 0 ? pages_held_per_thread : state_->config.max_pages_held_per_thread;
   const std::uint64_t threads_per_block = std::uint64_t{block.x} * block.y * block.z;
   const std::uint64_t blocks = std::uint64_t{grid.x} * grid.y * grid.z;
-  int blocks_per_sm = 0;
-  const detail::DeviceGuard on_device(state_->config.device);
-  WARPVM_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel,
-                                                                static_cast<int>(threads_per_block), shared_bytes));
+  const int blocks_per_sm =
+      state_->blocks_per_multiprocessor(kernel, static_cast<int>(threads_per_block), shared_bytes);
   const std::uint64_t resident_blocks =
       std::min<std::uint64_t>(blocks, std::uint64_t(blocks_per_sm) * state_->multiprocessors);
   if (const detail::HostBatchedService* service = state_->service()) {
@@ -622,6 +620,18 @@ void Runtime::check_launch(const void* kernel, dim3 grid, dim3 block, std::size_
        << " frames are needed to guarantee progress. Use a larger cache, launch at most " << fitting_blocks
        << " blocks (grid-stride loop), or declare fewer pages held per thread";
   detail::throw_error(ErrorKind::invalid_config, what.str(), __FILE__, __LINE__);
+}
+
+int detail::RuntimeState::blocks_per_multiprocessor(const void* kernel, int threads_per_block,
+                                                    std::size_t shared_bytes) {
+  const std::scoped_lock lock(occupancy_mutex_);
+  const auto key = std::make_tuple(kernel, threads_per_block, shared_bytes);
+  if (const auto known = occupancy_.find(key); known != occupancy_.end()) return known->second;
+  int blocks = 0;
+  const DeviceGuard on_device(config.device);
+  WARPVM_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads_per_block, shared_bytes));
+  occupancy_.emplace(key, blocks);
+  return blocks;
 }
 
 std::uint64_t Runtime::max_resident_threads() const {

@@ -15,9 +15,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -89,6 +92,11 @@ class RuntimeState {
 
   static constexpr std::uint32_t all_objects = ~0u;
 
+  /// cudaOccupancyMaxActiveBlocksPerMultiprocessor, asked once per kernel and block shape: the
+  /// launch check needs it at every launch, and the query costs microseconds, as much as the
+  /// launch itself (warpvm::ops launches twice per call).
+  int blocks_per_multiprocessor(const void* kernel, int threads_per_block, std::size_t shared_bytes);
+
  private:
   /// Uploads slot `id`'s descriptor, tells the host_batched service (if any) whether it serves
   /// the object, and re-decides whether eviction is possible at all (under host_batched: the
@@ -121,6 +129,8 @@ class RuntimeState {
   device_ptr<std::uint32_t> error_claim_;
   device_ptr<std::uint32_t> never_evicts_;
   device_ptr<std::uint32_t> automatic_budget_;
+  std::mutex occupancy_mutex_;
+  std::map<std::tuple<const void*, int, std::size_t>, int> occupancy_;
   device_ptr<FaultEvent> fault_events_;
   device_ptr<std::uint64_t> fault_event_count_;
   pinned_ptr<ErrorRecord> error_;
