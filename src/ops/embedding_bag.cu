@@ -27,18 +27,40 @@ __global__ void embedding_bag_kernel(array<typename Element<D>::type> table, std
     for (std::uint64_t chunk = 0; chunk < dim; chunk += chunk_columns) {
       const std::uint64_t width = dim - chunk < chunk_columns ? dim - chunk : chunk_columns;
       Sum sum[columns_per_lane] = {};
-      for (std::uint64_t k = begin; k < end; ++k) {
-        const std::uint64_t first = row_of(ids, k) * dim + chunk;
-        const Sum weight = weights != nullptr ? Element<D>::widen(weights[k]) : Sum{1};
-        for_each_segment<access::read>(table, first, width, [&](const T* from, RowSegment segment) {
-          const auto low = static_cast<std::uint32_t>(segment.first - first);
+      // The bag's ids 32 at a time: lane j looks up the j-th row (find_rows_in_core), then the
+      // warp adds the rows in order, so the sums are the same however the rows were found.
+      for (std::uint64_t base = begin; base < end; base += 32) {
+        const auto batch = static_cast<unsigned>(end - base < 32 ? end - base : 32);
+        const bool named = lane < batch;
+        const std::uint64_t my_first = named ? row_of(ids, base + lane) * dim + chunk : 0;
+        const Sum my_weight = named && weights != nullptr ? Element<D>::widen(weights[base + lane]) : Sum{1};
+        const T* my_data = nullptr;
+        const unsigned found = find_rows_in_core(table, named, my_first, width, my_data);
+        auto add_row = [&](const T* from, Sum weight, std::uint32_t low, std::uint32_t columns) {
 #pragma unroll
           for (unsigned c = 0; c < columns_per_lane; ++c) {
             const std::uint32_t column = lane + 32 * c;
-            if (column >= low && column < low + segment.count)
+            if (column >= low && column < low + columns)
               sum[c] += weight * Element<D>::widen(load_through_l2(from + (column - low)));
           }
-        });
+        };
+        if (found == (batch == 32 ? ~0u : (1u << batch) - 1u)) {  // all in core: loads of several rows in flight
+#pragma unroll 4
+          for (unsigned j = 0; j < batch; ++j)
+            add_row(shuffle_pointer(my_data, j), __shfl_sync(~0u, my_weight, j), 0, static_cast<std::uint32_t>(width));
+          continue;
+        }
+        for (unsigned j = 0; j < batch; ++j) {
+          const Sum weight = __shfl_sync(~0u, my_weight, j);
+          if ((found >> j) & 1u) {
+            add_row(shuffle_pointer(my_data, j), weight, 0, static_cast<std::uint32_t>(width));
+            continue;
+          }
+          const std::uint64_t first = __shfl_sync(~0u, my_first, j);
+          for_each_segment<access::read>(table, first, width, [&](const T* from, RowSegment segment) {
+            add_row(from, weight, static_cast<std::uint32_t>(segment.first - first), segment.count);
+          });
+        }
       }
       const Sum scale = mean && end > begin ? Sum{1} / static_cast<Sum>(end - begin) : Sum{1};
 #pragma unroll

@@ -12,13 +12,27 @@ template <class E, class I>
 __global__ void gather_kernel(array<E> table, std::uint64_t dim, const I* ids, std::uint64_t count, E* out) {
   if (failure_on_record(table.cache_view())) return;
   const unsigned lane = lane_id();
-  for (std::uint64_t k = warp_index(); k < count; k += warp_count()) {
-    const std::uint64_t first = row_of(ids, k) * dim;
-    E* row_out = out + k * dim;
-    for_each_segment<access::read>(table, first, dim, [&](const E* from, RowSegment segment) {
-      copy_bytes(reinterpret_cast<std::byte*>(row_out + (segment.first - first)),
-                 reinterpret_cast<const std::byte*>(from), segment.count * sizeof(E), lane);
-    });
+  const std::uint64_t warps = warp_count();
+  // Warp w copies rows w, w + warps, ...; it looks up 32 of them at once, lane j the j-th.
+  for (std::uint64_t base = warp_index(); base < count; base += 32 * warps) {
+    const std::uint64_t my_k = base + lane * warps;
+    const bool named = my_k < count;
+    const std::uint64_t my_first = named ? row_of(ids, my_k) * dim : 0;
+    const E* my_data = nullptr;
+    const unsigned found = find_rows_in_core(table, named, my_first, dim, my_data);
+    for (unsigned j = 0; j < 32 && base + j * warps < count; ++j) {
+      const std::uint64_t k = base + j * warps;
+      auto* row_out = reinterpret_cast<std::byte*>(out + k * dim);
+      if ((found >> j) & 1u) {
+        copy_bytes(row_out, reinterpret_cast<const std::byte*>(shuffle_pointer(my_data, j)), dim * sizeof(E), lane);
+        continue;
+      }
+      const std::uint64_t first = __shfl_sync(~0u, my_first, j);
+      for_each_segment<access::read>(table, first, dim, [&](const E* from, RowSegment segment) {
+        copy_bytes(row_out + (segment.first - first) * sizeof(E), reinterpret_cast<const std::byte*>(from),
+                   segment.count * sizeof(E), lane);
+      });
+    }
   }
 }
 

@@ -148,6 +148,28 @@ __device__ void for_each_segment(const array<T>& table, std::uint64_t first, std
   }
 }
 
+/// Up to 32 rows at once, one per lane, found in the cache without holds: lane j names elements
+/// [first, first + count) when `named`; where they lie in one page that is in a frame nothing
+/// can evict (peek_resident_unheld: in core, or a resident object), the lane's `data` points at
+/// them there. Returns the lanes whose rows that found. Their page entries are loaded together,
+/// so a warp pays one memory latency for 32 rows' lookups instead of one per row; the others
+/// are read through for_each_segment(). Every lane calls it.
+template <class T>
+__device__ __forceinline__ unsigned find_rows_in_core(const array<T>& table, bool named, std::uint64_t first,
+                                                      std::uint64_t count, const T*& data) {
+  std::uint32_t frame = 0;
+  const bool found = named && table.page_of(first) == table.page_of(first + count - 1) &&
+                     peek_resident_unheld(table.cache_view(), table.descriptor(), table.page_of(first), frame);
+  data = reinterpret_cast<const T*>(table.cache_view().frame_data(frame)) + (first & (table.elements_per_page() - 1));
+  return __ballot_sync(~0u, found);
+}
+
+/// Lane `lane`'s pointer, in every lane.
+template <class T>
+__device__ __forceinline__ const T* shuffle_pointer(const T* p, unsigned lane) {
+  return reinterpret_cast<const T*>(__shfl_sync(~0u, reinterpret_cast<std::uintptr_t>(p), lane));
+}
+
 /// This warp's index in the grid and the grid's warps (1-D launches of whole warps).
 __device__ __forceinline__ std::uint64_t warp_index() {
   return (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;

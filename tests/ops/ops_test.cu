@@ -199,12 +199,13 @@ void check_embedding_bag(double tolerance) {
       auto object = rt.alloc<T>(rows * dim, c.placement, "embeddings");
       for (auto& v : object.host()) v = from_double<T>(static_cast<double>(rng() % 2001) / 1000.0 - 1.0);
       const auto table = ops::table(object, dim, dtype_of<T>());
-      // 500 bags of 0 to 12 ids (empty bags among them).
+      // 500 bags of 0 to 12 ids (empty bags among them), and every 25th of 33 to 72: a warp looks
+      // up a bag's rows 32 at a time.
       std::vector<std::int64_t> offsets;
       std::vector<std::int64_t> ids;
       for (int b = 0; b < 500; ++b) {
         offsets.push_back(static_cast<std::int64_t>(ids.size()));
-        const std::uint64_t size = rng() % 13;
+        const std::uint64_t size = b % 25 == 0 ? 33 + rng() % 40 : rng() % 13;
         for (std::uint64_t k = 0; k < size; ++k) ids.push_back(static_cast<std::int64_t>(rng() % rows));
       }
       std::vector<T> weights(ids.size());
