@@ -354,6 +354,15 @@ __global__ void read_lane_strided(array<std::uint32_t> a, std::uint64_t first_pa
     out[w * 32 + lane] = a[(first_page + w) * a.elements_per_page() + lane * lane_stride % a.elements_per_page()];
 }
 
+/// What read_lane_strided reads from pages [0, pages) of the host copy `v`.
+std::vector<std::uint32_t> lane_strided(const std::vector<std::uint32_t>& v, std::uint64_t per_page,
+                                        std::uint64_t pages, std::uint64_t lane_stride) {
+  std::vector<std::uint32_t> out(pages * 32);
+  for (std::uint64_t p = 0; p < pages; ++p)
+    for (std::uint64_t l = 0; l < 32; ++l) out[p * 32 + l] = v[p * per_page + l * lane_stride % per_page];
+  return out;
+}
+
 TEST_F(Api, AutomaticPlacementPricesAWarpAccessInTheSectorsItFetches) {
   Runtime rt(Config{.cache_bytes = 16ull << 20, .max_pages_held_per_thread = 1});
   constexpr std::uint64_t pages = 512, half = pages / 2, per_page = 1024;
@@ -440,9 +449,7 @@ TEST_F(Api, AutomaticPlacementOnAnEvictingCacheReadsAPageRemotelyUntilItPaysForI
   auto a = rt.alloc<std::uint32_t>(pages * per_page, Placement::automatic, "automatic rows");
   fill_initial(a, 25);
   const std::vector<std::uint32_t> v(a.host().begin(), a.host().end());
-  std::vector<std::uint32_t> expected(pages * 32);
-  for (std::uint64_t p = 0; p < pages; ++p)
-    for (std::uint64_t l = 0; l < 32; ++l) expected[p * 32 + l] = v[p * per_page + l * stride];
+  const std::vector<std::uint32_t> expected = lane_strided(v, per_page, pages, stride);
   DeviceVector<std::uint32_t> out(pages * 32);
   auto read_rows = [&](std::uint64_t access) {
     rt.launch(read_lane_strided, dim3(1), dim3(64), 0, a.device(), std::uint64_t{0}, pages, stride, out.get());
@@ -471,9 +478,7 @@ TEST_F(Api, AutomaticPlacementMigratesAtOnceAgainWhenEverythingFitsOnceMore) {
   std::optional<object<std::uint32_t>> crowd = rt.alloc<std::uint32_t>(64 * per_page, Placement::migrate, "crowd");
   fill_initial(a, 26);
   const std::vector<std::uint32_t> v(a.host().begin(), a.host().end());
-  std::vector<std::uint32_t> expected(pages * 32);
-  for (std::uint64_t p = 0; p < pages; ++p)
-    for (std::uint64_t l = 0; l < 32; ++l) expected[p * 32 + l] = v[p * per_page + l * stride];
+  const std::vector<std::uint32_t> expected = lane_strided(v, per_page, pages, stride);
   DeviceVector<std::uint32_t> out(pages * 32);
   auto read_rows = [&] {
     rt.launch(read_lane_strided, dim3(1), dim3(64), 0, a.device(), std::uint64_t{0}, pages, stride, out.get());
