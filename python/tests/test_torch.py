@@ -155,6 +155,25 @@ def test_embedding_bag_refuses_what_torch_refuses(rt: Any) -> None:
         module(ids)
 
 
+def test_ops_take_torch_tensors_as_capsules_and_refuse_an_out_that_needs_grad(rt: Any) -> None:
+    table = rt.empty((1000, 8), "float32", name="table")
+    table.host[:] = np.random.default_rng(5).standard_normal((1000, 8), dtype=np.float32)
+    ids = torch.randint(1000, (300,), device=DEVICE)
+    reference = torch.from_numpy(table.host.copy()).to(DEVICE)[ids]
+    assert torch.equal(warpvm.gather(table, ids), reference)
+    out = torch.zeros((300, 8), device=DEVICE)
+    assert warpvm.gather(table, ids, out=out) is out
+    assert torch.equal(out, reference)
+    # A slice is exported with its strides, so the extension still sees it is not contiguous.
+    with pytest.raises(warpvm.Error, match="ids must be C-contiguous"):
+        warpvm.gather(table, torch.arange(20, device=DEVICE)[::2])
+    tracked = torch.zeros((300, 8), device=DEVICE, requires_grad=True)
+    with pytest.raises(warpvm.Error, match="out must not require grad") as info:
+        warpvm.gather(table, ids, out=tracked)
+    assert info.value.kind is warpvm.ErrorKind.invalid_argument
+    assert not tracked.detach().any()
+
+
 # --- PyG -------------------------------------------------------------------------------------
 
 

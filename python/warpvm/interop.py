@@ -72,6 +72,17 @@ def framework_of(array: object) -> str:
     return framework
 
 
+def _torch_current_stream(like: Any) -> int:
+    """torch's current stream on the device of `like`. torch._C._cuda_getCurrentRawStream (what
+    Triton's launcher calls) gives the handle without making a torch.cuda.Stream object; where a
+    torch lacks it, the public API."""
+    torch = sys.modules["torch"]
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return int(raw(like.get_device()))
+    return int(torch.cuda.current_stream(like.device).cuda_stream)
+
+
 def stream_handle(stream: Any, framework: str, like: Any) -> int:
     """The cudaStream_t, as an int, that an op runs on.
 
@@ -82,7 +93,7 @@ def stream_handle(stream: Any, framework: str, like: Any) -> int:
     """
     if stream is None:
         if framework == "torch":
-            return int(sys.modules["torch"].cuda.current_stream(like.device).cuda_stream)
+            return _torch_current_stream(like)
         if framework == "cupy":
             return int(sys.modules["cupy"].cuda.get_current_stream().ptr)
         return 0

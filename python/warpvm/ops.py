@@ -41,6 +41,29 @@ from warpvm.runtime import PagedArray, _warpvm
 __all__ = ["embedding_bag", "gather", "index_add", "sample_neighbors"]
 
 _torch_dtypes: dict[str, Any] = {}
+_torch_to_dlpack: Any = None
+
+
+def _operand(array: Any) -> Any:
+    """`array` as the extension takes it. A torch tensor goes as its DLPack capsule, made by
+    torch.utils.dlpack.to_dlpack (C code); given the tensor, the extension would call
+    Tensor.__dlpack__, whose checks in Python cost microseconds a tensor (warpvm bench torch's
+    call_overhead). The extension checks the capsule's device, dtype, shape and strides as it
+    would the tensor's."""
+    global _torch_to_dlpack
+    if array is None or framework_of(array) != "torch":
+        return array
+    if _torch_to_dlpack is None:
+        _torch_to_dlpack = sys.modules["torch"].utils.dlpack.to_dlpack
+    return _torch_to_dlpack(array)
+
+
+def _writable(framework: str, out: Any, op: str) -> Any:
+    """A caller's `out` for the extension: torch refuses, as for its own ops' out=, a tensor that
+    autograd tracks (writing into it behind autograd's back would give wrong gradients)."""
+    if framework_of(out) == "torch" and out.requires_grad:
+        raise _invalid(op, "out must not require grad (autograd cannot see what warpvm writes into it)")
+    return _operand(out)
 
 
 def _expect_table(table: object, op: str, what: str = "table") -> None:
@@ -104,7 +127,7 @@ def gather(table: PagedArray, ids: Any, out: Any = None, stream: Any = None) -> 
     if out is None:
         out = _empty(framework, ids, (ids.shape[0], *table.shape[1:]), table.dtype, table.device)
     _ready(framework, ids)
-    _warpvm.gather(table, ids, out, handle)
+    _warpvm.gather(table, _operand(ids), _writable(framework, out, "gather"), handle)
     return _returned(framework, out, handle)
 
 
@@ -137,7 +160,16 @@ def embedding_bag(
         bags = max(offsets.shape[0] - (1 if include_last_offset else 0), 0)
         out = _empty(framework, ids, (bags, *table.shape[1:]), table.dtype, table.device)
     _ready(framework, ids, offsets, per_sample_weights)
-    _warpvm.embedding_bag(table, ids, offsets, mode, per_sample_weights, include_last_offset, out, handle)
+    _warpvm.embedding_bag(
+        table,
+        _operand(ids),
+        _operand(offsets),
+        mode,
+        _operand(per_sample_weights),
+        include_last_offset,
+        _writable(framework, out, "embedding_bag"),
+        handle,
+    )
     return _returned(framework, out, handle)
 
 
@@ -151,7 +183,7 @@ def index_add(table: PagedArray, ids: Any, values: Any, stream: Any = None) -> N
     _expect_table(table, "index_add")
     framework = framework_of(ids)
     _ready(framework, ids, values)
-    _warpvm.index_add(table, ids, values, stream_handle(stream, framework, ids))
+    _warpvm.index_add(table, _operand(ids), _operand(values), stream_handle(stream, framework, ids))
 
 
 def sample_neighbors(
@@ -178,7 +210,11 @@ def sample_neighbors(
     device = indptr.device
     _ready(framework, seeds)
     out_indptr = _empty(framework, seeds, (seeds.shape[0] + 1,), "int64", device)
-    total = _warpvm.count_sampled_neighbors(indptr, indices, seeds, fanout, out_indptr, handle)
+    total = _warpvm.count_sampled_neighbors(
+        indptr, indices, _operand(seeds), fanout, _operand(out_indptr), handle
+    )
     out_indices = _empty(framework, seeds, (total,), "int64", device)
-    _warpvm.sample_neighbors(indptr, indices, seeds, fanout, seed, out_indptr, out_indices, handle)
+    _warpvm.sample_neighbors(
+        indptr, indices, _operand(seeds), fanout, seed, _operand(out_indptr), _operand(out_indices), handle
+    )
     return _returned(framework, out_indptr, handle), _returned(framework, out_indices, handle)
