@@ -58,7 +58,7 @@ def _operand(array: Any) -> Any:
     return _torch_to_dlpack(array)
 
 
-def _writable(framework: str, out: Any, op: str) -> Any:
+def _writable(out: Any, op: str) -> Any:
     """A caller's `out` for the extension: torch refuses, as for its own ops' out=, a tensor that
     autograd tracks (writing into it behind autograd's back would give wrong gradients)."""
     if framework_of(out) == "torch" and out.requires_grad:
@@ -127,7 +127,7 @@ def gather(table: PagedArray, ids: Any, out: Any = None, stream: Any = None) -> 
     if out is None:
         out = _empty(framework, ids, (ids.shape[0], *table.shape[1:]), table.dtype, table.device)
     _ready(framework, ids)
-    _warpvm.gather(table, _operand(ids), _writable(framework, out, "gather"), handle)
+    _warpvm.gather(table, _operand(ids), _writable(out, "gather"), handle)
     return _returned(framework, out, handle)
 
 
@@ -167,7 +167,7 @@ def embedding_bag(
         mode,
         _operand(per_sample_weights),
         include_last_offset,
-        _writable(framework, out, "embedding_bag"),
+        _writable(out, "embedding_bag"),
         handle,
     )
     return _returned(framework, out, handle)
