@@ -93,8 +93,8 @@ class RuntimeState {
   static constexpr std::uint32_t all_objects = ~0u;
 
   /// cudaOccupancyMaxActiveBlocksPerMultiprocessor, asked once per kernel and block shape: the
-  /// launch check needs it at every launch, and the query costs microseconds, as much as the
-  /// launch itself (warpvm::ops launches twice per call).
+  /// launch check needs it at every launch (warpvm::ops launches twice per call), and the answer
+  /// never changes for a kernel and shape.
   int blocks_per_multiprocessor(const void* kernel, int threads_per_block, std::size_t shared_bytes);
 
  private:
