@@ -47,8 +47,8 @@ _torch_to_dlpack: Any = None
 def _operand(array: Any) -> Any:
     """`array` as the extension takes it. A torch tensor goes as its DLPack capsule, made by
     torch.utils.dlpack.to_dlpack (C code); given the tensor, the extension would call
-    Tensor.__dlpack__, whose checks in Python cost microseconds a tensor (warpvm bench torch's
-    call_overhead). The extension checks the capsule's device, dtype, shape and strides as it
+    Tensor.__dlpack__, whose checks in Python cost microseconds a tensor
+    (scripts/profile-call-overhead). The extension checks the capsule's device, dtype, shape and strides as it
     would the tensor's."""
     global _torch_to_dlpack
     if array is None or framework_of(array) != "torch":
