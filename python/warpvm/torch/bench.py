@@ -85,19 +85,20 @@ class IdBatch:
     values: torch.Tensor
 
     @staticmethod
-    def make(ids: np.ndarray, pooling: int, dim: int, seed: int, device: torch.device) -> IdBatch:
+    def make(
+        ids: np.ndarray, pooling: int, values: tuple[torch.Tensor, torch.Tensor], device: torch.device
+    ) -> IdBatch:
+        """A batch of `ids` with index_add's `values` (on the CPU, pinned, and on the GPU), which
+        the batches of a point share: a 1M x 128 float32 batch of values takes 512 MiB."""
         ids_cpu = torch.from_numpy(ids).pin_memory()
         offsets_cpu = torch.arange(0, len(ids), pooling, dtype=torch.int64).pin_memory()
+        return IdBatch(ids_cpu, ids_cpu.to(device), offsets_cpu, offsets_cpu.to(device), *values)
+
+    @staticmethod
+    def values(count: int, dim: int, seed: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
         generator = torch.Generator(device=device).manual_seed(seed)
-        values = torch.randn(len(ids), dim, generator=generator, device=device) * 1e-3
-        return IdBatch(
-            ids_cpu,
-            ids_cpu.to(device),
-            offsets_cpu,
-            offsets_cpu.to(device),
-            values.cpu().pin_memory(),
-            values,
-        )
+        values = torch.randn(count, dim, generator=generator, device=device) * 1e-3
+        return values.cpu().pin_memory(), values
 
 
 class Table:
@@ -254,16 +255,16 @@ def _numpy_dtype(dtype: torch.dtype) -> Any:
     return {torch.float32: np.float32, torch.float16: np.float16}[dtype]
 
 
-def time_on_stream(run: Callable[[], object], repeats: int) -> list[float]:
-    """Seconds of each of `repeats` runs after one untimed run, by CUDA events on the current
-    stream (a run's CPU work counts: the stream waits for what it enqueues)."""
-    run()
+def time_on_stream(run: Callable[[int], object], repeats: int) -> list[float]:
+    """Seconds of runs 1..`repeats` after an untimed run 0, by CUDA events on the current stream
+    (a run's CPU work counts: the stream waits for what it enqueues). run(k) runs batch k."""
+    run(0)
     torch.cuda.synchronize()
     seconds = []
-    for _ in range(repeats):
+    for k in range(1, repeats + 1):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        run()
+        run(k)
         end.record()
         end.synchronize()
         seconds.append(start.elapsed_time(end) / 1e3)
@@ -326,7 +327,8 @@ class TorchBench:
         self._table_key: tuple[Any, ...] | None = None
         self._array: Any = None
         self._tables: dict[str, Table | str] = {}
-        self._batches: dict[tuple[str, int], IdBatch] = {}
+        self._batches: dict[tuple[str, int, int], IdBatch] = {}
+        self._values: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
         self._graphsage: Any = None
 
     def close(self) -> None:
@@ -336,6 +338,7 @@ class TorchBench:
     def _release(self) -> None:
         self._tables.clear()
         self._batches.clear()
+        self._values.clear()
         self._array = self._graphsage = self._table_key = None
         gc.collect()
         torch.cuda.empty_cache()
@@ -387,13 +390,20 @@ class TorchBench:
         ) as error:
             return f"{mode} could not be set up: {error}"
 
-    def _batch(self, point: Point) -> IdBatch:
-        key = (point.ids, point.batch)
+    def _batch(self, point: Point, run: int) -> IdBatch:
+        """Batch `run` of the point's ids: each timed run reads a batch of its own, as a training
+        loop does (Zipf batches share their hot rows: batch_ids)."""
+        key = (point.ids, point.batch, run)
         if key not in self._batches:
             rows = point.table_rows(self.context.cache_bytes)
-            ids = batch_ids(point.ids, rows, point.batch, self.settings.seed)
+            ids = batch_ids(point.ids, rows, point.batch, self.settings.seed + run)
+            values_key = (point.batch, point.dim)
+            if values_key not in self._values:
+                self._values[values_key] = IdBatch.values(
+                    point.batch, point.dim, self.settings.seed, self.device
+                )
             self._batches[key] = IdBatch.make(
-                ids, self.settings.pooling, point.dim, self.settings.seed, self.device
+                ids, self.settings.pooling, self._values[values_key], self.device
             )
         return self._batches[key]
 
@@ -405,22 +415,27 @@ class TorchBench:
         table = self._table(point)
         if isinstance(table, str):
             return table
-        batch = self._batch(point)
         workload = point.op or point.workload
         run = {"gather": table.gather, "embedding_bag": table.embedding_bag, "index_add": table.index_add}[
             workload
         ]
         if point.mode == "warpvm":
             drop_cached(self.runtime)
-        verified = verify(workload, table, batch, self.settings.pooling)
+        first = self._batch(point, 0)
+        verified = verify(workload, table, first, self.settings.pooling)
         before = self.runtime.stats() if point.mode == "warpvm" else None
         if point.workload == "call_overhead":
-            seconds = time_calls(lambda: run(batch), self.settings.call_iterations, self.settings.repeats)
+            seconds = time_calls(lambda: run(first), self.settings.call_iterations, self.settings.repeats)
             calls = _CALL_WARMUP + self.settings.call_iterations * self.settings.repeats
         else:
-            seconds = time_on_stream(lambda: run(batch), self.settings.repeats)
+            batches = [self._batch(point, k) for k in range(1 + self.settings.repeats)]
+            seconds = time_on_stream(lambda k: run(batches[k]), self.settings.repeats)
             calls = 1 + self.settings.repeats  # the untimed run too
-        faults, moved = _stats_per_call(before, self.runtime.stats() if before is not None else None, calls)
+        after = self.runtime.stats() if before is not None else None
+        if point.workload != "call_overhead":
+            # The last batch again, read through the cache state the timed runs left.
+            verified = verify(workload, table, batches[-1], self.settings.pooling) and verified
+        faults, moved = _stats_per_call(before, after, calls)
         if point.mode == "warpvm":
             flush(self.runtime)
         return Measurement(
