@@ -23,18 +23,19 @@ std::string describe_device(const nb::ndarray<>& a) {
   return "device type " + std::to_string(a.device_type());
 }
 
-/// Raises warpvm.Error (invalid_argument) "<op>: <what> <message>" unless `condition`.
-void expect(bool condition, const char* op, const char* what, const std::string& message) {
-  WARPVM_EXPECTS(condition, ErrorKind::invalid_argument, std::string(op) + ": " + what + " " + message);
-}
+/// Raises warpvm.Error (invalid_argument) "<op>: <what> <message>" unless `condition`. A macro so
+/// that the message is built only on failure: these checks run on every op call.
+#define WARPVM_EXPECT_OPERAND(condition, op, what, message) \
+  WARPVM_EXPECTS(condition, ErrorKind::invalid_argument, std::string(op) + ": " + (what) + " " + std::string(message))
 
 /// `a` as an operand of `op` on the runtime's GPU: on that device and C-contiguous.
 void expect_on_device(const nb::ndarray<>& a, int device, const char* op, const char* what) {
-  expect(a.device_type() == nb::device::cuda::value && a.device_id() == device, op, what,
-         "must be on the runtime's GPU, cuda:" + std::to_string(device) + ", not on " + describe_device(a));
+  WARPVM_EXPECT_OPERAND(
+      a.device_type() == nb::device::cuda::value && a.device_id() == device, op, what,
+      "must be on the runtime's GPU, cuda:" + std::to_string(device) + ", not on " + describe_device(a));
   std::int64_t expected = 1;
   for (std::size_t d = a.ndim(); d-- > 0;) {
-    expect(a.shape(d) <= 1 || a.stride(d) == expected, op, what, "must be C-contiguous");
+    WARPVM_EXPECT_OPERAND(a.shape(d) <= 1 || a.stride(d) == expected, op, what, "must be C-contiguous");
     expected *= static_cast<std::int64_t>(a.shape(d));
   }
 }
@@ -43,8 +44,8 @@ void expect_on_device(const nb::ndarray<>& a, int device, const char* op, const 
 ops::Indices indices_of(const nb::ndarray<>& a, int device, const char* op, const char* what) {
   expect_on_device(a, device, op, what);
   const std::optional<ops::Dtype> dtype = dtype_from_dlpack(a.dtype());
-  expect(a.ndim() == 1 && (dtype == ops::Dtype::int32 || dtype == ops::Dtype::int64), op, what,
-         "must be a 1-D int32 or int64 tensor");
+  WARPVM_EXPECT_OPERAND(a.ndim() == 1 && (dtype == ops::Dtype::int32 || dtype == ops::Dtype::int64), op, what,
+                        "must be a 1-D int32 or int64 tensor");
   return {a.data(), a.shape(0), dtype == ops::Dtype::int32 ? ops::Indices::Type::int32 : ops::Indices::Type::int64};
 }
 
@@ -54,10 +55,11 @@ void* rows_of(nb::ndarray<>& a, const PagedArray& table, std::uint64_t rows, int
   expect_on_device(a, device, op, what);
   const bool two_d = table.shape().size() == 2;
   const bool shaped = a.ndim() == table.shape().size() && a.shape(0) == rows && (!two_d || a.shape(1) == table.shape()[1]);
-  const std::string wanted = "(" + std::to_string(rows) + (two_d ? ", " + std::to_string(table.shape()[1]) : ",") + ")";
-  expect(shaped, op, what, "must have shape " + wanted);
-  expect(dtype_from_dlpack(a.dtype()) == table.dtype(), op, what,
-         std::string("must have the table's dtype, ") + ops::to_string(table.dtype()));
+  WARPVM_EXPECT_OPERAND(shaped, op, what,
+                        "must have shape (" + std::to_string(rows) +
+                            (two_d ? ", " + std::to_string(table.shape()[1]) : std::string(",")) + ")");
+  WARPVM_EXPECT_OPERAND(dtype_from_dlpack(a.dtype()) == table.dtype(), op, what,
+                        std::string("must have the table's dtype, ") + ops::to_string(table.dtype()));
   return a.data();
 }
 
@@ -80,18 +82,18 @@ void embedding_bag(const PagedArray& table, const nb::ndarray<>& ids, const nb::
   const ops::Table t = table.table(op);
   Runtime& rt = table.runtime(op);
   const int device = rt.config().device;
-  expect(mode == "sum" || mode == "mean", op, "mode", "must be 'sum' or 'mean', not '" + mode + "'");
+  WARPVM_EXPECT_OPERAND(mode == "sum" || mode == "mean", op, "mode", "must be 'sum' or 'mean', not '" + mode + "'");
   const ops::Indices i = indices_of(ids, device, op, "ids");
   const ops::Indices o = indices_of(offsets, device, op, "offsets");
-  expect(!include_last_offset || o.count >= 1, op, "offsets", "needs an entry with include_last_offset");
+  WARPVM_EXPECT_OPERAND(!include_last_offset || o.count >= 1, op, "offsets", "needs an entry with include_last_offset");
   const std::uint64_t bags = include_last_offset ? o.count - 1 : o.count;
   const void* weights = nullptr;
   if (per_sample_weights.has_value()) {
-    expect(per_sample_weights->ndim() == 1 && per_sample_weights->shape(0) == i.count, op, "per_sample_weights",
-           "must be 1-D, one weight per id");
+    WARPVM_EXPECT_OPERAND(per_sample_weights->ndim() == 1 && per_sample_weights->shape(0) == i.count, op,
+                          "per_sample_weights", "must be 1-D, one weight per id");
     expect_on_device(*per_sample_weights, device, op, "per_sample_weights");
-    expect(dtype_from_dlpack(per_sample_weights->dtype()) == table.dtype(), op, "per_sample_weights",
-           std::string("must have the table's dtype, ") + ops::to_string(table.dtype()));
+    WARPVM_EXPECT_OPERAND(dtype_from_dlpack(per_sample_weights->dtype()) == table.dtype(), op, "per_sample_weights",
+                          std::string("must have the table's dtype, ") + ops::to_string(table.dtype()));
     weights = per_sample_weights->data();
   }
   void* result = rows_of(out, table, bags, device, op, "out");
@@ -113,15 +115,15 @@ void index_add(const PagedArray& table, const nb::ndarray<>& ids, nb::ndarray<> 
 Runtime& graph_runtime(const PagedArray& indptr, const PagedArray& indices, const char* op) {
   Runtime& rt = indptr.runtime(op);
   (void)indices.runtime(op);
-  expect(indptr.owner() == indices.owner(), op, "indptr and indices", "must belong to the same Runtime");
+  WARPVM_EXPECT_OPERAND(indptr.owner() == indices.owner(), op, "indptr and indices", "must belong to the same Runtime");
   return rt;
 }
 
 std::int64_t* sample_offsets(nb::ndarray<>& out_indptr, std::uint64_t seeds, int device, const char* op) {
   expect_on_device(out_indptr, device, op, "out_indptr");
-  expect(out_indptr.ndim() == 1 && out_indptr.shape(0) == seeds + 1 &&
-             dtype_from_dlpack(out_indptr.dtype()) == ops::Dtype::int64,
-         op, "out_indptr", "must be 1-D int64 of len(seeds) + 1 = " + std::to_string(seeds + 1));
+  WARPVM_EXPECT_OPERAND(out_indptr.ndim() == 1 && out_indptr.shape(0) == seeds + 1 &&
+                            dtype_from_dlpack(out_indptr.dtype()) == ops::Dtype::int64,
+                        op, "out_indptr", "must be 1-D int64 of len(seeds) + 1 = " + std::to_string(seeds + 1));
   return static_cast<std::int64_t*>(out_indptr.data());
 }
 
@@ -145,8 +147,8 @@ void sample_neighbors(const PagedArray& indptr, const PagedArray& indices, const
   const ops::Indices s = indices_of(seeds, device, op, "seeds");
   const std::int64_t* offsets = sample_offsets(out_indptr, s.count, device, op);
   expect_on_device(out_indices, device, op, "out_indices");
-  expect(out_indices.ndim() == 1 && dtype_from_dlpack(out_indices.dtype()) == ops::Dtype::int64, op, "out_indices",
-         "must be 1-D int64");
+  WARPVM_EXPECT_OPERAND(out_indices.ndim() == 1 && dtype_from_dlpack(out_indices.dtype()) == ops::Dtype::int64, op,
+                        "out_indices", "must be 1-D int64");
   ops::sample_neighbors(rt, indptr.table(op), indices.table(op), s, fanout, seed, offsets,
                         static_cast<std::int64_t*>(out_indices.data()), as_stream(stream));
 }

@@ -82,10 +82,6 @@ LaunchShape launch_shape(const Runtime& rt, std::uint64_t items, bool per_warp) 
   return {static_cast<unsigned>(std::max<std::uint64_t>(1, std::min({wanted, fitting, useful}))), threads};
 }
 
-void expect_argument(bool condition, const char* op, const std::string& message) {
-  WARPVM_EXPECTS(condition, ErrorKind::invalid_argument, std::string(op) + ": " + message);
-}
-
 void check_indices(Runtime& rt, const ops::Table& table, ops::Indices ids, std::uint64_t limit, FailureCause site,
                    cudaStream_t stream) {
   const LaunchShape shape = launch_shape(rt, ids.count, /*per_warp=*/false);

@@ -80,19 +80,19 @@ namespace ops {
 void embedding_bag(Runtime& rt, const Table& table, Indices ids, Indices offsets, bool include_last_offset,
                    BagMode mode, const void* per_sample_weights, void* out, cudaStream_t stream) {
   const char* op = "embedding_bag";
-  detail::expect_argument(is_floating(table.dtype), op,
-                          std::string("table '") + table.name + "' is " + to_string(table.dtype) +
-                              "; bags are sums of float16, bfloat16, float32 or float64");
-  detail::expect_argument(per_sample_weights == nullptr || mode == BagMode::sum, op,
-                          "per_sample_weights are only for mode sum (as in PyTorch)");
-  detail::expect_argument(!include_last_offset || offsets.count >= 1, op,
-                          "include_last_offset needs at least one offset");
-  detail::expect_argument(ids.count == 0 || ids.type == offsets.type, op,
-                          "ids and offsets must have the same index type");
+  WARPVM_EXPECT_ARGUMENT(is_floating(table.dtype), op,
+                         std::string("table '") + table.name + "' is " + to_string(table.dtype) +
+                             "; bags are sums of float16, bfloat16, float32 or float64");
+  WARPVM_EXPECT_ARGUMENT(per_sample_weights == nullptr || mode == BagMode::sum, op,
+                         "per_sample_weights are only for mode sum (as in PyTorch)");
+  WARPVM_EXPECT_ARGUMENT(!include_last_offset || offsets.count >= 1, op,
+                         "include_last_offset needs at least one offset");
+  WARPVM_EXPECT_ARGUMENT(ids.count == 0 || ids.type == offsets.type, op,
+                         "ids and offsets must have the same index type");
   const std::uint64_t bags = include_last_offset ? offsets.count - 1 : offsets.count;
   if (bags == 0) return;
-  detail::expect_argument(offsets.data != nullptr && out != nullptr && (ids.count == 0 || ids.data != nullptr), op,
-                          "ids, offsets and out must be device memory");
+  WARPVM_EXPECT_ARGUMENT(offsets.data != nullptr && out != nullptr && (ids.count == 0 || ids.data != nullptr), op,
+                         "ids, offsets and out must be device memory");
   detail::check_offsets(rt, table, offsets, ids.count, stream);
   if (ids.count != 0) detail::check_indices(rt, table, ids, table.rows, detail::FailureCause::embedding_bag_ids, stream);
   const detail::LaunchShape shape = detail::launch_shape(rt, bags, /*per_warp=*/true);

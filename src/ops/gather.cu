@@ -53,7 +53,7 @@ namespace ops {
 
 void gather(Runtime& rt, const Table& table, Indices ids, void* out, cudaStream_t stream) {
   if (ids.count == 0) return;
-  detail::expect_argument(ids.data != nullptr && out != nullptr, "gather", "ids and out must be device memory");
+  WARPVM_EXPECT_ARGUMENT(ids.data != nullptr && out != nullptr, "gather", "ids and out must be device memory");
   detail::check_indices(rt, table, ids, table.rows, detail::FailureCause::gather_ids, stream);
   const detail::LaunchShape shape = detail::launch_shape(rt, ids.count, /*per_warp=*/true);
   detail::with_element_size(size_of(table.dtype), [&](auto element) {

@@ -31,10 +31,10 @@ namespace ops {
 
 void index_add(Runtime& rt, const Table& table, Indices ids, const void* values, cudaStream_t stream) {
   const char* op = "index_add";
-  detail::expect_argument(table.dtype != Dtype::uint8, op,
-                          "table '" + table.name + "' is uint8, which has no atomic add; use int32");
+  WARPVM_EXPECT_ARGUMENT(table.dtype != Dtype::uint8, op,
+                         "table '" + table.name + "' is uint8, which has no atomic add; use int32");
   if (ids.count == 0) return;
-  detail::expect_argument(ids.data != nullptr && values != nullptr, op, "ids and values must be device memory");
+  WARPVM_EXPECT_ARGUMENT(ids.data != nullptr && values != nullptr, op, "ids and values must be device memory");
   // Every id is checked before the kernel that adds runs: a bad one leaves the table as it was.
   detail::check_indices(rt, table, ids, table.rows, detail::FailureCause::index_add_ids, stream);
   const detail::LaunchShape shape = detail::launch_shape(rt, ids.count, /*per_warp=*/true);

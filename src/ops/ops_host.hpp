@@ -50,8 +50,10 @@ struct LaunchShape {
 };
 [[nodiscard]] LaunchShape launch_shape(const Runtime& rt, std::uint64_t items, bool per_warp);
 
-/// Throws Error(invalid_argument) "<op>: <message>" unless `condition`.
-void expect_argument(bool condition, const char* op, const std::string& message);
+/// Throws Error(invalid_argument) "<op>: <message>" unless `condition`. A macro so that the
+/// message is built only on failure: the checks run on every op call.
+#define WARPVM_EXPECT_ARGUMENT(condition, op, message) \
+  WARPVM_EXPECTS(condition, ::warpvm::ErrorKind::invalid_argument, std::string(op) + ": " + (message))
 
 /// Queues, on `stream`, the check that every entry of `ids` is in [0, limit): the first one
 /// outside is recorded (FailureCause `site`, naming object `object_id`), and the op kernels queued

@@ -61,10 +61,10 @@ __global__ void sample_kernel(array<P> indptr, array<N> indices, const S* seeds,
 /// f(TypeTag<P>{}) for an int32 or int64 table; other dtypes are refused.
 template <class F>
 void with_csr_type(const ops::Table& table, const char* what, F&& f) {
-  expect_argument(table.dim == 1 && (table.dtype == ops::Dtype::int32 || table.dtype == ops::Dtype::int64),
-                  "sample_neighbors",
-                  std::string(what) + " '" + table.name + "' must be a 1-D int32 or int64 table, not " +
-                      std::to_string(table.dim) + " columns of " + ops::to_string(table.dtype));
+  WARPVM_EXPECT_ARGUMENT(table.dim == 1 && (table.dtype == ops::Dtype::int32 || table.dtype == ops::Dtype::int64),
+                         "sample_neighbors",
+                         std::string(what) + " '" + table.name + "' must be a 1-D int32 or int64 table, not " +
+                             std::to_string(table.dim) + " columns of " + ops::to_string(table.dtype));
   if (table.dtype == ops::Dtype::int32)
     f(TypeTag<std::int32_t>{});
   else
@@ -72,9 +72,9 @@ void with_csr_type(const ops::Table& table, const char* what, F&& f) {
 }
 
 void expect_graph(const ops::Table& indptr, const ops::Table& indices, ops::Indices seeds, std::uint32_t fanout) {
-  expect_argument(indptr.rows >= 1, "sample_neighbors", "indptr '" + indptr.name + "' needs nodes + 1 entries");
-  expect_argument(fanout >= 1, "sample_neighbors", "fanout must be at least 1");
-  expect_argument(seeds.count == 0 || seeds.data != nullptr, "sample_neighbors", "seeds must be device memory");
+  WARPVM_EXPECT_ARGUMENT(indptr.rows >= 1, "sample_neighbors", "indptr '" + indptr.name + "' needs nodes + 1 entries");
+  WARPVM_EXPECT_ARGUMENT(fanout >= 1, "sample_neighbors", "fanout must be at least 1");
+  WARPVM_EXPECT_ARGUMENT(seeds.count == 0 || seeds.data != nullptr, "sample_neighbors", "seeds must be device memory");
   with_csr_type(indices, "indices", [](auto) {});
 }
 
@@ -86,7 +86,7 @@ namespace ops {
 std::uint64_t count_sampled_neighbors(Runtime& rt, const Table& indptr, const Table& indices, Indices seeds,
                                       std::uint32_t fanout, std::int64_t* out_indptr, cudaStream_t stream) {
   detail::expect_graph(indptr, indices, seeds, fanout);
-  detail::expect_argument(out_indptr != nullptr, "sample_neighbors", "out_indptr must be device memory");
+  WARPVM_EXPECT_ARGUMENT(out_indptr != nullptr, "sample_neighbors", "out_indptr must be device memory");
   if (seeds.count == 0) {
     WARPVM_CUDA_TRY(cudaMemsetAsync(out_indptr, 0, sizeof(std::int64_t), stream));
     WARPVM_CUDA_TRY(cudaStreamSynchronize(stream));
@@ -124,8 +124,8 @@ void sample_neighbors(Runtime& rt, const Table& indptr, const Table& indices, In
                       cudaStream_t stream) {
   detail::expect_graph(indptr, indices, seeds, fanout);
   if (seeds.count == 0) return;
-  detail::expect_argument(out_indptr != nullptr && out_indices != nullptr, "sample_neighbors",
-                          "out_indptr and out_indices must be device memory");
+  WARPVM_EXPECT_ARGUMENT(out_indptr != nullptr && out_indices != nullptr, "sample_neighbors",
+                         "out_indptr and out_indices must be device memory");
   const detail::LaunchShape shape = detail::launch_shape(rt, seeds.count, /*per_warp=*/false);
   detail::with_csr_type(indptr, "indptr", [&](auto offsets) {
     using P = typename decltype(offsets)::type;
