@@ -35,16 +35,26 @@ struct HeapBytes {
   std::uint64_t region_space = 0;     ///< the space regions may use: the heap less the small area
 };
 
+/// When a slab's freed blocks can be handed out again. when_empty: the device's fast path today
+/// (tickets hand a slab's blocks out once, in order; the slab goes back to the free-slab queue when
+/// its last block is freed). partly_free: a design not built on the device, for comparison: a slab
+/// with a free block goes on its class's list of partly free slabs, and a class takes from that
+/// list before it takes an empty slab (the model hands out any free block of the slab, as a search
+/// of its bitmap would).
+enum class SlabReuse : std::uint8_t { when_empty, partly_free };
+
 /// A region that does not fit may be refused with up to this much of the space free: the
 /// reservation it needs (at most a 2 MB VABlock under 2 MB) has no free aligned place.
 inline constexpr std::uint64_t heap_first_fit_slack = vablock_bytes;
 
 class HeapModel {
  public:
-  HeapModel(std::uint64_t capacity_bytes, std::uint64_t small_bytes, std::uint64_t portion_bytes, HeapLayout layout)
+  HeapModel(std::uint64_t capacity_bytes, std::uint64_t small_bytes, std::uint64_t portion_bytes, HeapLayout layout,
+            SlabReuse reuse = SlabReuse::when_empty)
       : shares_(heap_shares(capacity_bytes, portion_bytes, true, small_bytes)),
         capacity_(capacity_bytes),
         layout_(layout),
+        reuse_(reuse),
         storage_(HeapSpace::storage_words(static_cast<std::uint32_t>(capacity_bytes / vablock_bytes))),
         space_(storage_.data(), storage_.size(), static_cast<std::uint32_t>(capacity_bytes / vablock_bytes),
                static_cast<std::uint32_t>(shares_.portion_bytes / vablock_bytes)) {
@@ -52,7 +62,10 @@ class HeapModel {
     if (shares_.small_bytes != 0) space_.allocate(shares_.small_bytes);
     const auto slabs = static_cast<std::uint32_t>(shares_.small_bytes / slab_bytes);
     slab_live_.assign(slabs, 0);
+    slab_class_.assign(slabs, no_small_class);
+    listed_in_.assign(slabs, no_small_class);
     for (std::uint32_t slab = 0; slab < slabs; ++slab) free_slabs_.push_back(slab);
+    bound_.fill(failed_binding);
   }
 
   [[nodiscard]] const HeapShares& shares() const { return shares_; }
@@ -85,7 +98,11 @@ class HeapModel {
   void free(const Allocation& a) {
     if (a.kind == Allocation::Kind::small) {
       live_requested_ -= a.bytes;
-      if (--slab_live_[a.where] == 0) free_slabs_.push_back(a.where);
+      if (reuse_ == SlabReuse::partly_free) {
+        free_reusable_block(a.where);
+      } else if (--slab_live_[a.where] == 0) {
+        free_slabs_.push_back(a.where);
+      }
     } else if (a.kind == Allocation::Kind::region) {
       live_requested_ -= a.bytes;
       if (--regions_[a.where].lanes_live == 0) {
@@ -109,6 +126,7 @@ class HeapModel {
 
   /// small_malloc for one lane: its ticket, binding its virtual slab when it is the first.
   std::uint32_t take_small_block(std::uint32_t size_class) {
+    if (reuse_ == SlabReuse::partly_free) return take_reusable_block(size_class);
     const SmallTicket ticket = small_ticket(tickets_[size_class]++, size_class);
     if (ticket.block == 0) {
       bound_[size_class] = failed_binding;
@@ -120,6 +138,48 @@ class HeapModel {
     }
     if (bound_[size_class] == failed_binding) ++small_fallbacks;
     return bound_[size_class];
+  }
+
+  /// SlabReuse::partly_free: a block of the class's current slab, else of a partly free slab of
+  /// the class, else of an empty slab.
+  std::uint32_t take_reusable_block(std::uint32_t size_class) {
+    const std::uint32_t capacity = small_blocks_per_slab(size_class);
+    std::uint32_t& current = bound_[size_class];
+    while (current == failed_binding || slab_live_[current] == capacity) {
+      std::deque<std::uint32_t>& partly_free = partly_free_[size_class];
+      if (!partly_free.empty()) {
+        current = partly_free.front();
+        partly_free.pop_front();
+        if (slab_class_[current] != size_class) {  // emptied and given back since, now another class's
+          current = failed_binding;
+          continue;
+        }
+        listed_in_[current] = no_small_class;
+        continue;
+      }
+      if (free_slabs_.empty()) {
+        current = failed_binding;
+        ++small_fallbacks;
+        return failed_binding;
+      }
+      current = free_slabs_.front();
+      free_slabs_.pop_front();
+      slab_class_[current] = size_class;
+      slab_live_[current] = 0;
+    }
+    ++slab_live_[current];
+    return current;
+  }
+
+  void free_reusable_block(std::uint32_t slab) {
+    const std::uint32_t size_class = slab_class_[slab];
+    if (--slab_live_[slab] == 0 && bound_[size_class] != slab) {
+      slab_class_[slab] = no_small_class;
+      free_slabs_.push_back(slab);
+    } else if (bound_[size_class] != slab && listed_in_[slab] != size_class) {
+      listed_in_[slab] = size_class;
+      partly_free_[size_class].push_back(slab);
+    }
   }
 
   void allocate_region(std::span<const std::uint64_t> bytes, const std::vector<std::uint32_t>& group,
@@ -158,12 +218,19 @@ class HeapModel {
   HeapShares shares_;
   std::uint64_t capacity_;
   HeapLayout layout_;
+  SlabReuse reuse_;
   std::vector<std::uint64_t> storage_;
   HeapSpace space_;
   std::array<std::uint64_t, small_classes> tickets_{};
   std::array<std::uint32_t, small_classes> bound_{};
   std::vector<std::uint32_t> slab_live_;
   std::deque<std::uint32_t> free_slabs_;
+  // SlabReuse::partly_free only: each slab's class (no_small_class while free), the classes' lists
+  // of partly free slabs (an entry of a slab given back since is stale: checked when taken), and
+  // the class whose list a slab was last put on (so that it is listed once).
+  std::vector<std::uint32_t> slab_class_;
+  std::array<std::deque<std::uint32_t>, small_classes> partly_free_;
+  std::vector<std::uint32_t> listed_in_;
   std::vector<Region> regions_;
   std::vector<std::uint32_t> unused_regions_;
   std::uint64_t live_requested_ = 0;
