@@ -35,13 +35,14 @@ struct HeapBytes {
   std::uint64_t region_space = 0;     ///< the space regions may use: the heap less the small area
 };
 
-/// When a slab's freed blocks can be handed out again. when_empty: the device's fast path today
-/// (tickets hand a slab's blocks out once, in order; the slab goes back to the free-slab queue when
-/// its last block is freed). partly_free: a design not built on the device, for comparison: a slab
-/// with a free block goes on its class's list of partly free slabs, and a class takes from that
-/// list before it takes an empty slab (the model hands out any free block of the slab, as a search
-/// of its bitmap would).
-enum class SlabReuse : std::uint8_t { when_empty, partly_free };
+/// When a slab's freed blocks can be handed out again. when_empty: the device's fast path before
+/// slab reuse (tickets hand a slab's blocks out once, in order; the slab goes back to the
+/// free-slab queue when its last block is freed). partly_free_fallback: the same tickets, and a
+/// lane they cannot serve (no empty slab left) takes a free block of a slab of its class whose
+/// tickets are all handed out and some of whose blocks were freed (small_blocks.hpp, "Reuse").
+/// partly_free_first, for comparison: a class fills its slabs' free blocks before it takes an
+/// empty slab. The model hands out any free block of a slab, as a search of its bitmap would.
+enum class SlabReuse : std::uint8_t { when_empty, partly_free_fallback, partly_free_first };
 
 /// A region that does not fit may be refused with up to this much of the space free: the
 /// reservation it needs (at most a 2 MB VABlock under 2 MB) has no free aligned place.
@@ -98,10 +99,13 @@ class HeapModel {
   void free(const Allocation& a) {
     if (a.kind == Allocation::Kind::small) {
       live_requested_ -= a.bytes;
-      if (reuse_ == SlabReuse::partly_free) {
+      if (reuse_ == SlabReuse::partly_free_first) {
         free_reusable_block(a.where);
       } else if (--slab_live_[a.where] == 0) {
+        slab_class_[a.where] = no_small_class;
         free_slabs_.push_back(a.where);
+      } else if (reuse_ == SlabReuse::partly_free_fallback && handed_out(a.where)) {
+        list_partly_free(a.where);
       }
     } else if (a.kind == Allocation::Kind::region) {
       live_requested_ -= a.bytes;
@@ -126,21 +130,61 @@ class HeapModel {
 
   /// small_malloc for one lane: its ticket, binding its virtual slab when it is the first.
   std::uint32_t take_small_block(std::uint32_t size_class) {
-    if (reuse_ == SlabReuse::partly_free) return take_reusable_block(size_class);
+    if (reuse_ == SlabReuse::partly_free_first) return take_reusable_block(size_class);
     const SmallTicket ticket = small_ticket(tickets_[size_class]++, size_class);
+    const std::uint32_t blocks = small_blocks_per_slab(size_class);
     if (ticket.block == 0) {
       bound_[size_class] = failed_binding;
       if (!free_slabs_.empty()) {
         bound_[size_class] = free_slabs_.front();
         free_slabs_.pop_front();
-        slab_live_[bound_[size_class]] = small_blocks_per_slab(size_class);
+        slab_live_[bound_[size_class]] = blocks;
+        slab_class_[bound_[size_class]] = size_class;
       }
     }
-    if (bound_[size_class] == failed_binding) ++small_fallbacks;
-    return bound_[size_class];
+    const std::uint32_t slab = bound_[size_class];
+    if (slab != failed_binding) {
+      // The last ticket of a slab whose blocks were freed meanwhile lists it.
+      if (reuse_ == SlabReuse::partly_free_fallback && ticket.block + 1 == blocks && slab_live_[slab] < blocks)
+        list_partly_free(slab);
+      return slab;
+    }
+    if (reuse_ == SlabReuse::partly_free_fallback) {
+      if (const std::uint32_t reused = take_partly_free_block(size_class); reused != failed_binding) return reused;
+    }
+    ++small_fallbacks;
+    return failed_binding;
   }
 
-  /// SlabReuse::partly_free: a block of the class's current slab, else of a partly free slab of
+  /// Whether every block of `slab`'s binding has been handed out by its tickets.
+  [[nodiscard]] bool handed_out(std::uint32_t slab) const {
+    const std::uint32_t size_class = slab_class_[slab];
+    return bound_[size_class] != slab || tickets_[size_class] % small_blocks_per_slab(size_class) == 0;
+  }
+
+  void list_partly_free(std::uint32_t slab) {
+    if (listed_in_[slab] != no_small_class) return;
+    listed_in_[slab] = slab_class_[slab];
+    partly_free_[slab_class_[slab]].push_back(slab);
+  }
+
+  /// SlabReuse::partly_free_fallback: a free block of a listed slab of the class.
+  std::uint32_t take_partly_free_block(std::uint32_t size_class) {
+    const std::uint32_t blocks = small_blocks_per_slab(size_class);
+    std::deque<std::uint32_t>& listed = partly_free_[size_class];
+    while (!listed.empty()) {
+      const std::uint32_t slab = listed.front();
+      listed.pop_front();
+      listed_in_[slab] = no_small_class;
+      if (slab_class_[slab] != size_class || slab_live_[slab] == 0 || !handed_out(slab) || slab_live_[slab] == blocks)
+        continue;  // given back or bound since, or no block free
+      if (++slab_live_[slab] < blocks) list_partly_free(slab);
+      return slab;
+    }
+    return failed_binding;
+  }
+
+  /// SlabReuse::partly_free_first: a block of the class's current slab, else of a partly free slab of
   /// the class, else of an empty slab.
   std::uint32_t take_reusable_block(std::uint32_t size_class) {
     const std::uint32_t capacity = small_blocks_per_slab(size_class);
@@ -225,7 +269,7 @@ class HeapModel {
   std::array<std::uint32_t, small_classes> bound_{};
   std::vector<std::uint32_t> slab_live_;
   std::deque<std::uint32_t> free_slabs_;
-  // SlabReuse::partly_free only: each slab's class (no_small_class while free), the classes' lists
+  // Each slab's class (no_small_class while free); with slab reuse, the classes' lists
   // of partly free slabs (an entry of a slab given back since is stale: checked when taken), and
   // the class whose list a slab was last put on (so that it is listed once).
   std::vector<std::uint32_t> slab_class_;
