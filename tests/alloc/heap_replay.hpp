@@ -162,20 +162,26 @@ class HeapModel {
     return bound_[size_class] != slab || tickets_[size_class] % small_blocks_per_slab(size_class) == 0;
   }
 
+  /// Lists `slab` for its class, unless it is on that class's list already.
   void list_partly_free(std::uint32_t slab) {
-    if (listed_in_[slab] != no_small_class) return;
+    if (listed_in_[slab] == slab_class_[slab]) return;
     listed_in_[slab] = slab_class_[slab];
     partly_free_[slab_class_[slab]].push_back(slab);
+  }
+
+  /// The front of `size_class`'s list, taken off it.
+  std::uint32_t take_listed(std::uint32_t size_class) {
+    const std::uint32_t slab = partly_free_[size_class].front();
+    partly_free_[size_class].pop_front();
+    if (listed_in_[slab] == size_class) listed_in_[slab] = no_small_class;
+    return slab;
   }
 
   /// SlabReuse::partly_free_fallback: a free block of a listed slab of the class.
   std::uint32_t take_partly_free_block(std::uint32_t size_class) {
     const std::uint32_t blocks = small_blocks_per_slab(size_class);
-    std::deque<std::uint32_t>& listed = partly_free_[size_class];
-    while (!listed.empty()) {
-      const std::uint32_t slab = listed.front();
-      listed.pop_front();
-      listed_in_[slab] = no_small_class;
+    while (!partly_free_[size_class].empty()) {
+      const std::uint32_t slab = take_listed(size_class);
       if (slab_class_[slab] != size_class || slab_live_[slab] == 0 || !handed_out(slab) || slab_live_[slab] == blocks)
         continue;  // given back or bound since, or no block free
       if (++slab_live_[slab] < blocks) list_partly_free(slab);
@@ -190,15 +196,9 @@ class HeapModel {
     const std::uint32_t capacity = small_blocks_per_slab(size_class);
     std::uint32_t& current = bound_[size_class];
     while (current == failed_binding || slab_live_[current] == capacity) {
-      std::deque<std::uint32_t>& partly_free = partly_free_[size_class];
-      if (!partly_free.empty()) {
-        current = partly_free.front();
-        partly_free.pop_front();
-        if (slab_class_[current] != size_class) {  // emptied and given back since, now another class's
-          current = failed_binding;
-          continue;
-        }
-        listed_in_[current] = no_small_class;
+      if (!partly_free_[size_class].empty()) {
+        current = take_listed(size_class);
+        if (slab_class_[current] != size_class) current = failed_binding;  // given back since, now another class's
         continue;
       }
       if (free_slabs_.empty()) {
@@ -220,9 +220,8 @@ class HeapModel {
     if (--slab_live_[slab] == 0 && bound_[size_class] != slab) {
       slab_class_[slab] = no_small_class;
       free_slabs_.push_back(slab);
-    } else if (bound_[size_class] != slab && listed_in_[slab] != size_class) {
-      listed_in_[slab] = size_class;
-      partly_free_[size_class].push_back(slab);
+    } else if (bound_[size_class] != slab) {
+      list_partly_free(slab);
     }
   }
 
@@ -271,7 +270,7 @@ class HeapModel {
   std::deque<std::uint32_t> free_slabs_;
   // Each slab's class (no_small_class while free); with slab reuse, the classes' lists
   // of partly free slabs (an entry of a slab given back since is stale: checked when taken), and
-  // the class whose list a slab was last put on (so that it is listed once).
+  // the class whose list a slab is on (so that it is listed once there).
   std::vector<std::uint32_t> slab_class_;
   std::array<std::deque<std::uint32_t>, small_classes> partly_free_;
   std::vector<std::uint32_t> listed_in_;
